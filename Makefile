@@ -1,0 +1,40 @@
+# Airlock. `make demo` runs the main job, `make test` passes the tests
+# (installing what they need first). See README.md.
+GO        ?= go
+export CGO_ENABLED = 0
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BIN       := bin/airlock
+GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
+# Fuzz time per target in `make test` (CI keeps it brief).
+FUZZTIME  ?= 5s
+
+.PHONY: all build deps test unit fuzz demo bench escape clean
+
+all: build
+
+build:
+	$(GO) build $(GOFLAGS_BUILD) -o $(BIN) ./cmd/airlock
+
+deps:
+	./scripts/deps.sh
+
+# The whole test run: deps, vet, unit+integration tests, brief fuzzing.
+test: deps build
+	$(GO) vet ./...
+	AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) fuzz
+
+fuzz:
+	./scripts/fuzz.sh $(FUZZTIME)
+
+demo: build
+	./scripts/demo.sh
+
+bench: build
+	./scripts/bench.sh
+
+escape: build
+	AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./test/escape -run TestEscape -v
+
+clean:
+	rm -rf bin

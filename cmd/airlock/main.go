@@ -1,0 +1,96 @@
+// Command airlock is the one Airlock binary: run, serve, sandbox, mcp,
+// doctor, policy, version, and the hidden in-sandbox agent. It only parses
+// flags, wires packages together and maps error kinds to exit codes; the
+// work lives in the packages.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Exit codes (Docker's convention).
+const (
+	exitAirlock     = 125 // airlock itself failed: bad input, backend unavailable
+	exitCannotRun   = 126
+	exitNotFound    = 127
+	exitUsageHidden = 2
+)
+
+// command is one subcommand. Each lives in its own file and registers itself
+// in init, so subcommands can be added without touching this file.
+type command struct {
+	name   string
+	short  string
+	hidden bool
+	run    func(args []string) int
+}
+
+var commands = map[string]command{}
+
+func register(c command) { commands[c.name] = c }
+
+func main() {
+	os.Exit(mainArgs(os.Args[1:]))
+}
+
+func mainArgs(args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage()
+		if len(args) == 0 {
+			return exitAirlock
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "airlock: unknown command %q (see airlock --help)\n", args[0])
+		return exitAirlock
+	}
+	return c.run(args[1:])
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: airlock COMMAND [flags] [args]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n, c := range commands {
+		if !c.hidden {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].short)
+	}
+}
+
+// fail prints err prefixed with the command and returns the exit code for
+// its kind. Only the CLI edge maps error kinds to exit codes.
+func fail(cmd string, err error) int {
+	fmt.Fprintf(os.Stderr, "airlock %s: %v\n", cmd, err)
+	return exitCode(err)
+}
+
+func exitCode(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, errCommandNotFound):
+		return exitNotFound
+	case errors.Is(err, errCommandCannotRun):
+		return exitCannotRun
+	default:
+		return exitAirlock
+	}
+}
+
+// Errors for a command that could not be started inside the sandbox; the
+// backends report them as sandbox.ErrNotFound / ErrPermission from Exec.
+var (
+	errCommandNotFound  = fmt.Errorf("command not found: %w", sandbox.ErrNotFound)
+	errCommandCannotRun = fmt.Errorf("command cannot be run: %w", sandbox.ErrPermission)
+)

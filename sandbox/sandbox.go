@@ -1,0 +1,178 @@
+// Package sandbox defines the one sandbox model every backend implements:
+// a Backend creates long-lived Sandboxes, in which callers run Processes and
+// move files. It holds types and contracts only; it must never contain
+// backend-specific code or touch the host.
+package sandbox
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"log/slog"
+	"time"
+
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/policy"
+)
+
+// Spec is everything a backend needs to create one sandbox. The policy is
+// already resolved (profile merged, paths absolute, validated): backends
+// enforce it, they never widen it.
+type Spec struct {
+	// ID names the sandbox on the host (cgroup, temp dirs, containers). It
+	// is unique among live sandboxes; backends use it to find leftovers.
+	ID string
+	// Policy is the resolved policy. Must not be nil.
+	Policy *policy.Policy
+	// Image is a backend-specific root filesystem reference (a directory for
+	// native/gvisor, an image name for docker). Empty means the host's.
+	Image string
+	// Audit receives the sandbox's structured events. Nil discards them.
+	Audit audit.Sink
+	// Log is the component logger. Nil discards.
+	Log *slog.Logger
+	// Egress, when non-nil, is called for each outbound connection a process
+	// in the sandbox opens through the in-sandbox proxy listener. The
+	// backend hands it the stream; the callee enforces the network policy.
+	Egress EgressHandler
+}
+
+// EgressHandler receives tunnelled connections from inside a sandbox. The
+// connection speaks HTTP proxy or SOCKS5 as the in-sandbox client sent it;
+// nothing about it is trusted.
+type EgressHandler interface {
+	ServeEgress(ctx context.Context, sandboxID string, conn io.ReadWriteCloser)
+}
+
+// Backend creates sandboxes with one isolation technology.
+//
+// Implementations are safe for concurrent use. Create either returns a
+// running sandbox or an error after removing everything it made (no mount,
+// cgroup, process, container or temp dir left behind).
+type Backend interface {
+	// Name is the backend's policy name: native, gvisor, docker, microvm, wasm.
+	Name() string
+	// Probe reports whether this host can run the backend and, if not, why.
+	Probe(ctx context.Context) Probe
+	// Create starts a sandbox for spec. The error wraps ErrInvalid for a spec
+	// the backend cannot honour, ErrUnavailable for missing host features.
+	Create(ctx context.Context, spec Spec) (Sandbox, error)
+	// Cleanup removes host leftovers (cgroups, mounts, containers, temp
+	// dirs, processes) of sandboxes whose IDs are not in keep, e.g. after a
+	// crash of the server. Idempotent.
+	Cleanup(ctx context.Context, keep map[string]bool) error
+}
+
+// Probe is a backend's self-assessment on this host.
+type Probe struct {
+	Available bool              `json:"available"`
+	Reason    string            `json:"reason,omitempty"` // why not, and what to install
+	Isolation string            `json:"isolation"`        // kernel, medium, weak, hardware, wasm
+	Details   map[string]string `json:"details,omitempty"`
+}
+
+// Sandbox is one running sandbox. All methods are safe for concurrent use.
+// After Destroy (or after the sandbox died) every method returns an error
+// wrapping ErrClosed.
+type Sandbox interface {
+	ID() string
+	// Exec starts a process. It returns once the process is running (or
+	// failed to start: ErrNotFound for a missing command, ErrPermission when
+	// it cannot be executed). Streams in req are copied until the process
+	// ends; Wait returns after they are drained.
+	Exec(ctx context.Context, req ExecRequest) (Process, error)
+	// Files gives access to the sandbox's filesystem as the sandbox sees it,
+	// under the same policy its processes have.
+	Files() Files
+	// Done is closed when the sandbox has ended (destroyed, timed out, died).
+	Done() <-chan struct{}
+	// Stats reports resource use and violations so far.
+	Stats(ctx context.Context) (Stats, error)
+	// Destroy ends every process of the sandbox and removes every host
+	// resource it holds. Idempotent; safe to call after the sandbox died.
+	Destroy(ctx context.Context) error
+}
+
+// ExecRequest describes one process to start.
+type ExecRequest struct {
+	Args []string          // argv; Args[0] is looked up in PATH when it has no slash
+	Env  map[string]string // added to the sandbox's environment (policy-filtered at create)
+	Dir  string            // working directory inside; empty means the policy's
+	// Stdin, Stdout, Stderr: nil Stdin means empty input, nil outputs
+	// discard. With TTY, Stderr is unused (the terminal merges them).
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	TTY    bool
+	Rows   uint16
+	Cols   uint16
+	// Timeout bounds this process's wall time; zero means the policy's.
+	Timeout time.Duration
+}
+
+// Process is a started process.
+type Process interface {
+	// PID is the process ID as seen inside the sandbox (0 if meaningless).
+	PID() int
+	// Wait blocks until the process ended and its output is drained.
+	Wait(ctx context.Context) (ExitStatus, error)
+	// Signal delivers sig (a Linux signal number). ErrNotSupported where the
+	// backend has no signals.
+	Signal(ctx context.Context, sig int) error
+	// Resize changes the PTY window size; ErrInvalid without a TTY.
+	Resize(ctx context.Context, rows, cols uint16) error
+	// CloseStdin signals end of input when Stdin is still streaming.
+	CloseStdin() error
+}
+
+// ExitStatus is how a process ended.
+type ExitStatus struct {
+	Code     int    `json:"exit_code"`          // exit code, or 128+signal
+	Signal   int    `json:"signal,omitempty"`   // terminating signal, 0 if exited
+	TimedOut bool   `json:"timed_out,omitempty"` // killed by the wall timeout
+	OOM      bool   `json:"oom,omitempty"`       // killed by the memory limit
+	Truncated bool  `json:"output_truncated,omitempty"` // output hit the limit
+}
+
+// Files is the sandbox's filesystem API. Paths are absolute paths inside the
+// sandbox; they are resolved inside it (never following a link out of it) and
+// checked against the policy by the sandbox side, and re-checked by the host.
+type Files interface {
+	ReadFile(ctx context.Context, path string) (io.ReadCloser, error)
+	// WriteFile creates or truncates path with mode, creating parent
+	// directories when mkdirs is set.
+	WriteFile(ctx context.Context, path string, r io.Reader, mode fs.FileMode, mkdirs bool) error
+	Stat(ctx context.Context, path string) (FileInfo, error)
+	List(ctx context.Context, path string) ([]FileInfo, error)
+	Mkdir(ctx context.Context, path string, mode fs.FileMode, parents bool) error
+	Remove(ctx context.Context, path string, recursive bool) error
+	Rename(ctx context.Context, from, to string) error
+}
+
+// FileInfo describes one file inside a sandbox.
+type FileInfo struct {
+	Name    string      `json:"name"`
+	Path    string      `json:"path"`
+	Size    int64       `json:"size"`
+	Mode    fs.FileMode `json:"mode"`
+	ModTime time.Time   `json:"mod_time"`
+	IsDir   bool        `json:"is_dir"`
+	Link    string      `json:"link,omitempty"` // symlink target, not followed
+}
+
+// Stats is a sandbox's resource use.
+type Stats struct {
+	MemoryPeakBytes int64 `json:"memory_peak_bytes"`
+	MemoryBytes     int64 `json:"memory_bytes"`
+	Pids            int   `json:"pids"`
+	CPUNanos        int64 `json:"cpu_nanos"`
+	Violations      int   `json:"violations"`
+}
+
+// Signal numbers used across backends (Linux values; wasm maps them).
+const (
+	SIGINT  = 2
+	SIGKILL = 9
+	SIGTERM = 15
+)
+

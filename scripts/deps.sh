@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs (idempotently, quickly when already there) what the tests need:
+# Debian packages, Go modules. Runs as root in CI; elsewhere it installs what
+# it can and says what it could not.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(bubblewrap runsc python3 curl iproute2 hyperfine)
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+	if [ "$(id -u)" = 0 ]; then
+		echo "deps: installing ${missing[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -q >/dev/null
+		apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+	else
+		echo "deps: not root, cannot install: ${missing[*]} (tests needing them skip)" >&2
+	fi
+fi
+
+go mod download
