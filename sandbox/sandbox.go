@@ -35,6 +35,19 @@ type Spec struct {
 	// in the sandbox opens through the in-sandbox proxy listener. The
 	// backend hands it the stream; the callee enforces the network policy.
 	Egress EgressHandler
+	// Env is added to the sandbox's base environment by host components
+	// (egress proxy variables, secret placeholders). Wins over the policy's.
+	Env map[string]string
+	// Files are read-only files the backend places inside the sandbox at
+	// Path (e.g. the egress CA bundle, also over the system bundle path).
+	Files []File
+}
+
+// File is a host-made read-only file injected into a sandbox.
+type File struct {
+	Path string // absolute path inside the sandbox
+	Data []byte
+	Mode uint32 // permission bits; 0 means 0444
 }
 
 // EgressHandler receives tunnelled connections from inside a sandbox. The
