@@ -140,11 +140,11 @@ type Process interface {
 
 // ExitStatus is how a process ended.
 type ExitStatus struct {
-	Code     int    `json:"exit_code"`          // exit code, or 128+signal
-	Signal   int    `json:"signal,omitempty"`   // terminating signal, 0 if exited
-	TimedOut bool   `json:"timed_out,omitempty"` // killed by the wall timeout
-	OOM      bool   `json:"oom,omitempty"`       // killed by the memory limit
-	Truncated bool  `json:"output_truncated,omitempty"` // output hit the limit
+	Code      int  `json:"exit_code"`                  // exit code, or 128+signal
+	Signal    int  `json:"signal,omitempty"`           // terminating signal, 0 if exited
+	TimedOut  bool `json:"timed_out,omitempty"`        // killed by the wall timeout
+	OOM       bool `json:"oom,omitempty"`              // killed by the memory limit
+	Truncated bool `json:"output_truncated,omitempty"` // output hit the limit
 }
 
 // Files is the sandbox's filesystem API. Paths are absolute paths inside the
@@ -188,4 +188,3 @@ const (
 	SIGKILL = 9
 	SIGTERM = 15
 )
-
