@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# `make bench`: start-up of each backend beside its peer, in one alternating
+# run per pair, printed as medians and a ratio (see bench/compare). Results
+# also land in out/bench/*.json. N sets the runs per command.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${N:-200}
+mkdir -p out/bench
+go build -o out/bench/compare ./bench/compare
+bin=$PWD/bin/airlock
+work=$(mktemp -d /tmp/airlock-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd "$work"
+
+echo "== native vs bwrap: /bin/true"
+"$OLDPWD/out/bench/compare" -n "$N" -name-a airlock -name-b bwrap -json "$OLDPWD/out/bench/native.json" -- \
+	"$bin" run -- /bin/true ::: \
+	bwrap --unshare-all --ro-bind / / --dev /dev --proc /proc --die-with-parent /bin/true
+cd "$OLDPWD"
+for extra in bench/*.sh; do
+	[ -e "$extra" ] || continue
+	echo
+	echo "== $extra"
+	bash "$extra"
+done

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `make demo`: a small Python "agent" tries to read a private key, write
+# outside its workspace, reach a service on the host and read an API key,
+# first on the host, then inside `airlock run` (native backend, default
+# policy). Everything it touches is made here, in a temp dir, and removed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${AIRLOCK_BIN:-bin/airlock}
+py=/usr/bin/python3
+[ -x "$py" ] || py=$(command -v python3)
+
+tmp=$(mktemp -d /tmp/airlock-demo.XXXXXX)
+srv=
+cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+mkdir -p "$tmp/home/.ssh" "$tmp/outside" "$tmp/workspace"
+echo "-----BEGIN OPENSSH PRIVATE KEY----- (demo bait)" > "$tmp/home/.ssh/id_ed25519"
+cp examples/demo/probe.py "$tmp/workspace/"
+"$py" -m http.server --bind 127.0.0.1 0 --directory "$tmp/outside" >"$tmp/http.log" 2>&1 &
+srv=$!
+port=
+for _ in $(seq 50); do
+	port=$(grep -o 'port [0-9]*' "$tmp/http.log" | head -1 | cut -d' ' -f2) && [ -n "$port" ] && break
+	sleep 0.1
+done
+
+export DEMO_HOME="$tmp/home" DEMO_OUTSIDE="$tmp/outside" DEMO_API_KEY=sk-demo-123456
+cd "$tmp/workspace"
+echo "== unconfined: python3 probe.py"
+"$py" probe.py "$port"
+rm -f "$tmp/outside/planted.txt"
+echo
+echo "== confined: airlock run -- python3 probe.py   (backend native, profile default)"
+"$OLDPWD/$bin" run --json -- "$py" probe.py "$port"
+echo
+if [ -e "$tmp/outside/planted.txt" ]; then echo "FAIL: the sandbox wrote outside its workspace"; exit 1; fi
+echo "The workspace kept what the sandbox wrote: $(ls "$tmp/workspace" | tr '\n' ' ')"
