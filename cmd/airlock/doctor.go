@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"sort"
+	"time"
+
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+func init() {
+	register(command{name: "doctor", short: "report what this host supports, backend by backend", run: runDoctor})
+}
+
+type doctorReport struct {
+	Host     map[string]string        `json:"host"`
+	Backends map[string]sandbox.Probe `json:"backends"`
+	Default  string                   `json:"default_backend"`
+}
+
+func runDoctor(args []string) int {
+	fs := newFlagSet("doctor")
+	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "airlock doctor: unexpected argument %q\n", fs.Arg(0))
+		return exitAirlock
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	rep := doctorReport{
+		Host:     map[string]string{"os": runtime.GOOS, "arch": runtime.GOARCH, "euid": fmt.Sprint(os.Geteuid())},
+		Backends: map[string]sandbox.Probe{},
+		Default:  "native",
+	}
+	for _, name := range backendNames() {
+		b, err := openBackend(name, log)
+		if err != nil {
+			rep.Backends[name] = sandbox.Probe{Reason: err.Error()}
+			continue
+		}
+		rep.Backends[name] = b.Probe(ctx)
+	}
+	if *jsonOut {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(rep)
+		return 0
+	}
+	fmt.Printf("host: %s/%s euid=%s\n\n", rep.Host["os"], rep.Host["arch"], rep.Host["euid"])
+	for _, name := range backendNames() {
+		p := rep.Backends[name]
+		state := "available"
+		if !p.Available {
+			state = "UNAVAILABLE: " + p.Reason
+		}
+		fmt.Printf("%-8s %-8s %s\n", name, p.Isolation, state)
+		keys := make([]string, 0, len(p.Details))
+		for k := range p.Details {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Printf("           %-24s %s\n", k, p.Details[k])
+		}
+	}
+	return 0
+}
