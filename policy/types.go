@@ -34,6 +34,10 @@ type Policy struct {
 	Limits     Limits     `yaml:"limits,omitempty" json:"limits"`
 	Secrets    []Secret   `yaml:"secrets,omitempty" json:"secrets,omitempty"`
 	Audit      Audit      `yaml:"audit,omitempty" json:"audit"`
+
+	// src remembers the file and the line of each field the file set, so
+	// that errors found after merging and resolving still name them.
+	src *source
 }
 
 // Filesystem says what the sandbox sees. Paths are host paths, mounted at the

@@ -1,6 +1,10 @@
 package sandbox
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/airlock-dev/airlock/policy"
+)
 
 // Error kinds. Every package wraps one of these with %w so that the edges
 // (CLI exit codes, HTTP status, MCP errors) can translate them with errors.Is
@@ -9,7 +13,8 @@ var (
 	// ErrNotFound: the sandbox, process or path does not exist.
 	ErrNotFound = errors.New("not found")
 	// ErrInvalid: the caller's input is wrong (policy, path, argument).
-	ErrInvalid = errors.New("invalid argument")
+	// It is policy.ErrInvalid, so policy errors match without wrapping.
+	ErrInvalid = policy.ErrInvalid
 	// ErrUnavailable: a protection, backend or host feature the request
 	// needs is missing. Never silently degraded (fail closed).
 	ErrUnavailable = errors.New("unavailable")

@@ -1,0 +1,196 @@
+package policy
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// NetworkEntry is one parsed network.allow / network.deny entry (also the
+// hosts of a secret): a host name, a "*." wildcard host name, an IP address
+// or a CIDR, each with an optional port.
+type NetworkEntry struct {
+	// Host is the lower-case host name without the "*." prefix; "" for an
+	// address or CIDR.
+	Host string
+	// Wildcard: "*.example.com" matches every name below example.com (any
+	// depth), not example.com itself.
+	Wildcard bool
+	// Prefix is set for IP addresses (a /32 or /128) and CIDRs.
+	Prefix netip.Prefix
+	// Port is 0 for any port.
+	Port int
+}
+
+// ParseNetworkEntry parses "example.com", "*.example.com:443", "10.0.0.0/8",
+// "192.0.2.1:8080", "[2001:db8::1]:443" or "2001:db8::/32". Junk (schemes,
+// paths, a bare "*", empty labels, bad ports) is an ErrInvalid error.
+func ParseNetworkEntry(s string) (NetworkEntry, error) {
+	var e NetworkEntry
+	orig := s
+	if s == "" {
+		return e, invalidf("empty network entry")
+	}
+	if strings.ContainsAny(s, " \t\r\n\x00") {
+		return e, invalidf("%q: contains white space or control characters", orig)
+	}
+	if strings.Contains(s, "://") {
+		return e, invalidf("%q: want a host name, address or CIDR, not a URL", orig)
+	}
+	if strings.Contains(s, "/") {
+		pfx, err := netip.ParsePrefix(s)
+		if err != nil {
+			return e, invalidf("%q: bad CIDR (want e.g. 10.0.0.0/8)", orig)
+		}
+		e.Prefix = pfx.Masked()
+		return e, nil
+	}
+	host, port := s, ""
+	switch {
+	case strings.HasPrefix(s, "["):
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return e, invalidf("%q: missing ]", orig)
+		}
+		host = s[1:end]
+		rest := s[end+1:]
+		if rest != "" {
+			p, ok := strings.CutPrefix(rest, ":")
+			if !ok {
+				return e, invalidf("%q: junk after ]", orig)
+			}
+			port = p
+		}
+		a, err := netip.ParseAddr(host)
+		if err != nil || !a.Is6() {
+			return e, invalidf("%q: bad IPv6 address in brackets", orig)
+		}
+	case strings.Count(s, ":") > 1:
+		// a bare IPv6 address (no port possible without brackets)
+	case strings.Contains(s, ":"):
+		host, port, _ = strings.Cut(s, ":")
+	}
+	if port != "" || strings.HasSuffix(s, ":") {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 || port[0] == '0' || port[0] == '+' {
+			return e, invalidf("%q: bad port %q (want 1-65535)", orig, port)
+		}
+		e.Port = n
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" {
+			return e, invalidf("%q: zoned addresses are not supported", orig)
+		}
+		e.Prefix = netip.PrefixFrom(a, a.BitLen())
+		return e, nil
+	}
+	if strings.Contains(host, ":") {
+		return e, invalidf("%q: bad address", orig)
+	}
+	if h, ok := strings.CutPrefix(host, "*."); ok {
+		e.Wildcard = true
+		host = h
+	}
+	if err := checkHostName(host); err != nil {
+		return e, invalidf("%q: %s", orig, message(err))
+	}
+	e.Host = strings.ToLower(host)
+	return e, nil
+}
+
+func checkHostName(h string) error {
+	if h == "" {
+		return invalidf("empty host name")
+	}
+	if h == "*" || strings.Contains(h, "*") {
+		return invalidf("a wildcard is only allowed as a leading \"*.\" (use network.mode: open to allow everything)")
+	}
+	if len(h) > 253 {
+		return invalidf("host name longer than 253 characters")
+	}
+	if strings.HasSuffix(h, ".") {
+		return invalidf("host name ends with a dot")
+	}
+	labels := strings.Split(h, ".")
+	for _, l := range labels {
+		if l == "" {
+			return invalidf("empty label in host name")
+		}
+		if len(l) > 63 {
+			return invalidf("label longer than 63 characters")
+		}
+		if l[0] == '-' || l[len(l)-1] == '-' {
+			return invalidf("label %q starts or ends with '-'", l)
+		}
+		for i := 0; i < len(l); i++ {
+			c := l[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return invalidf("character %q not allowed in a host name", c)
+			}
+		}
+	}
+	last := labels[len(labels)-1]
+	if strings.Trim(last, "0123456789") == "" {
+		return invalidf("not a valid IP address or host name")
+	}
+	return nil
+}
+
+// String is the canonical form of e (lower case, masked CIDR).
+func (e NetworkEntry) String() string {
+	var h string
+	switch {
+	case e.Host != "":
+		h = e.Host
+		if e.Wildcard {
+			h = "*." + h
+		}
+	case e.Prefix.IsValid() && e.Prefix.IsSingleIP():
+		h = e.Prefix.Addr().String()
+		if e.Port != 0 && e.Prefix.Addr().Is6() {
+			h = "[" + h + "]"
+		}
+	default:
+		return e.Prefix.String()
+	}
+	if e.Port != 0 {
+		h += ":" + strconv.Itoa(e.Port)
+	}
+	return h
+}
+
+// MatchHost reports whether a host name (as a client asked for it) and
+// port match e. Names compare case-insensitively; a trailing dot is ignored.
+func (e NetworkEntry) MatchHost(host string, port int) bool {
+	if e.Port != 0 && e.Port != port {
+		return false
+	}
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return e.MatchAddr(a, port)
+	}
+	if e.Host == "" {
+		return false
+	}
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if e.Wildcard {
+		return strings.HasSuffix(h, "."+e.Host)
+	}
+	return h == e.Host
+}
+
+// MatchAddr reports whether an IP address and port match e (only address
+// and CIDR entries match addresses).
+func (e NetworkEntry) MatchAddr(a netip.Addr, port int) bool {
+	if e.Port != 0 && e.Port != port {
+		return false
+	}
+	return e.Prefix.IsValid() && e.Prefix.Contains(a.Unmap())
+}
+
+// checkNetworkEntry is ParseNetworkEntry as a validation message.
+func checkNetworkEntry(s string) string {
+	if _, err := ParseNetworkEntry(s); err != nil {
+		return message(err)
+	}
+	return ""
+}

@@ -1,0 +1,299 @@
+package policy
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+)
+
+// ResolveEnv is what Resolve needs to know about the caller.
+type ResolveEnv struct {
+	Cwd     string   // absolute current directory: the default workspace
+	Home    string   // the caller's home directory, for ~ and $HOME ("" : from HOME in Environ)
+	Environ []string // the caller's environment ("K=V")
+	UID     int      // default uid/gid inside the sandbox (-1: leave unset)
+	GID     int
+	// Exists reports whether a host path exists; built-in optional paths
+	// (system dirs, agent config dirs) that do not are dropped. Nil: os.Stat.
+	Exists func(path string) bool
+}
+
+// HostEnv returns the ResolveEnv of this process.
+func HostEnv() (ResolveEnv, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return ResolveEnv{}, fmt.Errorf("resolve policy: current directory: %w", err)
+	}
+	home, _ := os.UserHomeDir()
+	return ResolveEnv{Cwd: cwd, Home: home, Environ: os.Environ(), UID: os.Getuid(), GID: os.Getgid()}, nil
+}
+
+// Resolve returns a new policy with every path expanded (~, $HOME), made
+// absolute and cleaned, every default filled in and everything validated.
+// Errors wrap ErrInvalid and name the field (and the file and line when
+// the field came from a file). p is not modified. Resolve does not layer
+// profiles: Parse, LoadFile and WithProfile did that.
+//
+// What it fills in: version 1; workspace "" -> env.Cwd (relative -> under
+// Cwd; "none" stays "none"); network mode allowlist when allow entries are
+// given, else none; protect_config true; workdir the workspace (or /);
+// uid/gid the caller's; secret env the secret's name; /tmp in tmpfs;
+// Unlimited limits -> 0 (no limit). It also drops built-in optional paths
+// missing on the host, the system dirs when a rootfs is set, duplicates,
+// read_write entries also listed read_only (read-only wins) and tmpfs
+// entries that are also the workspace or a read-only/read-write path.
+func (p *Policy) Resolve(env ResolveEnv) (*Policy, error) {
+	q := p.Clone()
+	if q.Version == 0 {
+		q.Version = Version
+	}
+	if errs := q.check(false); len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	r := &resolver{p: q, env: env}
+	if r.env.Home == "" {
+		for _, kv := range env.Environ {
+			if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+				r.env.Home = v
+			}
+		}
+	}
+	if r.env.Exists == nil {
+		r.env.Exists = func(p string) bool { _, err := os.Stat(p); return err == nil }
+	}
+	r.resolve()
+	if len(r.errs) > 0 {
+		return nil, joinErrors(r.errs)
+	}
+	if errs := q.check(true); len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	return q, nil
+}
+
+type resolver struct {
+	p    *Policy
+	env  ResolveEnv
+	errs []*Error
+}
+
+func (r *resolver) add(field, format string, args ...any) {
+	file, line := r.p.src.locate(field)
+	r.errs = append(r.errs, &Error{File: file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+// expand turns ~, ~/x, $HOME, ${HOME}/x into absolute cleaned paths.
+func (r *resolver) expand(field, s string) string {
+	if homeRelative(s) {
+		if !isAbs(r.env.Home) {
+			r.add(field, "%q: no home directory to expand it", s)
+			return s
+		}
+		_, rest := splitHome(s)
+		return cleanPath(r.env.Home + "/" + rest)
+	}
+	return cleanPath(s)
+}
+
+func (r *resolver) resolve() {
+	p := r.p
+	fs := &p.Filesystem
+	if fs.Rootfs != "" {
+		fs.Rootfs = r.expand("filesystem.rootfs", fs.Rootfs)
+	}
+	switch ws := fs.Workspace; {
+	case ws == "none":
+	case ws == "" || !isAbs(ws) && !homeRelative(ws):
+		if !isAbs(r.env.Cwd) {
+			r.add("filesystem.workspace", "no absolute current directory to resolve %q against", ws)
+			return
+		}
+		fs.Workspace = cleanPath(r.env.Cwd + "/" + ws)
+	default:
+		fs.Workspace = r.expand("filesystem.workspace", ws)
+	}
+	if fs.Workspace == "/" {
+		r.add("filesystem.workspace", "refusing to use / as the workspace (it would make the whole host writable)")
+	}
+
+	fs.ReadOnly = r.paths("filesystem.read_only", fs.ReadOnly, fs.Rootfs != "")
+	fs.ReadWrite = r.paths("filesystem.read_write", fs.ReadWrite, false)
+	fs.Deny = r.paths("filesystem.deny", fs.Deny, false)
+	fs.Tmpfs = r.paths("filesystem.tmpfs", fs.Tmpfs, false)
+	for i, s := range fs.ReadOnly {
+		if s == fs.Workspace {
+			r.add(fmt.Sprintf("filesystem.read_only[%d]", i), "%s is the workspace (read-write); set workspace: none and list it here to make it read-only", s)
+		}
+	}
+	fs.ReadWrite = slices.DeleteFunc(fs.ReadWrite, func(s string) bool { return slices.Contains(fs.ReadOnly, s) })
+	if !slices.Contains(fs.Tmpfs, "/tmp") {
+		fs.Tmpfs = append([]string{"/tmp"}, fs.Tmpfs...)
+	}
+	fs.Tmpfs = slices.DeleteFunc(fs.Tmpfs, func(s string) bool {
+		return s == fs.Workspace || slices.Contains(fs.ReadOnly, s) || slices.Contains(fs.ReadWrite, s) || s == "/"
+	})
+	if fs.ProtectConfig == nil {
+		fs.ProtectConfig = boolPtr(true)
+	}
+
+	n := &p.Network
+	if n.Mode == "" {
+		n.Mode = NetworkNone
+		if len(n.Allow) > 0 {
+			n.Mode = NetworkAllowlist
+		}
+	}
+	n.Allow = canonicalEntries(n.Allow)
+	n.Deny = canonicalEntries(n.Deny)
+
+	pr := &p.Process
+	pr.EnvAllow = dedupe(pr.EnvAllow)
+	switch {
+	case pr.Workdir != "":
+		pr.Workdir = r.expand("process.workdir", pr.Workdir)
+	case fs.Workspace != "none":
+		pr.Workdir = fs.Workspace
+	default:
+		pr.Workdir = "/"
+	}
+	if pr.UID == nil && r.env.UID >= 0 {
+		u := r.env.UID
+		pr.UID = &u
+	}
+	if pr.GID == nil && r.env.GID >= 0 {
+		g := r.env.GID
+		pr.GID = &g
+	}
+
+	l := &p.Limits
+	if l.Memory == Unlimited {
+		l.Memory = 0
+	}
+	if l.CPUs == Unlimited {
+		l.CPUs = 0
+	}
+	if l.Pids == Unlimited {
+		l.Pids = 0
+	}
+	if l.OpenFiles == Unlimited {
+		l.OpenFiles = 0
+	}
+	if l.Timeout == Unlimited {
+		l.Timeout = 0
+	}
+	if l.OutputBytes == Unlimited {
+		l.OutputBytes = 0
+	}
+	if l.DiskBytes == Unlimited {
+		l.DiskBytes = 0
+	}
+
+	for i := range p.Secrets {
+		s := &p.Secrets[i]
+		if s.Env == "" {
+			s.Env = s.Name
+		}
+		if s.FromFile != "" {
+			s.FromFile = r.expand(fmt.Sprintf("secrets[%d].from_file", i), s.FromFile)
+		}
+		s.Hosts = canonicalEntries(s.Hosts)
+	}
+
+	if a := p.Audit.File; a != "" && a != "-" {
+		if homeRelative(a) {
+			p.Audit.File = r.expand("audit.file", a)
+		} else if !isAbs(a) {
+			if !isAbs(r.env.Cwd) {
+				r.add("audit.file", "no absolute current directory to resolve %q against", a)
+			} else {
+				p.Audit.File = cleanPath(r.env.Cwd + "/" + a)
+			}
+		} else {
+			p.Audit.File = cleanPath(a)
+		}
+	}
+}
+
+// paths expands, cleans and de-duplicates a path list, dropping built-in
+// optional paths missing on the host (and the system dirs when dropSystem).
+func (r *resolver) paths(field string, in []string, dropSystem bool) []string {
+	out := make([]string, 0, len(in))
+	for i, s := range in {
+		if dropSystem && slices.Contains(SystemDirs, s) {
+			continue
+		}
+		e := r.expand(fmt.Sprintf("%s[%d]", field, i), s)
+		if optionalPaths[s] && !r.env.Exists(e) {
+			continue
+		}
+		if !slices.Contains(out, e) {
+			out = append(out, e)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func canonicalEntries(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if e, err := ParseNetworkEntry(s); err == nil {
+			s = e.String()
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func dedupe(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func isAbs(s string) bool { return strings.HasPrefix(s, "/") }
+
+// cleanPath is path.Clean for slash paths (policies name Linux paths on
+// every GOOS).
+func cleanPath(s string) string { return path.Clean(s) }
+
+// splitHome reports whether s starts with ~ or $HOME/${HOME} (followed by
+// the end or a slash) and returns the rest after the slash.
+func splitHome(s string) (bool, string) {
+	for _, pre := range []string{"~", "$HOME", "${HOME}"} {
+		if rest, ok := strings.CutPrefix(s, pre); ok && (rest == "" || rest[0] == '/') {
+			return true, strings.TrimPrefix(rest, "/")
+		}
+	}
+	return false, ""
+}
+
+func homeRelative(s string) bool { ok, _ := splitHome(s); return ok }
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// WorkspacePath returns the resolved workspace, or "" when there is none.
+func (fs *Filesystem) WorkspacePath() string {
+	if fs.Workspace == "none" {
+		return ""
+	}
+	return fs.Workspace
+}
