@@ -1,0 +1,102 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// compiled is a parsed policy.Network.
+type compiled struct {
+	mode  string
+	allow []Rule
+	deny  []Rule
+	raw   policy.Network
+}
+
+func compileNetwork(n policy.Network) (*compiled, error) {
+	c := &compiled{mode: n.Mode, raw: n}
+	switch n.Mode {
+	case policy.NetworkNone, policy.NetworkAllowlist, policy.NetworkOpen:
+	case "":
+		// An unset mode is the safest one.
+		c.mode = policy.NetworkNone
+	default:
+		return nil, fmt.Errorf("network mode %q: %w", n.Mode, sandbox.ErrInvalid)
+	}
+	var errs []error
+	for _, s := range n.Allow {
+		r, err := ParseRule(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("allow: %w", err))
+			continue
+		}
+		c.allow = append(c.allow, r)
+	}
+	for _, s := range n.Deny {
+		r, err := ParseRule(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("deny: %w", err))
+			continue
+		}
+		c.deny = append(c.deny, r)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// checkTarget is the name stage: mode, deny rules, allow rules, all on the
+// normalised target before any lookup. It returns "" when the target may
+// proceed to resolution.
+func (c *compiled) checkTarget(h Host, port uint16) string {
+	if c.mode == policy.NetworkNone {
+		return "network mode none"
+	}
+	for _, r := range c.deny {
+		if h.IsIP() && r.matchAddr(h.Addr, port) || !h.IsIP() && r.matchName(h.Name, port) {
+			return "denied by rule " + r.Raw
+		}
+	}
+	if c.mode == policy.NetworkOpen {
+		return ""
+	}
+	for _, r := range c.allow {
+		if h.IsIP() && r.matchAddr(h.Addr, port) || !h.IsIP() && r.matchName(h.Name, port) {
+			return ""
+		}
+	}
+	if len(c.allow) == 0 {
+		return "allow list is empty"
+	}
+	if h.IsIP() {
+		return "IP address not in an allowed CIDR"
+	}
+	return "host not in allow list"
+}
+
+// checkAddr is the address stage, on one resolved (or literal) address: deny
+// CIDRs, then the SSRF guard, which only an allow-list CIDR that covers the
+// address (and is not a catch-all /0) lifts.
+func (c *compiled) checkAddr(addr netip.Addr, port uint16, own []netip.Addr) string {
+	addr = addr.Unmap()
+	for _, r := range c.deny {
+		if r.matchAddr(addr, port) {
+			return "address denied by rule " + r.Raw
+		}
+	}
+	why := specialReason(addr, own)
+	if why == "" {
+		return ""
+	}
+	for _, r := range c.allow {
+		if r.Prefix.Bits() > 0 && r.matchAddr(addr, port) {
+			return ""
+		}
+	}
+	return "address " + addr.String() + " is " + why
+}
