@@ -1,0 +1,247 @@
+// Package api holds the wire types of Airlock's /v1 HTTP API, shared by the
+// server and the Go SDK, and embeds the OpenAPI document that describes it.
+// It must never contain behaviour beyond encoding: no I/O, no policy.
+package api
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// OpenAPI is the OpenAPI 3 document of the /v1 API (api/openapi.yaml).
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// Duration is a time.Duration written as a Go duration string ("30s").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes d as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a duration string ("90s", "5m").
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: want a string such as \"30s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("duration %q: want a non-negative Go duration such as \"30s\"", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes.
+type CreateSandboxRequest struct {
+	// Backend: native, gvisor, wasm, ...; empty means the server's default.
+	Backend string `json:"backend,omitempty"`
+	// Profile names a built-in policy profile; empty means "default".
+	Profile string `json:"profile,omitempty"`
+	// Policy is an inline policy (the YAML policy's fields as JSON), layered
+	// on Profile. Host paths, secrets and env pass-through are refused over
+	// an API key.
+	Policy json.RawMessage `json:"policy,omitempty"`
+	// Image is the root filesystem: a name under the server's image directory.
+	Image string `json:"image,omitempty"`
+	// Timeout is the lifetime; the sandbox is destroyed then unless kept alive.
+	Timeout   Duration          `json:"timeout,omitempty"`
+	KeepAlive bool              `json:"keep_alive,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	// Env is added to every process's environment.
+	Env map[string]string `json:"env,omitempty"`
+}
+
+// Sandbox describes a sandbox.
+type Sandbox struct {
+	ID        string            `json:"id"`
+	Backend   string            `json:"backend"`
+	Profile   string            `json:"profile,omitempty"`
+	Image     string            `json:"image,omitempty"`
+	State     string            `json:"state"` // running, stopped
+	Reason    string            `json:"reason,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	KeepAlive bool              `json:"keep_alive"`
+	Pooled    bool              `json:"pooled,omitempty"` // came from a warm pool
+	Workdir   string            `json:"workdir,omitempty"`
+	MemoryMax int64             `json:"memory_max_bytes,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	ExpiresAt time.Time         `json:"expires_at,omitzero"`
+	EndedAt   time.Time         `json:"ended_at,omitzero"`
+	Policy    json.RawMessage   `json:"policy,omitempty"`
+	Stats     *sandbox.Stats    `json:"stats,omitempty"`
+}
+
+// SandboxList is the answer of GET /v1/sandboxes.
+type SandboxList struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
+
+// PatchSandboxRequest changes a sandbox's lifetime: Timeout counts from now.
+type PatchSandboxRequest struct {
+	Timeout   *Duration `json:"timeout,omitempty"`
+	KeepAlive *bool     `json:"keep_alive,omitempty"`
+}
+
+// NetworkRequest replaces a running sandbox's network rules (PUT
+// /v1/sandboxes/{id}/network). Only from outside; audited.
+type NetworkRequest struct {
+	Mode  string   `json:"mode"`
+	Allow []string `json:"allow,omitempty"`
+	Deny  []string `json:"deny,omitempty"`
+}
+
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec.
+type ExecRequest struct {
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env,omitempty"`
+	Dir     string            `json:"dir,omitempty"`
+	Timeout Duration          `json:"timeout,omitempty"`
+	// Stdin is the whole input (bytes, base64 in JSON). For streamed input
+	// start a background process with StdinStream and POST to its stdin.
+	Stdin []byte `json:"stdin,omitempty"`
+	// Background starts the process and returns at once (201, a Process);
+	// its output is kept in a bounded buffer to read or follow later.
+	Background bool `json:"background,omitempty"`
+	// StdinStream keeps a background process's stdin open for
+	// POST .../processes/{pid}/stdin.
+	StdinStream bool `json:"stdin_stream,omitempty"`
+	// Encoding of output in answers: "base64" (default, binary-safe) or
+	// "text" (invalid UTF-8 replaced).
+	Encoding string `json:"encoding,omitempty"`
+}
+
+// ExecResult is the buffered answer of an exec.
+type ExecResult struct {
+	sandbox.ExitStatus
+	Encoding string `json:"encoding"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	// DurationMS is the process's wall time in milliseconds.
+	DurationMS float64 `json:"duration_ms"`
+}
+
+// Frame types of streamed output.
+const (
+	FrameStdout  = "stdout"
+	FrameStderr  = "stderr"
+	FrameExit    = "exit"
+	FrameError   = "error"
+	FrameDropped = "dropped" // the output buffer overflowed; Offset says where it resumes
+	FrameStart   = "start"
+)
+
+// Frame is one line of a streamed (NDJSON or SSE) exec or process output.
+type Frame struct {
+	Type string `json:"type"`
+	// Data is the chunk as base64 (encoding=base64), Text as text.
+	Data []byte `json:"data,omitempty"`
+	Text string `json:"text,omitempty"`
+	// Offset is the byte offset of this chunk in the process's combined
+	// output (for reconnecting: ?offset=).
+	Offset int64               `json:"offset"`
+	PID    int                 `json:"pid,omitempty"`
+	Exit   *sandbox.ExitStatus `json:"exit,omitempty"`
+	Error  *ErrorInfo          `json:"error,omitempty"`
+}
+
+// Process describes a background process.
+type Process struct {
+	ID        string              `json:"id"`
+	PID       int                 `json:"pid"`
+	Args      []string            `json:"args"`
+	Running   bool                `json:"running"`
+	Exit      *sandbox.ExitStatus `json:"exit,omitempty"`
+	StartedAt time.Time           `json:"started_at"`
+	EndedAt   time.Time           `json:"ended_at,omitzero"`
+	// OutputBytes is the total output produced; the buffer keeps the tail.
+	OutputBytes int64 `json:"output_bytes"`
+}
+
+// ProcessList is the answer of GET .../processes.
+type ProcessList struct {
+	Processes []Process `json:"processes"`
+}
+
+// SignalRequest sends a signal (Linux number; default SIGKILL).
+type SignalRequest struct {
+	Signal int `json:"signal,omitempty"`
+}
+
+// FileList is the answer of a directory listing.
+type FileList struct {
+	Files []sandbox.FileInfo `json:"files"`
+}
+
+// RenameRequest renames From to To inside the sandbox.
+type RenameRequest struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// MkdirRequest creates a directory.
+type MkdirRequest struct {
+	Path    string `json:"path"`
+	Mode    uint32 `json:"mode,omitempty"`
+	Parents bool   `json:"parents,omitempty"`
+}
+
+// PTYStart is the first (text) WebSocket message on .../pty.
+type PTYStart struct {
+	Args []string          `json:"args"`
+	Env  map[string]string `json:"env,omitempty"`
+	Dir  string            `json:"dir,omitempty"`
+	Rows uint16            `json:"rows,omitempty"`
+	Cols uint16            `json:"cols,omitempty"`
+}
+
+// PTYMessage is a later text message in either direction: "resize" from
+// the client, "exit" (with Exit) or "error" from the server. Binary
+// messages carry terminal bytes.
+type PTYMessage struct {
+	Type  string              `json:"type"`
+	Rows  uint16              `json:"rows,omitempty"`
+	Cols  uint16              `json:"cols,omitempty"`
+	Exit  *sandbox.ExitStatus `json:"exit,omitempty"`
+	Error *ErrorInfo          `json:"error,omitempty"`
+}
+
+// Event is one stored audit event.
+type Event struct {
+	Seq     int64          `json:"seq"`
+	Time    time.Time      `json:"time"`
+	Sandbox string         `json:"sandbox"`
+	Type    string         `json:"type"`
+	Message string         `json:"message,omitempty"`
+	Fields  map[string]any `json:"fields,omitempty"`
+}
+
+// EventList is the answer of GET .../events without follow.
+type EventList struct {
+	Events []Event `json:"events"`
+}
+
+// Health is the answer of GET /healthz.
+type Health struct {
+	Status   string                   `json:"status"`
+	Backends map[string]sandbox.Probe `json:"backends"`
+}
+
+// ErrorBody is every error answer's body.
+type ErrorBody struct {
+	Error ErrorInfo `json:"error"`
+}
+
+// ErrorInfo says what went wrong; Code is stable and machine-readable.
+type ErrorInfo struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}

@@ -1,0 +1,248 @@
+package server
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Archive limits: entries per upload or download, and directory depth.
+const (
+	maxArchiveEntries = 100000
+	maxArchiveDepth   = 64
+)
+
+// handleArchiveGet streams the tree at ?path= as a tar. Symlinks are
+// stored as links (never followed); special files are skipped.
+func (s *Server) handleArchiveGet(w http.ResponseWriter, r *http.Request) {
+	l, root, err := s.fileTarget(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer l.use()()
+	files := l.sb.Files()
+	fi, err := files.Stat(r.Context(), root)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("archive %q in %q: %w", root, l.sb.ID(), err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.WriteHeader(http.StatusOK)
+	tw := tar.NewWriter(w)
+	n := 0
+	if err := s.tarTree(r.Context(), files, tw, root, path.Base(root), fi, 0, &n); err != nil {
+		s.log.Warn("archive download ended early", "sandbox", l.sb.ID(), "path", root, "err", err)
+		return // the client sees a truncated tar (no end blocks)
+	}
+	tw.Close()
+}
+
+func (s *Server) tarTree(ctx context.Context, files sandbox.Files, tw *tar.Writer, p, name string, fi sandbox.FileInfo, depth int, n *int) error {
+	*n++
+	if *n > maxArchiveEntries {
+		return fmt.Errorf("more than %d entries: %w", maxArchiveEntries, sandbox.ErrLimit)
+	}
+	if depth > maxArchiveDepth {
+		return fmt.Errorf("deeper than %d: %w", maxArchiveDepth, sandbox.ErrLimit)
+	}
+	if name == "/" || name == "" {
+		name = "."
+	}
+	hdr := &tar.Header{Name: name, Mode: int64(fi.Mode.Perm()), ModTime: fi.ModTime}
+	switch {
+	case fi.Mode&fs.ModeSymlink != 0:
+		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, fi.Link
+		return tw.WriteHeader(hdr)
+	case fi.IsDir:
+		hdr.Typeflag = tar.TypeDir
+		hdr.Name += "/"
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		kids, err := files.List(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, k := range kids {
+			if err := s.tarTree(ctx, files, tw, path.Join(p, k.Name), path.Join(name, k.Name), k, depth+1, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	case fi.Mode.IsRegular():
+		rc, err := files.ReadFile(ctx, p)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		hdr.Typeflag, hdr.Size = tar.TypeReg, fi.Size
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		// The file may have changed since Stat: copy exactly Size bytes.
+		got, err := io.Copy(tw, io.LimitReader(rc, fi.Size))
+		if err != nil {
+			return err
+		}
+		if got < fi.Size {
+			return fmt.Errorf("%s: shrank while archiving", p)
+		}
+		return nil
+	default:
+		return nil // devices, fifos, sockets
+	}
+}
+
+// tarEntry is one validated entry of an upload.
+type tarEntry struct {
+	rel  string
+	dir  bool
+	mode fs.FileMode
+	size int64
+}
+
+// checkTarHeader validates one header of an upload: only regular files and
+// directories with relative names that stay inside the target.
+func checkTarHeader(h *tar.Header) (tarEntry, error) {
+	rel, err := cleanRelPath(h.Name)
+	if err != nil {
+		return tarEntry{}, err
+	}
+	e := tarEntry{rel: rel, mode: fs.FileMode(h.Mode).Perm(), size: h.Size}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		e.dir = true
+	case tar.TypeReg:
+		if rel == "" {
+			return tarEntry{}, errBadRequest("archive entry %q: a file cannot be the target itself", h.Name)
+		}
+	case tar.TypeSymlink, tar.TypeLink:
+		return tarEntry{}, errBadRequest("archive entry %q: links are not accepted (link to %q)", h.Name, h.Linkname)
+	default:
+		return tarEntry{}, errBadRequest("archive entry %q: type %q not accepted (only files and directories)", h.Name, string(h.Typeflag))
+	}
+	if h.Size < 0 {
+		return tarEntry{}, errBadRequest("archive entry %q: negative size", h.Name)
+	}
+	return e, nil
+}
+
+// handleArchivePut extracts a tar into the directory ?path= (created). The
+// upload is spooled to a private temp file and every header is checked
+// first, so a bad archive changes nothing in the sandbox.
+func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
+	l, root, err := s.fileTarget(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer l.use()()
+	tmp, err := os.CreateTemp(filepath.Join(s.cfg.DataDir), "upload-*.tar")
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("archive upload: spool: %w", err))
+		return
+	}
+	defer func() {
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}()
+	if _, err := io.Copy(tmp, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload)); err != nil {
+		if isMaxBytes(err) {
+			s.writeError(w, r, errTooLarge("archive", s.cfg.MaxUpload))
+			return
+		}
+		s.writeError(w, r, errBadRequest("archive upload: %v", err))
+		return
+	}
+	// Pass 1: validate.
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var entries []tarEntry
+	tr := tar.NewReader(tmp)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			s.writeError(w, r, errBadRequest("archive upload: not a tar: %v", err))
+			return
+		}
+		e, err := checkTarHeader(h)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if len(entries) >= maxArchiveEntries {
+			s.writeError(w, r, errBadRequest("archive upload: more than %d entries", maxArchiveEntries))
+			return
+		}
+		if strings.Count(e.rel, "/") > maxArchiveDepth {
+			s.writeError(w, r, errBadRequest("archive entry %q: deeper than %d", e.rel, maxArchiveDepth))
+			return
+		}
+		entries = append(entries, e)
+	}
+	// Pass 2: extract through the sandbox's Files, which resolves every
+	// path inside the sandbox (never through a symlink out of it).
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	files := l.sb.Files()
+	if err := files.Mkdir(r.Context(), root, 0o755, true); err != nil && !errors.Is(err, sandbox.ErrExists) {
+		s.writeError(w, r, fmt.Errorf("extract into %q in %q: %w", root, l.sb.ID(), err))
+		return
+	}
+	tr = tar.NewReader(tmp)
+	var total int64
+	for i := 0; ; i++ {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil || i >= len(entries) {
+			s.writeError(w, r, errBadRequest("archive upload: changed while extracting"))
+			return
+		}
+		e := entries[i]
+		target := path.Join(root, e.rel)
+		if e.dir {
+			mode := e.mode
+			if mode == 0 {
+				mode = 0o755
+			}
+			if err := files.Mkdir(r.Context(), target, mode, true); err != nil && !errors.Is(err, sandbox.ErrExists) {
+				s.writeError(w, r, fmt.Errorf("extract %q in %q: %w", target, l.sb.ID(), err))
+				return
+			}
+			continue
+		}
+		mode := e.mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		if err := files.WriteFile(r.Context(), target, io.LimitReader(tr, h.Size), mode, true); err != nil {
+			s.writeError(w, r, fmt.Errorf("extract %q in %q: %w", target, l.sb.ID(), err))
+			return
+		}
+		total += h.Size
+	}
+	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypeFile, Message: "archive extracted through the API",
+		Fields: map[string]any{"path": root, "entries": len(entries), "bytes": total, "tenant": callerOf(r).tenant}})
+	writeJSON(w, http.StatusOK, map[string]any{"path": root, "entries": len(entries), "bytes": total})
+}

@@ -1,0 +1,228 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"strconv"
+
+	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// fileTarget resolves the sandbox and the cleaned ?path= of a file request.
+func (s *Server) fileTarget(r *http.Request) (*live, string, error) {
+	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
+	if err != nil {
+		return nil, "", err
+	}
+	p, err := cleanPath(r.URL.Query().Get("path"))
+	if err != nil {
+		return nil, "", err
+	}
+	return l, p, nil
+}
+
+func parseMode(v string, def fs.FileMode) (fs.FileMode, error) {
+	if v == "" {
+		return def, nil
+	}
+	m, err := strconv.ParseUint(v, 8, 32)
+	if err != nil || m > 0o7777 {
+		return 0, errBadRequest("mode %q: want octal permission bits such as 0644", v)
+	}
+	return fs.FileMode(m), nil
+}
+
+func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) {
+	l, p, err := s.fileTarget(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer l.use()()
+	rc, err := l.sb.Files().ReadFile(r.Context(), p)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("read %q in %q: %w", p, l.sb.ID(), err))
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.WriteHeader(http.StatusOK)
+	io.Copy(w, rc)
+}
+
+func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
+	l, p, err := s.fileTarget(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer l.use()()
+	q := r.URL.Query()
+	mode, err := parseMode(q.Get("mode"), 0o644)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if r.ContentLength > s.cfg.MaxUpload {
+		s.writeError(w, r, errTooLarge("file", s.cfg.MaxUpload))
+		return
+	}
+	body := &countingReader{r: http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload)}
+	err = l.sb.Files().WriteFile(r.Context(), p, body, mode, q.Get("mkdirs") != "false")
+	if err != nil {
+		if isMaxBytes(err) || isMaxBytes(body.err) {
+			s.writeError(w, r, errTooLarge("file", s.cfg.MaxUpload))
+			return
+		}
+		s.writeError(w, r, fmt.Errorf("write %q in %q: %w", p, l.sb.ID(), err))
+		return
+	}
+	if body.err != nil {
+		// The sandbox accepted a short file: the body broke off.
+		if isMaxBytes(body.err) {
+			s.writeError(w, r, errTooLarge("file", s.cfg.MaxUpload))
+			return
+		}
+		s.writeError(w, r, errBadRequest("write %q: request body: %v", p, body.err))
+		return
+	}
+	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypeFile, Message: "file written through the API",
+		Fields: map[string]any{"path": p, "bytes": body.n, "tenant": callerOf(r).tenant}})
+	writeJSON(w, http.StatusOK, map[string]any{"path": p, "bytes": body.n})
+}
+
+// countingReader counts bytes and keeps the first non-EOF error.
+type countingReader struct {
+	r   io.Reader
+	n   int64
+	err error
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if err != nil && err != io.EOF && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
+
+func (s *Server) handleFileRemove(w http.ResponseWriter, r *http.Request) {
+	l, p, err := s.fileTarget(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer l.use()()
+	if p == "/" {
+		s.writeError(w, r, errBadRequest("remove %q: refusing to remove the root", p))
+		return
+	}
+	if err := l.sb.Files().Remove(r.Context(), p, r.URL.Query().Get("recursive") == "true"); err != nil {
+		s.writeError(w, r, fmt.Errorf("remove %q in %q: %w", p, l.sb.ID(), err))
+		return
+	}
+	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypeFile, Message: "file removed through the API",
+		Fields: map[string]any{"path": p, "tenant": callerOf(r).tenant}})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
+	l, p, err := s.fileTarget(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer l.use()()
+	fi, err := l.sb.Files().Stat(r.Context(), p)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("stat %q in %q: %w", p, l.sb.ID(), err))
+		return
+	}
+	writeJSON(w, http.StatusOK, fi)
+}
+
+func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
+	l, p, err := s.fileTarget(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer l.use()()
+	fis, err := l.sb.Files().List(r.Context(), p)
+	if err != nil {
+		s.writeError(w, r, fmt.Errorf("list %q in %q: %w", p, l.sb.ID(), err))
+		return
+	}
+	if fis == nil {
+		fis = []sandbox.FileInfo{}
+	}
+	writeJSON(w, http.StatusOK, api.FileList{Files: fis})
+}
+
+func (s *Server) handleFileRename(w http.ResponseWriter, r *http.Request) {
+	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer l.use()()
+	var req api.RenameRequest
+	if err := decodeJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	from, err := cleanPath(req.From)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	to, err := cleanPath(req.To)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := l.sb.Files().Rename(r.Context(), from, to); err != nil {
+		s.writeError(w, r, fmt.Errorf("rename %q to %q in %q: %w", from, to, l.sb.ID(), err))
+		return
+	}
+	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypeFile, Message: "file renamed through the API",
+		Fields: map[string]any{"from": from, "to": to, "tenant": callerOf(r).tenant}})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleFileMkdir(w http.ResponseWriter, r *http.Request) {
+	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer l.use()()
+	var req api.MkdirRequest
+	if err := decodeJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	p, err := cleanPath(req.Path)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	mode := fs.FileMode(req.Mode)
+	if mode == 0 {
+		mode = 0o755
+	}
+	if mode > 0o7777 {
+		s.writeError(w, r, errBadRequest("mode %o: want permission bits", req.Mode))
+		return
+	}
+	if err := l.sb.Files().Mkdir(r.Context(), p, mode, req.Parents); err != nil {
+		s.writeError(w, r, fmt.Errorf("mkdir %q in %q: %w", p, l.sb.ID(), err))
+		return
+	}
+	w.WriteHeader(http.StatusCreated)
+}

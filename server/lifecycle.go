@@ -1,0 +1,176 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// lookup returns tenant's live sandbox id; ErrNotFound for another
+// tenant's (never ErrPermission: existence is not disclosed).
+func (s *Server) lookup(tenant, id string) (*live, error) {
+	s.mu.Lock()
+	l := s.live[id]
+	s.mu.Unlock()
+	if l == nil || l.tenant() != tenant {
+		return nil, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
+	}
+	l.mu.Lock()
+	closing := l.closing
+	l.mu.Unlock()
+	if closing {
+		return nil, fmt.Errorf("sandbox %q: being destroyed: %w", id, sandbox.ErrClosed)
+	}
+	return l, nil
+}
+
+// reserve takes quota for one sandbox of memory bytes for tenant.
+func (s *Server) reserve(ctx context.Context, tenant string, memory int64) (release func(), err error) {
+	q, err := s.store.GetQuota(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	if q.MaxSandboxes == 0 {
+		q.MaxSandboxes = s.cfg.DefaultQuota.MaxSandboxes
+	}
+	if q.MaxMemory == 0 {
+		q.MaxMemory = s.cfg.DefaultQuota.MaxMemory
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.usage[tenant]
+	if u == nil {
+		u = &usage{}
+		s.usage[tenant] = u
+	}
+	if q.MaxSandboxes > 0 && u.count+1 > q.MaxSandboxes {
+		return nil, fmt.Errorf("create sandbox: tenant %q has %d of %d sandboxes: %w", tenant, u.count, q.MaxSandboxes, sandbox.ErrLimit)
+	}
+	if q.MaxMemory > 0 && u.memory+memory > q.MaxMemory {
+		return nil, fmt.Errorf("create sandbox: tenant %q would use %d of %d bytes of memory: %w", tenant, u.memory+memory, q.MaxMemory, sandbox.ErrLimit)
+	}
+	if q.MaxMemory > 0 && memory == 0 {
+		return nil, fmt.Errorf("create sandbox: tenant %q has a memory quota, the policy sets no memory limit: %w", tenant, sandbox.ErrLimit)
+	}
+	u.count++
+	u.memory += memory
+	var once bool
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if once {
+			return
+		}
+		once = true
+		u.count--
+		u.memory -= memory
+	}, nil
+}
+
+// destroy ends l for reason: kills its processes, destroys the sandbox,
+// removes its workspace, marks it stopped and releases its quota.
+// Idempotent; concurrent callers wait for the first.
+func (s *Server) destroy(l *live, reason string) error {
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		<-l.gone
+		return nil
+	}
+	l.closing = true
+	rec := l.rec
+	l.mu.Unlock()
+	defer close(l.gone)
+
+	id := l.sb.ID()
+	l.killProcs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := l.sb.Destroy(ctx)
+	if err != nil {
+		s.log.Error("destroy sandbox", "sandbox", id, "err", err)
+	}
+	if rerr := os.RemoveAll(l.workspace); rerr != nil && err == nil {
+		err = fmt.Errorf("destroy sandbox %q: remove workspace: %w", id, rerr)
+	}
+	s.mu.Lock()
+	if s.live[id] == l {
+		delete(s.live, id)
+	}
+	if rec != nil {
+		if u := s.usage[rec.Tenant]; u != nil {
+			u.count--
+			u.memory -= l.memory
+		}
+	}
+	s.mu.Unlock()
+	if rec != nil {
+		if serr := s.store.MarkStopped(ctx, id, reason, time.Now()); serr != nil && err == nil {
+			err = serr
+		}
+		s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: reason})
+		s.metrics.lifetime.WithLabelValues(l.backend).Observe(time.Since(rec.CreatedAt).Seconds())
+	}
+	s.log.Info("sandbox destroyed", "sandbox", id, "reason", reason)
+	return err
+}
+
+// watch destroys l when its sandbox ends by itself (agent died, OOM).
+func (s *Server) watch(l *live) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case <-l.sb.Done():
+			s.destroy(l, "sandbox ended")
+		case <-l.gone:
+		case <-s.ctx.Done():
+		}
+	}()
+}
+
+func (s *Server) reapLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case now := <-t.C:
+			s.reap(now)
+		}
+	}
+}
+
+// reap destroys sandboxes past their expiry (unless kept alive) and idle ones.
+func (s *Server) reap(now time.Time) {
+	s.mu.Lock()
+	var victims []*live
+	var reasons []string
+	for _, l := range s.live {
+		l.mu.Lock()
+		expired := !l.keepAlive && !l.expires.IsZero() && now.After(l.expires)
+		l.mu.Unlock()
+		idle := s.cfg.IdleTimeout > 0 && l.busy.Load() == 0 && l.runningProcs() == 0 &&
+			now.Sub(time.Unix(0, l.lastUse.Load())) > s.cfg.IdleTimeout
+		switch {
+		case expired:
+			victims, reasons = append(victims, l), append(reasons, "expired")
+		case idle:
+			victims, reasons = append(victims, l), append(reasons, "idle")
+		}
+	}
+	s.mu.Unlock()
+	for i, l := range victims {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.destroy(l, reasons[i])
+		}()
+	}
+}

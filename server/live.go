@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlock-dev/airlock/egress"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// live is a sandbox this server process created and still holds.
+type live struct {
+	sb        sandbox.Sandbox
+	backend   string
+	profile   string
+	workspace string // host dir, removed on destroy
+	workdir   string // default working directory inside
+	memory    int64
+	pooled    bool
+	proxy     *egress.Proxy // the sandbox's egress proxy; rules change only through the API
+
+	mu        sync.Mutex
+	rec       *Record // nil while pooled
+	procs     map[string]*proc
+	nextProc  int
+	closing   bool
+	expires   time.Time
+	keepAlive bool
+
+	lastUse atomic.Int64 // unix nanos of the last API use
+	busy    atomic.Int32 // requests in flight
+	gone    chan struct{}
+}
+
+func newLive(sb sandbox.Sandbox, backend, profile, workspace, workdir string, memory int64) *live {
+	l := &live{sb: sb, backend: backend, profile: profile, workspace: workspace, workdir: workdir,
+		memory: memory, procs: map[string]*proc{}, gone: make(chan struct{})}
+	l.touch()
+	return l
+}
+
+func (l *live) touch() { l.lastUse.Store(time.Now().UnixNano()) }
+
+// use marks the sandbox busy for the duration of a request.
+func (l *live) use() func() {
+	l.busy.Add(1)
+	l.touch()
+	return func() { l.touch(); l.busy.Add(-1) }
+}
+
+func (l *live) tenant() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.rec == nil {
+		return ""
+	}
+	return l.rec.Tenant
+}
+
+func (l *live) runningProcs() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, p := range l.procs {
+		select {
+		case <-p.done:
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+// killProcs ends every background process (the sandbox is going away).
+func (l *live) killProcs() {
+	l.mu.Lock()
+	ps := make([]*proc, 0, len(l.procs))
+	for _, p := range l.procs {
+		ps = append(ps, p)
+	}
+	l.mu.Unlock()
+	for _, p := range ps {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = p.p.Signal(ctx, sandbox.SIGKILL)
+		cancel()
+		p.closeStdin()
+	}
+}

@@ -1,0 +1,167 @@
+package server
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+type poolKey struct{ backend, profile string }
+
+// pool keeps ready sandboxes of one (backend, profile). A pooled sandbox is
+// fresh: it has never been handed out, and once taken it is never returned
+// (destroyed after use like any other), so no state crosses tenants.
+type pool struct {
+	s       *Server
+	key     poolKey
+	size    int
+	backend sandbox.Backend
+
+	mu       sync.Mutex
+	ready    []pooled
+	mem      int64
+	memKnown bool
+	kick     chan struct{}
+	closed   bool
+}
+
+type pooled struct {
+	l       *live
+	polJSON []byte
+}
+
+func (s *Server) startPool(pc PoolConfig) error {
+	b, ok := s.cfg.Backends[pc.Backend]
+	if !ok {
+		return fmt.Errorf("warm pool %s/%s: unknown backend: %w", pc.Backend, pc.Profile, sandbox.ErrInvalid)
+	}
+	if pc.Profile == "" {
+		pc.Profile = "default"
+	}
+	if pc.Size <= 0 {
+		return nil
+	}
+	p := &pool{s: s, key: poolKey{pc.Backend, pc.Profile}, size: pc.Size, backend: b, kick: make(chan struct{}, 1)}
+	s.mu.Lock()
+	if s.pools[p.key] != nil {
+		s.mu.Unlock()
+		return fmt.Errorf("warm pool %s/%s: configured twice: %w", pc.Backend, pc.Profile, sandbox.ErrInvalid)
+	}
+	s.pools[p.key] = p
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go p.fill()
+	p.kick <- struct{}{}
+	return nil
+}
+
+// memory reports the memory limit of this pool's sandboxes once known.
+func (p *pool) memory() (int64, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mem, p.memKnown && len(p.ready) > 0
+}
+
+// take removes and returns one ready sandbox, or nil. Under p.mu, so no
+// sandbox is ever handed out twice.
+func (p *pool) take() (*live, []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.ready) > 0 {
+		it := p.ready[0]
+		p.ready = p.ready[1:]
+		select {
+		case <-it.l.sb.Done():
+			go p.s.destroy(it.l, "pooled sandbox ended")
+			continue
+		default:
+		}
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+		return it.l, it.polJSON
+	}
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+	return nil, nil
+}
+
+// drain removes every ready sandbox (at shutdown); the caller destroys them.
+func (p *pool) drain() []*live {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	out := make([]*live, 0, len(p.ready))
+	for _, it := range p.ready {
+		out = append(out, it.l)
+	}
+	p.ready = nil
+	return out
+}
+
+func (p *pool) fill() {
+	defer p.s.wg.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		select {
+		case <-p.s.ctx.Done():
+			return
+		case <-p.kick:
+		}
+		for {
+			p.mu.Lock()
+			need := !p.closed && len(p.ready) < p.size
+			p.mu.Unlock()
+			if !need || p.s.ctx.Err() != nil {
+				break
+			}
+			if err := p.addOne(); err != nil {
+				p.s.log.Error("warm pool: create", "backend", p.key.backend, "profile", p.key.profile, "err", err)
+				select {
+				case <-p.s.ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(backoff*2, 30*time.Second)
+				continue
+			}
+			backoff = 100 * time.Millisecond
+		}
+	}
+}
+
+func (p *pool) addOne() error {
+	id := newID("sb-")
+	pol, ws, err := p.s.resolve(id, p.backend, p.key.profile, nil, "")
+	if err != nil {
+		return err
+	}
+	l, polJSON, err := p.s.coldCreate(p.s.ctx, id, p.backend, p.key.profile, pol, ws, "")
+	if err != nil {
+		return err
+	}
+	l.pooled = true
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.s.destroy(l, "pool closed")
+		return nil
+	}
+	p.mem, p.memKnown = l.memory, true
+	p.ready = append(p.ready, pooled{l, polJSON})
+	p.mu.Unlock()
+	return nil
+}
+
+// readyCount is for metrics.
+func (p *pool) readyCount() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready)
+}
+

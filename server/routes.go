@@ -1,0 +1,147 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"strings"
+
+	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// LocalTenant is the tenant of requests on the trusted unix socket that
+// carry no API key.
+const LocalTenant = "local"
+
+type ctxKey int
+
+const (
+	keyTrusted ctxKey = iota
+	keyTenant
+)
+
+// caller is who makes a request.
+type caller struct {
+	tenant  string
+	trusted bool // on the unix socket without a key: may name host paths
+}
+
+func callerOf(r *http.Request) caller {
+	c, _ := r.Context().Value(keyTenant).(caller)
+	return c
+}
+
+func (s *Server) withTrust(trusted bool, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keyTrusted, trusted)))
+	})
+}
+
+// authenticate sets the caller: a valid key's tenant, or the local tenant
+// on a trusted listener without a key.
+func (s *Server) authenticate(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		trusted, _ := r.Context().Value(keyTrusted).(bool)
+		c := caller{}
+		auth := r.Header.Get("Authorization")
+		switch {
+		case auth != "":
+			key, ok := strings.CutPrefix(auth, "Bearer ")
+			if !ok {
+				s.writeError(w, r, errUnauthenticated)
+				return
+			}
+			tenant, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key))
+			if err != nil {
+				s.writeError(w, r, &httpError{http.StatusUnauthorized, "unauthenticated", err})
+				return
+			}
+			c.tenant = tenant
+		case trusted:
+			c.tenant, c.trusted = LocalTenant, true
+		default:
+			s.writeError(w, r, errUnauthenticated)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), keyTenant, c)))
+	}
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	handle := func(pattern string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.metrics.instrument(pattern, s.authenticate(h)))
+	}
+	mux.HandleFunc("GET /healthz", s.handleHealth)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.HandleFunc("GET /v1/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Write(api.OpenAPI)
+	})
+
+	handle("POST /v1/sandboxes", s.handleCreate)
+	handle("GET /v1/sandboxes", s.handleList)
+	handle("GET /v1/sandboxes/{id}", s.handleGet)
+	handle("PATCH /v1/sandboxes/{id}", s.handlePatch)
+	handle("DELETE /v1/sandboxes/{id}", s.handleDelete)
+	handle("PUT /v1/sandboxes/{id}/network", s.handleNetwork)
+
+	handle("POST /v1/sandboxes/{id}/exec", s.handleExec)
+	handle("GET /v1/sandboxes/{id}/processes", s.handleProcList)
+	handle("GET /v1/sandboxes/{id}/processes/{pid}", s.handleProcGet)
+	handle("DELETE /v1/sandboxes/{id}/processes/{pid}", s.handleProcDelete)
+	handle("POST /v1/sandboxes/{id}/processes/{pid}/signal", s.handleProcSignal)
+	handle("POST /v1/sandboxes/{id}/processes/{pid}/wait", s.handleProcWait)
+	handle("GET /v1/sandboxes/{id}/processes/{pid}/output", s.handleProcOutput)
+	handle("POST /v1/sandboxes/{id}/processes/{pid}/stdin", s.handleProcStdin)
+	handle("GET /v1/sandboxes/{id}/pty", s.handlePTY)
+
+	handle("GET /v1/sandboxes/{id}/files", s.handleFileRead)
+	handle("PUT /v1/sandboxes/{id}/files", s.handleFileWrite)
+	handle("DELETE /v1/sandboxes/{id}/files", s.handleFileRemove)
+	handle("GET /v1/sandboxes/{id}/files/stat", s.handleFileStat)
+	handle("GET /v1/sandboxes/{id}/files/list", s.handleFileList)
+	handle("POST /v1/sandboxes/{id}/files/rename", s.handleFileRename)
+	handle("POST /v1/sandboxes/{id}/files/mkdir", s.handleFileMkdir)
+	handle("GET /v1/sandboxes/{id}/archive", s.handleArchiveGet)
+	handle("PUT /v1/sandboxes/{id}/archive", s.handleArchivePut)
+
+	handle("GET /v1/sandboxes/{id}/events", s.handleEvents)
+
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, pattern := mux.Handler(r); pattern == "" {
+			s.notRouted(w, r, mux)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// notRouted answers 405 (JSON, with Allow) when the path exists for other
+// methods, else 404 (JSON).
+func (s *Server) notRouted(w http.ResponseWriter, r *http.Request, mux *http.ServeMux) {
+	var allow []string
+	for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE"} {
+		r2 := r.Clone(r.Context())
+		r2.Method = m
+		if _, p := mux.Handler(r2); p != "" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		s.writeError(w, r, &httpError{http.StatusMethodNotAllowed, "method_not_allowed",
+			errBadRequest("%s %s: method not allowed", r.Method, r.URL.Path)})
+		return
+	}
+	s.writeError(w, r, &httpError{http.StatusNotFound, "not_found",
+		errBadRequest("%s %s: no such endpoint", r.Method, r.URL.Path)})
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	h := api.Health{Status: "ok", Backends: map[string]sandbox.Probe{}}
+	for n, b := range s.cfg.Backends {
+		h.Backends[n] = b.Probe(r.Context())
+	}
+	writeJSON(w, http.StatusOK, h)
+}

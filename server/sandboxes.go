@@ -1,0 +1,462 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/egress"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+func newID(prefix string) string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// checkInline refuses, for callers with an API key, inline policy fields
+// that name host resources: a tenant must not mount host paths, read host
+// secrets or environment, or write audit files on the server's host.
+func checkInline(p *policy.Policy, trusted bool) error {
+	if trusted {
+		return nil
+	}
+	fs := p.Filesystem
+	bad := []string{}
+	if fs.Rootfs != "" {
+		bad = append(bad, "filesystem.rootfs (use image)")
+	}
+	if fs.Workspace != "" {
+		bad = append(bad, "filesystem.workspace")
+	}
+	if len(fs.ReadOnly) > 0 {
+		bad = append(bad, "filesystem.read_only")
+	}
+	if len(fs.ReadWrite) > 0 {
+		bad = append(bad, "filesystem.read_write")
+	}
+	if len(p.Secrets) > 0 {
+		bad = append(bad, "secrets")
+	}
+	if len(p.Process.EnvAllow) > 0 {
+		bad = append(bad, "process.env_allow")
+	}
+	if p.Process.UID != nil || p.Process.GID != nil {
+		bad = append(bad, "process.uid/gid")
+	}
+	if p.Audit.File != "" {
+		bad = append(bad, "audit.file")
+	}
+	if p.AllowDegraded {
+		bad = append(bad, "allow_degraded")
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("create sandbox: policy fields not allowed over an API key: %s: %w", strings.Join(bad, ", "), sandbox.ErrPermission)
+	}
+	return nil
+}
+
+// resolveImage maps an image name to a root filesystem directory.
+func (s *Server) resolveImage(image string, trusted bool) (string, error) {
+	if image == "" {
+		return "", nil
+	}
+	if trusted && filepath.IsAbs(image) {
+		return filepath.Clean(image), nil
+	}
+	if s.cfg.ImageDir == "" {
+		return "", fmt.Errorf("create sandbox: image %q: this server has no image directory: %w", image, sandbox.ErrInvalid)
+	}
+	if strings.ContainsAny(image, "/\\\x00") || image == "." || image == ".." || len(image) > 128 {
+		return "", fmt.Errorf("create sandbox: image %q: want a plain name: %w", image, sandbox.ErrInvalid)
+	}
+	dir := filepath.Join(s.cfg.ImageDir, image)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return "", fmt.Errorf("create sandbox: image %q: %w", image, sandbox.ErrNotFound)
+	}
+	return dir, nil
+}
+
+// createPlan is a validated create request.
+type createPlan struct {
+	req     api.CreateSandboxRequest
+	backend sandbox.Backend
+	raw     *policy.Policy // inline policy or nil
+	rootfs  string
+	timeout time.Duration
+}
+
+func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan, error) {
+	p := &createPlan{req: req}
+	if req.Backend == "" {
+		req.Backend = s.cfg.DefaultBackend
+		p.req.Backend = req.Backend
+	}
+	b, ok := s.cfg.Backends[req.Backend]
+	if !ok {
+		return nil, fmt.Errorf("create sandbox: unknown backend %q (this server has %s): %w", req.Backend, s.backendNames(), sandbox.ErrInvalid)
+	}
+	p.backend = b
+	if err := checkLabels(req.Labels); err != nil {
+		return nil, err
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return nil, err
+	}
+	p.timeout = req.Timeout.D()
+	if p.timeout == 0 {
+		p.timeout = s.cfg.DefaultTimeout
+	}
+	if p.timeout > s.cfg.MaxTimeout {
+		return nil, fmt.Errorf("create sandbox: timeout %s: longer than %s: %w", p.timeout, s.cfg.MaxTimeout, sandbox.ErrInvalid)
+	}
+	if len(req.Policy) > 0 && string(req.Policy) != "null" {
+		raw, err := s.cfg.Policies.ParseRaw(req.Policy)
+		if err != nil {
+			return nil, fmt.Errorf("create sandbox: policy: %w", err)
+		}
+		if err := checkInline(raw, c.trusted); err != nil {
+			return nil, err
+		}
+		if raw.Backend != "" && raw.Backend != req.Backend {
+			return nil, fmt.Errorf("create sandbox: policy names backend %q, request %q: %w", raw.Backend, req.Backend, sandbox.ErrInvalid)
+		}
+		p.raw = raw
+	}
+	rootfs, err := s.resolveImage(req.Image, c.trusted)
+	if err != nil {
+		return nil, err
+	}
+	p.rootfs = rootfs
+	return p, nil
+}
+
+func (s *Server) backendNames() string {
+	var n []string
+	for k := range s.cfg.Backends {
+		n = append(n, k)
+	}
+	return strings.Join(n, ", ")
+}
+
+// resolve resolves the policy of a new sandbox id.
+func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw *policy.Policy, rootfs string) (*policy.Policy, string, error) {
+	ws := filepath.Join(s.cfg.DataDir, "workspaces", id)
+	pol, err := s.cfg.Policies.Resolve(raw, profile, ws, rootfs)
+	if err != nil {
+		return nil, "", fmt.Errorf("create sandbox: policy: %w", err)
+	}
+	if pol.Backend != "" && pol.Backend != "auto" && pol.Backend != backend.Name() {
+		return nil, "", fmt.Errorf("create sandbox: policy names backend %q, request %q: %w", pol.Backend, backend.Name(), sandbox.ErrInvalid)
+	}
+	return pol, ws, nil
+}
+
+// coldCreate makes a new sandbox (not from a pool). On error nothing is left.
+func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Backend, profile string, pol *policy.Policy, ws, rootfs string) (*live, []byte, error) {
+	polJSON, err := json.Marshal(pol)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create sandbox: encode policy: %w", err)
+	}
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("create sandbox %q: workspace: %w", id, err)
+	}
+	sink := s.events.sink(id, backend.Name())
+	log := s.log.With("sandbox", id, "backend", backend.Name())
+	ecfg := egress.Config{SandboxID: id, Network: pol.Network, Secrets: pol.Secrets, Audit: sink, Log: log}
+	if s.cfg.EgressConfig != nil {
+		s.cfg.EgressConfig(&ecfg)
+	}
+	proxy, err := egress.New(ecfg)
+	if err != nil {
+		os.RemoveAll(ws)
+		return nil, nil, fmt.Errorf("create sandbox %q: %w", id, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
+	defer cancel()
+	start := time.Now()
+	sb, err := backend.Create(ctx, sandbox.Spec{
+		ID:     id,
+		Policy: pol,
+		Image:  rootfs,
+		Audit:  sink,
+		Log:    log,
+		Egress: proxy,
+		Env:    proxy.SandboxEnv(),
+		Files:  proxy.SandboxFiles(s.cfg.CABundle),
+	})
+	if err != nil {
+		os.RemoveAll(ws)
+		return nil, nil, fmt.Errorf("create sandbox %q: %w", id, err)
+	}
+	s.metrics.backendCreate.WithLabelValues(backend.Name()).Observe(time.Since(start).Seconds())
+	workdir := pol.Process.Workdir
+	if workdir == "" {
+		workdir = ws
+	}
+	l := newLive(sb, backend.Name(), profile, ws, workdir, int64(pol.Limits.Memory))
+	l.proxy = proxy
+	return l, polJSON, nil
+}
+
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	var req api.CreateSandboxRequest
+	if err := decodeJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	plan, err := s.planCreate(c, req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	start := time.Now()
+	l, polJSON, release, err := s.obtain(r.Context(), c, plan)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	now := time.Now().UTC()
+	rec := &Record{
+		ID: l.sb.ID(), Tenant: c.tenant, Backend: l.backend, Profile: l.profile, Image: plan.req.Image,
+		Spec: polJSON, Labels: plan.req.Labels, Env: plan.req.Env, State: StateRunning,
+		Memory: l.memory, KeepAlive: plan.req.KeepAlive, CreatedAt: now, ExpiresAt: now.Add(plan.timeout),
+	}
+	if err := s.store.InsertSandbox(r.Context(), rec); err != nil {
+		release()
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		l.sb.Destroy(dctx)
+		cancel()
+		os.RemoveAll(l.workspace)
+		s.writeError(w, r, err)
+		return
+	}
+	l.mu.Lock()
+	l.rec = rec
+	l.expires, l.keepAlive = rec.ExpiresAt, rec.KeepAlive
+	l.mu.Unlock()
+	s.mu.Lock()
+	s.live[rec.ID] = l
+	s.mu.Unlock()
+	s.watch(l)
+	s.events.emit(audit.Event{Sandbox: rec.ID, Type: audit.TypeStart, Message: "created through the API",
+		Fields: map[string]any{"tenant": c.tenant, "backend": l.backend, "profile": l.profile, "pooled": l.pooled}})
+	s.metrics.createTotal.WithLabelValues(l.backend, fmt.Sprint(l.pooled)).Observe(time.Since(start).Seconds())
+	s.log.Info("sandbox created", "sandbox", rec.ID, "tenant", c.tenant, "backend", l.backend, "pooled", l.pooled)
+	writeJSON(w, http.StatusCreated, s.view(l, rec, false))
+}
+
+// obtain takes quota and then a pooled sandbox when the request fits a
+// pool, else creates one. release gives the quota back (only for failures
+// before the sandbox is registered; afterwards destroy releases it).
+func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live, []byte, func(), error) {
+	profile := plan.req.Profile
+	if profile == "" {
+		profile = "default"
+	}
+	if plan.raw == nil && plan.rootfs == "" {
+		s.mu.Lock()
+		pl := s.pools[poolKey{plan.backend.Name(), profile}]
+		s.mu.Unlock()
+		if pl != nil {
+			if mem, ok := pl.memory(); ok {
+				release, err := s.reserve(ctx, c.tenant, mem)
+				if err != nil {
+					return nil, nil, nil, err
+				}
+				if l, polJSON := pl.take(); l != nil {
+					return l, polJSON, release, nil
+				}
+				release()
+			}
+		}
+	}
+	id := newID("sb-")
+	pol, ws, err := s.resolve(id, plan.backend, profile, plan.raw, plan.rootfs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	release, err := s.reserve(ctx, c.tenant, int64(pol.Limits.Memory))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	l, polJSON, err := s.coldCreate(ctx, id, plan.backend, profile, pol, ws, plan.rootfs)
+	if err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	return l, polJSON, release, nil
+}
+
+// view renders l (or a stored record) for the API.
+func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
+	v := api.Sandbox{
+		ID: rec.ID, Backend: rec.Backend, Profile: rec.Profile, Image: rec.Image, State: rec.State,
+		Reason: rec.Reason, Labels: rec.Labels, KeepAlive: rec.KeepAlive, MemoryMax: rec.Memory,
+		CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt, EndedAt: rec.EndedAt, Policy: rec.Spec,
+	}
+	if l != nil {
+		l.mu.Lock()
+		v.KeepAlive, v.ExpiresAt = l.keepAlive, l.expires
+		l.mu.Unlock()
+		v.Pooled, v.Workdir = l.pooled, l.workdir
+		if withStats {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if st, err := l.sb.Stats(ctx); err == nil {
+				v.Stats = &st
+			}
+			cancel()
+		}
+	}
+	return v
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	q := r.URL.Query()
+	f := ListFilter{Tenant: c.tenant, State: q.Get("state"), Labels: map[string]string{}}
+	for _, lv := range q["label"] {
+		k, v, ok := strings.Cut(lv, "=")
+		if !ok || k == "" {
+			s.writeError(w, r, errBadRequest("label filter %q: want key=value", lv))
+			return
+		}
+		f.Labels[k] = v
+	}
+	if f.State == "" && q.Get("all") != "true" {
+		f.State = StateRunning
+	}
+	recs, err := s.store.ListSandboxes(r.Context(), f)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := api.SandboxList{Sandboxes: []api.Sandbox{}}
+	for _, rec := range recs {
+		s.mu.Lock()
+		l := s.live[rec.ID]
+		s.mu.Unlock()
+		out.Sandboxes = append(out.Sandboxes, s.view(l, rec, false))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	id := r.PathValue("id")
+	rec, err := s.store.GetSandbox(r.Context(), c.tenant, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.mu.Lock()
+	l := s.live[id]
+	s.mu.Unlock()
+	if l != nil {
+		l.touch()
+	}
+	writeJSON(w, http.StatusOK, s.view(l, rec, true))
+}
+
+func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	id := r.PathValue("id")
+	l, err := s.lookup(c.tenant, id)
+	if err != nil {
+		// A stopped sandbox of this tenant: deleting it again is a no-op.
+		if _, gerr := s.store.GetSandbox(r.Context(), c.tenant, id); gerr == nil {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.destroy(l, "deleted through the API"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	l, err := s.lookup(c.tenant, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer l.use()()
+	var req api.PatchSandboxRequest
+	if err := decodeJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Timeout != nil && req.Timeout.D() > s.cfg.MaxTimeout {
+		s.writeError(w, r, errBadRequest("timeout %s: longer than %s", req.Timeout.D(), s.cfg.MaxTimeout))
+		return
+	}
+	l.mu.Lock()
+	if req.Timeout != nil {
+		l.expires = time.Now().UTC().Add(req.Timeout.D())
+	}
+	if req.KeepAlive != nil {
+		l.keepAlive = *req.KeepAlive
+	}
+	expires, keep, rec := l.expires, l.keepAlive, l.rec
+	rec.ExpiresAt, rec.KeepAlive = expires, keep
+	l.mu.Unlock()
+	if err := s.store.UpdateLifetime(r.Context(), rec.ID, expires, keep); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.view(l, rec, false))
+}
+
+// handleNetwork replaces the network rules of a running sandbox. Only the
+// API (outside) can do this; nothing inside the sandbox reaches it.
+func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	l, err := s.lookup(c.tenant, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer l.use()()
+	var req api.NetworkRequest
+	if err := decodeJSON(r, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	switch req.Mode {
+	case policy.NetworkNone, policy.NetworkAllowlist, policy.NetworkOpen:
+	default:
+		s.writeError(w, r, errBadRequest("network mode %q: want none, allowlist or open", req.Mode))
+		return
+	}
+	if len(req.Allow)+len(req.Deny) > 1024 {
+		s.writeError(w, r, errBadRequest("network: at most 1024 rules"))
+		return
+	}
+	n := policy.Network{Mode: req.Mode, Allow: req.Allow, Deny: req.Deny}
+	if err := l.proxy.SetNetwork(n); err != nil {
+		s.writeError(w, r, fmt.Errorf("set network of %q: %w", l.sb.ID(), err))
+		return
+	}
+	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypePolicy, Message: "network rules changed through the API",
+		Fields: map[string]any{"tenant": c.tenant, "mode": n.Mode, "allow": n.Allow, "deny": n.Deny}})
+	writeJSON(w, http.StatusOK, req)
+}

@@ -1,0 +1,256 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/airlock-dev/airlock/egress"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Policies turns create requests into resolved policies. The server calls
+// ParseRaw on an inline policy (JSON, which is YAML), checks what an API
+// caller may ask for, then Resolve.
+type Policies interface {
+	// ParseRaw strictly parses an inline policy without layering it on a profile.
+	ParseRaw(data []byte) (*policy.Policy, error)
+	// Resolve layers raw (may be nil) on profile ("" = default), sets the
+	// workspace and rootfs, and validates. Errors wrap sandbox.ErrInvalid.
+	Resolve(raw *policy.Policy, profile, workspace, rootfs string) (*policy.Policy, error)
+}
+
+// PoolConfig asks for Size ready sandboxes of (Backend, Profile).
+type PoolConfig struct {
+	Backend string
+	Profile string
+	Size    int
+}
+
+// Config configures a Server.
+type Config struct {
+	// Backends by name. Required.
+	Backends map[string]sandbox.Backend
+	// DefaultBackend is used when a request names none ("native").
+	DefaultBackend string
+	Store          *Store
+	Policies       Policies
+	// DataDir holds per-sandbox workspaces (DataDir/workspaces/ID).
+	DataDir string
+	// ImageDir holds root filesystems that requests name by "image".
+	ImageDir string
+	Log      *slog.Logger
+	// EgressConfig, when set, adjusts each sandbox's egress proxy config
+	// (tests plug a resolver or dialer in here).
+	EgressConfig func(*egress.Config)
+	// CABundle is the host's CA bundle, given to sandboxes with the egress
+	// CA appended; nil: egress.SystemBundle().
+	CABundle []byte
+
+	DefaultTimeout time.Duration // lifetime when a request gives none (10m)
+	MaxTimeout     time.Duration // longest lifetime a request may ask (24h)
+	IdleTimeout    time.Duration // destroy after this long without API use (0: never)
+	ReapInterval   time.Duration // how often expiry/idle are checked (1s)
+	CreateTimeout  time.Duration // bound on one backend Create (60s)
+	DefaultQuota   Quota         // per tenant when the store has none; zero fields: unlimited
+	Pools          []PoolConfig
+	// ProcessBuffer bounds the output kept per background process (1 MiB).
+	ProcessBuffer int
+	// MaxUpload bounds a file or archive upload (1 GiB).
+	MaxUpload int64
+	// MaxOutput bounds buffered exec output per stream (16 MiB).
+	MaxOutput int
+	// ExecTimeout is the default wall time of an exec without one (0: the policy's).
+	ExecTimeout time.Duration
+}
+
+// Server serves the /v1 API. Create with New, then Serve listeners, then
+// Shutdown.
+type Server struct {
+	cfg     Config
+	store   *Store
+	log     *slog.Logger
+	metrics *metrics
+	events  *eventWriter
+	handler http.Handler
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	live  map[string]*live
+	usage map[string]*usage
+	pools map[poolKey]*pool
+
+	httpMu  sync.Mutex
+	servers []*http.Server
+}
+
+type usage struct {
+	count  int
+	memory int64
+}
+
+// New reconciles the store with reality (no sandbox survives a server:
+// every row still marked running is marked stopped and every backend's
+// leftovers are removed), then starts the reaper and the warm pools.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Store == nil || cfg.Policies == nil || len(cfg.Backends) == 0 || cfg.DataDir == "" {
+		return nil, fmt.Errorf("new server: store, policies, data dir and a backend are required: %w", sandbox.ErrInvalid)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DefaultBackend == "" {
+		cfg.DefaultBackend = "native"
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.DefaultTimeout, 10*time.Minute)
+	def(&cfg.MaxTimeout, 24*time.Hour)
+	def(&cfg.ReapInterval, time.Second)
+	def(&cfg.CreateTimeout, 60*time.Second)
+	if cfg.CABundle == nil {
+		cfg.CABundle, _ = egress.SystemBundle()
+	}
+	if cfg.ProcessBuffer <= 0 {
+		cfg.ProcessBuffer = 1 << 20
+	}
+	if cfg.MaxUpload <= 0 {
+		cfg.MaxUpload = 1 << 30
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = 16 << 20
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg: cfg, store: cfg.Store, log: cfg.Log,
+		ctx: sctx, cancel: cancel,
+		live: map[string]*live{}, usage: map[string]*usage{}, pools: map[poolKey]*pool{},
+	}
+	s.metrics = newMetrics(s)
+	s.events = newEventWriter(cfg.Store, cfg.Log, s.metrics)
+	if err := s.reconcile(ctx); err != nil {
+		cancel()
+		s.events.close()
+		return nil, err
+	}
+	s.handler = s.routes()
+	s.wg.Add(1)
+	go s.reapLoop()
+	for _, pc := range cfg.Pools {
+		if err := s.startPool(pc); err != nil {
+			s.Shutdown(context.Background())
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// reconcile makes the store agree with reality after a restart.
+func (s *Server) reconcile(ctx context.Context) error {
+	ids, err := s.store.MarkAllStopped(ctx, "server restarted", time.Now())
+	if err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		s.log.Warn("sandboxes did not survive the previous server; marked stopped", "count", len(ids))
+	}
+	names := make([]string, 0, len(s.cfg.Backends))
+	for n := range s.cfg.Backends {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, n := range names {
+		if err := s.cfg.Backends[n].Cleanup(ctx, map[string]bool{}); err != nil {
+			errs = append(errs, fmt.Errorf("reconcile: clean up backend %q: %w", n, err))
+		}
+	}
+	ws := filepath.Join(s.cfg.DataDir, "workspaces")
+	if err := os.RemoveAll(ws); err != nil {
+		errs = append(errs, fmt.Errorf("reconcile: remove workspaces: %w", err))
+	}
+	if err := os.MkdirAll(ws, 0o711); err != nil {
+		errs = append(errs, fmt.Errorf("reconcile: workspaces: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Handler returns the API handler; requests carry their listener's trust
+// via Serve, so Handler alone treats every request as untrusted (TCP).
+func (s *Server) Handler() http.Handler { return s.withTrust(false, s.handler) }
+
+// Serve answers requests on ln until Shutdown. trusted listeners (the unix
+// socket, protected by its file mode) accept requests without an API key
+// as tenant "local"; untrusted ones (TCP) require a key.
+func (s *Server) Serve(ln net.Listener, trusted bool) error {
+	hs := &http.Server{
+		Handler:           s.withTrust(trusted, s.handler),
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+	}
+	s.httpMu.Lock()
+	s.servers = append(s.servers, hs)
+	s.httpMu.Unlock()
+	err := hs.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting requests, ends streams, destroys every sandbox
+// (their agents would die with the server anyway) and marks them stopped,
+// then closes the event writer. The store stays open (the caller owns it).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.httpMu.Lock()
+	servers := s.servers
+	s.servers = nil
+	s.httpMu.Unlock()
+	for _, hs := range servers {
+		// Long streams (follow, PTY) end when s.ctx is cancelled below.
+		go hs.Shutdown(ctx)
+	}
+	s.cancel()
+	s.wg.Wait()
+	s.mu.Lock()
+	var all []*live
+	for _, l := range s.live {
+		all = append(all, l)
+	}
+	var pooled []*live
+	for _, p := range s.pools {
+		pooled = append(pooled, p.drain()...)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, l := range append(all, pooled...) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.destroy(l, "server shutdown")
+		}()
+	}
+	wg.Wait()
+	for _, hs := range servers {
+		hs.Close()
+	}
+	s.events.close()
+	return nil
+}
