@@ -327,6 +327,9 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string, depth in
 type source struct {
 	file  string
 	lines map[string]int
+	// raw maps a field path in a merged policy back to the path the file
+	// wrote (list indexes shift when a file's lists append to a profile's).
+	raw map[string]string
 }
 
 func (s *source) set(path string, line int) {
@@ -335,18 +338,29 @@ func (s *source) set(path string, line int) {
 	}
 }
 
-// locate returns the file and the line of path, or of its nearest parent
-// the file set.
-func (s *source) locate(path string) (string, int) {
+// locate returns the file, the line of path and path as the file wrote it. A path the file did not set has
+// no file or line.
+func (s *source) locate(path string) (file string, line int, field string) {
 	if s == nil {
-		return "", 0
+		return "", 0, path
 	}
+	// A field the file did not write is located at the list element that
+	// holds it (a secret missing its name), never at an enclosing mapping
+	// (a profile's entry is not the file's).
 	for p := path; p != ""; p = parentPath(p) {
+		if p != path && !strings.HasSuffix(p, "]") {
+			break
+		}
 		if l, ok := s.lines[p]; ok {
-			return s.file, l
+			if r, ok := s.raw[path]; ok {
+				path = r
+			} else if r, ok := s.raw[p]; ok {
+				path = r + strings.TrimPrefix(path, p)
+			}
+			return s.file, l, path
 		}
 	}
-	return s.file, 0
+	return "", 0, path
 }
 
 func parentPath(p string) string {
@@ -368,7 +382,7 @@ func (s *source) shifted(off map[string]int) *source {
 	if s == nil {
 		return nil
 	}
-	out := &source{file: s.file, lines: make(map[string]int, len(s.lines))}
+	out := &source{file: s.file, lines: make(map[string]int, len(s.lines)), raw: map[string]string{}}
 	// Longest list path first so "secrets" does not shadow nothing longer.
 	lists := make([]string, 0, len(off))
 	for p := range off {
@@ -376,7 +390,15 @@ func (s *source) shifted(off map[string]int) *source {
 	}
 	sort.Slice(lists, func(i, j int) bool { return len(lists[i]) > len(lists[j]) })
 	for k, l := range s.lines {
-		out.lines[shiftIndex(k, lists, off)] = l
+		m := shiftIndex(k, lists, off)
+		out.lines[m] = l
+		r := k
+		if rr, ok := s.raw[k]; ok {
+			r = rr
+		}
+		if m != r {
+			out.raw[m] = r
+		}
 	}
 	return out
 }

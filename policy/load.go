@@ -8,6 +8,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"sort"
 	"strconv"
 
 	"go.yaml.in/yaml/v3"
@@ -103,6 +104,7 @@ func ParseRaw(name string, data []byte) (p *Policy, err error) {
 		d.errs = append(d.errs, p.check(false)...)
 	}
 	if len(d.errs) > 0 {
+		sort.SliceStable(d.errs, func(i, j int) bool { return d.errs[i].Line < d.errs[j].Line })
 		return nil, joinErrors(d.errs)
 	}
 	return p, nil
@@ -147,7 +149,7 @@ func WithProfile(raw *Policy, name string) (*Policy, error) {
 	base, err := Profile(name)
 	if err != nil {
 		if raw.Profile == name && raw.src != nil {
-			file, line := raw.src.locate("profile")
+			file, line, _ := raw.src.locate("profile")
 			return nil, &Error{File: file, Line: line, Field: "profile", Msg: message(err)}
 		}
 		return nil, err

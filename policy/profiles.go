@@ -35,7 +35,7 @@ var agentConfig = []string{
 // backend to report, not silently skipped).
 var optionalPaths = func() map[string]bool {
 	m := map[string]bool{}
-	for _, l := range [][]string{SystemDirs, etcDeny, agentConfig} {
+	for _, l := range [][]string{SystemDirs, etcDeny, agentConfig, {"~"}} {
 		for _, p := range l {
 			m[p] = true
 		}
@@ -99,7 +99,8 @@ func defaultProfile() *Policy {
 			Tmpfs:         []string{"/tmp", "~"},
 			ProtectConfig: boolPtr(true),
 		},
-		Network: Network{Mode: NetworkNone},
+		// Network mode left empty: Resolve makes it none, or allowlist
+		// when a file layered on this profile adds allow entries.
 		Process: Process{EnvAllow: cloneStrings(DefaultEnvAllow)},
 		Limits: Limits{
 			Memory:      2 << 30,

@@ -81,7 +81,7 @@ type resolver struct {
 }
 
 func (r *resolver) add(field, format string, args ...any) {
-	file, line := r.p.src.locate(field)
+	file, line, field := r.p.src.locate(field)
 	r.errs = append(r.errs, &Error{File: file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
@@ -223,6 +223,9 @@ func (r *resolver) paths(field string, in []string, dropSystem bool) []string {
 	out := make([]string, 0, len(in))
 	for i, s := range in {
 		if dropSystem && slices.Contains(SystemDirs, s) {
+			continue
+		}
+		if optionalPaths[s] && homeRelative(s) && !isAbs(r.env.Home) {
 			continue
 		}
 		e := r.expand(fmt.Sprintf("%s[%d]", field, i), s)

@@ -31,7 +31,7 @@ type checker struct {
 }
 
 func (c *checker) add(field, format string, args ...any) {
-	file, line := c.p.src.locate(field)
+	file, line, field := c.p.src.locate(field)
 	c.errs = append(c.errs, &Error{File: file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 

@@ -1,0 +1,86 @@
+package policy
+
+import (
+	"errors"
+	"net/netip"
+	"testing"
+)
+
+func TestParseNetworkEntry(t *testing.T) {
+	good := map[string]string{
+		"example.com":           "example.com",
+		"API.Anthropic.com":     "api.anthropic.com",
+		"*.example.com":         "*.example.com",
+		"*.example.com:443":     "*.example.com:443",
+		"localhost":             "localhost",
+		"my_host.internal:80":   "my_host.internal:80",
+		"10.0.0.0/8":            "10.0.0.0/8",
+		"10.1.2.3/8":            "10.0.0.0/8",
+		"192.0.2.1":             "192.0.2.1",
+		"192.0.2.1:8080":        "192.0.2.1:8080",
+		"2001:db8::1":           "2001:db8::1",
+		"[2001:db8::1]:443":     "[2001:db8::1]:443",
+		"2001:db8::/32":         "2001:db8::/32",
+		"xn--bcher-kva.example": "xn--bcher-kva.example",
+	}
+	for in, want := range good {
+		e, err := ParseNetworkEntry(in)
+		if err != nil {
+			t.Errorf("ParseNetworkEntry(%q): %v", in, err)
+			continue
+		}
+		if e.String() != want {
+			t.Errorf("ParseNetworkEntry(%q).String() = %q, want %q", in, e.String(), want)
+		}
+	}
+	bad := []string{
+		"", "*", "*.", "*.*.com", "a.*.com", "http://example.com", "example.com/path", "example.com:",
+		"example.com:0", "example.com:65536", "example.com:080", "example.com:http", "example.com.",
+		"exa mple.com", "a..b", "-a.com", "a-.com", "1.2.3.4.5", "300.1.1.1", "10.0.0.0/40",
+		"[2001:db8::1", "[10.0.0.1]:80", "[::1]x", "fe80::1%eth0", "a:b:c:d:e:f:g:h:i",
+		"ex\x00ample.com", "ex\nample.com", "ex@mple.com",
+		string(make([]byte, 300)),
+	}
+	for _, in := range bad {
+		if e, err := ParseNetworkEntry(in); err == nil || !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseNetworkEntry(%q) = %+v, %v; want an ErrInvalid error", in, e, err)
+		}
+	}
+}
+
+func TestNetworkEntryMatch(t *testing.T) {
+	tests := []struct {
+		entry, host string
+		port        int
+		want        bool
+	}{
+		{"example.com", "example.com", 443, true},
+		{"example.com", "EXAMPLE.com.", 80, true},
+		{"example.com", "www.example.com", 443, false},
+		{"*.example.com", "www.example.com", 443, true},
+		{"*.example.com", "a.b.example.com", 443, true},
+		{"*.example.com", "example.com", 443, false},
+		{"*.example.com", "badexample.com", 443, false},
+		{"example.com:443", "example.com", 80, false},
+		{"10.0.0.0/8", "10.2.3.4", 22, true},
+		{"10.0.0.0/8", "11.0.0.1", 22, false},
+		{"10.0.0.0/8", "ten.example", 22, false},
+		{"192.0.2.1:80", "192.0.2.1", 80, true},
+		{"192.0.2.1:80", "192.0.2.1", 81, false},
+		{"2001:db8::/32", "[2001:db8::5]", 443, true},
+		{"example.com", "10.0.0.1", 443, false},
+	}
+	for _, tt := range tests {
+		e, err := ParseNetworkEntry(tt.entry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.MatchHost(tt.host, tt.port); got != tt.want {
+			t.Errorf("%q.MatchHost(%q, %d) = %v, want %v", tt.entry, tt.host, tt.port, got, tt.want)
+		}
+	}
+	e, _ := ParseNetworkEntry("10.0.0.0/8")
+	if !e.MatchAddr(netip.MustParseAddr("::ffff:10.1.1.1"), 1) {
+		t.Error("IPv4-mapped IPv6 address did not match its IPv4 CIDR")
+	}
+}
