@@ -1,0 +1,213 @@
+package sandboxtest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+func (s *suite) runExecChecks(t *testing.T) {
+	bx := s.shared(t)
+	s.check(t, "exec/stdout-stderr", func(t *testing.T) {
+		r := bx.run(t, nil, "echo-split", "to-stdout\n", "to-stderr\n")
+		if r.stdout != "to-stdout\n" || r.stderr != "to-stderr\n" {
+			t.Fatalf("stdout %q stderr %q, want them separated", r.stdout, r.stderr)
+		}
+		if r.status.Code != 0 || r.status.Signal != 0 {
+			t.Fatalf("status %+v, want 0", r.status)
+		}
+	})
+	s.check(t, "exec/exit-codes", func(t *testing.T) {
+		for _, code := range []int{0, 1, 42} {
+			if r := bx.run(t, nil, "exit", fmt.Sprint(code)); r.status.Code != code || r.status.Signal != 0 {
+				t.Errorf("exit %d: status %+v", code, r.status)
+			}
+		}
+	})
+	s.check(t, "exec/signal-exit", func(t *testing.T) {
+		for _, sig := range []int{9, 15} {
+			r := bx.run(t, nil, "killself", fmt.Sprint(sig))
+			if r.status.Code != 128+sig || r.status.Signal != sig {
+				t.Errorf("killed by signal %d: status %+v, want code %d signal %d (stderr %q)", sig, r.status, 128+sig, sig, r.stderr)
+			}
+		}
+	})
+	s.check(t, "exec/signal-deliver", func(t *testing.T) {
+		ctx := ctxT(t)
+		out := newSyncBuffer()
+		p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: bx.argv("sleep", "120"), Stdout: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Signal(ctx, sandbox.SIGTERM); err != nil {
+			mustSupported(t, "exec/signal-deliver", err)
+			t.Fatalf("Signal(SIGTERM): %v", err)
+		}
+		st, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Code != 128+sandbox.SIGTERM || st.Signal != sandbox.SIGTERM {
+			t.Fatalf("after SIGTERM: status %+v, want 143/15", st)
+		}
+	})
+	s.check(t, "exec/stdin", func(t *testing.T) {
+		r := bx.run(t, strings.NewReader("hello stdin\n"), "cat")
+		if r.stdout != "hello stdin\n" || r.status.Code != 0 {
+			t.Fatalf("cat: %+v", r)
+		}
+		if r := bx.run(t, nil, "cat"); r.stdout != "" || r.status.Code != 0 {
+			t.Fatalf("cat with nil stdin must see EOF at once: %+v", r)
+		}
+	})
+	s.check(t, "exec/stdin-stream", func(t *testing.T) {
+		ctx := ctxT(t)
+		pr, pw := io.Pipe()
+		out := newSyncBuffer()
+		p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: bx.argv("cat"), Stdin: pr, Stdout: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go pw.Write([]byte("first\n"))
+		if !out.waitFor(ctx, "first\n") {
+			t.Fatalf("streamed stdin not echoed before EOF (got %q)", out.String())
+		}
+		go func() { pw.Write([]byte("second\n")); pw.Close() }()
+		st, err := p.Wait(ctx)
+		if err != nil || st.Code != 0 || out.String() != "first\nsecond\n" {
+			t.Fatalf("status %+v err %v out %q", st, err, out.String())
+		}
+	})
+	s.check(t, "exec/env-dir", func(t *testing.T) {
+		var out bytes.Buffer
+		st := bx.exec(t, sandbox.ExecRequest{Args: bx.argv("env", "SBT_VAR"), Env: map[string]string{"SBT_VAR": "v-42"}, Stdout: &out})
+		if st.Code != 0 || out.String() != "v-42" {
+			t.Errorf("env: %+v %q", st, out.String())
+		}
+		out.Reset()
+		st = bx.exec(t, sandbox.ExecRequest{Args: bx.argv("pwd"), Dir: bx.ws, Stdout: &out})
+		if st.Code != 0 || filepath.Clean(out.String()) != filepath.Clean(bx.ws) {
+			t.Errorf("pwd with Dir %q: %+v %q", bx.ws, st, out.String())
+		}
+	})
+	s.check(t, "exec/pty", func(t *testing.T) { s.testPTY(t, bx, false) })
+	s.check(t, "exec/pty-resize", func(t *testing.T) { s.testPTY(t, bx, true) })
+	s.check(t, "exec/resize-no-tty", func(t *testing.T) {
+		ctx := ctxT(t)
+		p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: bx.argv("exit", "0")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Resize(ctx, 10, 10); !errors.Is(err, sandbox.ErrInvalid) {
+			t.Errorf("Resize without a TTY: %v, want ErrInvalid", err)
+		}
+		p.Wait(ctx)
+	})
+	s.check(t, "exec/timeout", func(t *testing.T) {
+		ctx := ctxT(t)
+		p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: bx.argv("sleep", "600"), Timeout: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := p.Wait(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("per-exec timeout did not end the process")
+		}
+		if !st.TimedOut && !errors.Is(err, sandbox.ErrTimeout) {
+			t.Fatalf("status %+v err %v, want TimedOut", st, err)
+		}
+		if err == nil && st.Code == 0 {
+			t.Fatalf("timed out process reports exit 0: %+v", st)
+		}
+	})
+	s.check(t, "exec/large-output", func(t *testing.T) {
+		const mib = 50
+		c := &patternChecker{badAt: -1}
+		var errb bytes.Buffer
+		st := bx.exec(t, sandbox.ExecRequest{Args: bx.argv("pattern", fmt.Sprint(mib)), Stdout: c, Stderr: &errb})
+		if st.Code != 0 || st.Truncated {
+			t.Fatalf("status %+v stderr %q", st, errb.String())
+		}
+		if c.n != mib<<20 {
+			t.Fatalf("got %d bytes, want %d", c.n, mib<<20)
+		}
+		if c.badAt >= 0 {
+			t.Fatalf("byte %d is %d, want %d", c.badAt, c.badByte, c.badAt%251)
+		}
+	})
+	s.check(t, "exec/binary-data", func(t *testing.T) {
+		r := bx.run(t, nil, "bytes", "64")
+		want := make([]byte, 0, 64*256)
+		for i := 0; i < 64; i++ {
+			for b := 0; b < 256; b++ {
+				want = append(want, byte(b))
+			}
+		}
+		if r.status.Code != 0 || r.stdout != string(want) {
+			t.Fatalf("all byte values on stdout: status %+v, %d bytes, equal=%v", r.status, len(r.stdout), r.stdout == string(want))
+		}
+		in := make([]byte, 1<<20)
+		rand.Read(in)
+		r = bx.run(t, bytes.NewReader(in), "cat")
+		if r.status.Code != 0 || r.stdout != string(in) {
+			t.Fatalf("binary stdin round trip: status %+v, %d of %d bytes, equal=%v", r.status, len(r.stdout), len(in), r.stdout == string(in))
+		}
+	})
+	s.check(t, "exec/not-found", func(t *testing.T) {
+		ctx := ctxT(t)
+		for _, argv0 := range []string{filepath.Join(bx.ws, "no-such-program"), "/no/such/dir/program"} {
+			p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: []string{argv0}})
+			if err == nil {
+				st, _ := p.Wait(ctx)
+				t.Errorf("exec %s: started (status %+v), want an error wrapping ErrNotFound", argv0, st)
+				continue
+			}
+			if !errors.Is(err, sandbox.ErrNotFound) {
+				t.Errorf("exec %s: %v, want ErrNotFound", argv0, err)
+			}
+		}
+		if _, err := bx.Exec(ctx, sandbox.ExecRequest{}); !errors.Is(err, sandbox.ErrInvalid) {
+			t.Errorf("exec with empty Args: %v, want ErrInvalid", err)
+		}
+	})
+}
+
+// testPTY runs the helper on a terminal: it must see one of the requested
+// size, and with resize the new size after SIGWINCH.
+func (s *suite) testPTY(t *testing.T, bx *box, resize bool) {
+	ctx := ctxT(t)
+	out := newSyncBuffer()
+	p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: bx.argv("tty"), TTY: true, Rows: 24, Cols: 80, Stdout: out})
+	if err != nil {
+		mustSupported(t, "exec/pty", err)
+		t.Fatal(err)
+	}
+	if !out.waitFor(ctx, "tty 24 80") {
+		t.Fatalf("no terminal of 24x80 inside: %q", out.String())
+	}
+	if resize {
+		if err := p.Resize(ctx, 30, 100); err != nil {
+			t.Fatalf("Resize: %v", err)
+		}
+		if !out.waitFor(ctx, "winch 30 100") {
+			t.Fatalf("resize not seen inside: %q", out.String())
+		}
+		st, err := p.Wait(ctx)
+		if err != nil || st.Code != 0 {
+			t.Fatalf("status %+v err %v", st, err)
+		}
+		return
+	}
+	if err := p.Signal(ctx, sandbox.SIGKILL); err != nil {
+		t.Fatalf("Signal: %v", err)
+	}
+	p.Wait(ctx)
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func init() {
+	commands["killself"] = func(a []string) int { // killself SIG
+		syscall.Kill(os.Getpid(), syscall.Signal(atoi(a[0])))
+		time.Sleep(10 * time.Second)
+		return 3
+	}
+	commands["tty"] = func([]string) int {
+		// Report whether stdin is a terminal and its size, then the size
+		// after the first SIGWINCH.
+		winch := make(chan os.Signal, 1)
+		signal.Notify(winch, syscall.SIGWINCH)
+		ws, err := unix.IoctlGetWinsize(0, unix.TIOCGWINSZ)
+		if err != nil {
+			fmt.Printf("notty %v\n", err)
+			return 1
+		}
+		fmt.Printf("tty %d %d\n", ws.Row, ws.Col)
+		select {
+		case <-winch:
+		case <-time.After(60 * time.Second):
+			fmt.Println("no SIGWINCH")
+			return 1
+		}
+		ws, err = unix.IoctlGetWinsize(0, unix.TIOCGWINSZ)
+		if err != nil {
+			fmt.Printf("notty %v\n", err)
+			return 1
+		}
+		fmt.Printf("winch %d %d\n", ws.Row, ws.Col)
+		return 0
+	}
+	commands["spawn"] = func(a []string) int { // spawn N: start N sleepers
+		self, _ := os.Executable()
+		n := atoi(a[0])
+		var kids []*exec.Cmd
+		defer func() {
+			for _, k := range kids {
+				k.Process.Kill()
+				k.Wait()
+			}
+		}()
+		for i := 0; i < n; i++ {
+			c := exec.Command(self, "sleep", "60")
+			if err := c.Start(); err != nil {
+				fmt.Printf("spawned %d of %d: %v\n", i, n, err)
+				return 1
+			}
+			kids = append(kids, c)
+		}
+		fmt.Printf("spawned %d of %d\n", n, n)
+		return 0
+	}
+	commands["spawn-bg"] = func(a []string) int { // a detached sleeper that outlives us
+		self, _ := os.Executable()
+		c := exec.Command(self, "sleep", a[0])
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("%d\n", c.Process.Pid)
+		return 0
+	}
+}
