@@ -1,0 +1,60 @@
+package agent
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// openPTY allocates a pseudo-terminal through /dev/ptmx without cgo. The
+// master is non-blocking (so reads can have deadlines); the slave is
+// blocking, for the child. Both are close-on-exec in the agent.
+func openPTY() (master, slave *os.File, err error) {
+	mfd, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open /dev/ptmx: %w", err)
+	}
+	if err := unix.IoctlSetPointerInt(mfd, unix.TIOCSPTLCK, 0); err != nil {
+		unix.Close(mfd)
+		return nil, nil, fmt.Errorf("unlock pty: %w", err)
+	}
+	// TIOCGPTPEER opens the slave relative to the master, immune to a
+	// /dev/pts that is not the master's devpts; fall back to the path.
+	r, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(mfd), unix.TIOCGPTPEER, uintptr(unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC))
+	sfd := int(r)
+	if errno != 0 {
+		n, err := unix.IoctlGetInt(mfd, unix.TIOCGPTN)
+		if err != nil {
+			unix.Close(mfd)
+			return nil, nil, fmt.Errorf("get pty number: %w", err)
+		}
+		sfd, err = unix.Open("/dev/pts/"+strconv.Itoa(n), unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			unix.Close(mfd)
+			return nil, nil, fmt.Errorf("open pty slave: %w", err)
+		}
+	}
+	if err := unix.SetNonblock(mfd, true); err != nil {
+		unix.Close(mfd)
+		unix.Close(sfd)
+		return nil, nil, fmt.Errorf("pty master: %w", err)
+	}
+	return os.NewFile(uintptr(mfd), "/dev/ptmx"), os.NewFile(uintptr(sfd), "pty"), nil
+}
+
+func setWinsize(f *os.File, rows, cols uint16) error {
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	err = conn.Control(func(fd uintptr) {
+		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	})
+	if err != nil {
+		return err
+	}
+	return ierr
+}

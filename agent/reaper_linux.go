@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// reaper is the process's one wait4(-1) loop. As PID 1 (or a child
+// subreaper) the agent inherits every orphan of the sandbox; all of them are
+// reaped here, and statuses of processes the agent started are dispatched to
+// their waiters by pid. Nothing else in the process may wait for children
+// (no exec.Cmd.Wait, no os.Process.Wait): they would race with this loop.
+//
+// mu is held while forking and registering a child, while reaping, and while
+// signalling a child, so a pid is never signalled after it was reaped (and
+// possibly reused).
+var reaper struct {
+	once    sync.Once
+	mu      sync.Mutex
+	waiters map[int]chan syscall.WaitStatus
+}
+
+func startReaper() {
+	reaper.once.Do(func() {
+		reaper.waiters = map[int]chan syscall.WaitStatus{}
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, syscall.SIGCHLD)
+		go func() {
+			reapAll()
+			for range ch {
+				reapAll()
+			}
+		}()
+	})
+}
+
+// reapAll collects every exited child without blocking.
+func reapAll() {
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return
+		}
+		if !ws.Exited() && !ws.Signaled() {
+			continue // stopped/continued: not an exit
+		}
+		if w, ok := reaper.waiters[pid]; ok {
+			delete(reaper.waiters, pid)
+			w <- ws
+		}
+	}
+}
+
+// spawn forks and execs under the reaper lock and registers the child, so
+// its exit status cannot be reaped before someone waits for it.
+func spawn(argv0 string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	pid, err := syscall.ForkExec(argv0, argv, attr)
+	if err != nil {
+		return 0, nil, err
+	}
+	ch := make(chan syscall.WaitStatus, 1)
+	reaper.waiters[pid] = ch
+	return pid, ch, nil
+}
+
+// killChild signals pid (and its process group when group is set) unless it
+// was already reaped.
+func killChild(pid int, sig syscall.Signal, group bool) error {
+	reaper.mu.Lock()
+	defer reaper.mu.Unlock()
+	if _, ok := reaper.waiters[pid]; !ok {
+		return syscall.ESRCH
+	}
+	if group {
+		// The child leads its own session and group (setsid); the group id
+		// stays reserved while any member lives, even after the leader died.
+		unix.Kill(-pid, sig)
+	}
+	return unix.Kill(pid, sig)
+}

@@ -1,0 +1,297 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Serve runs the guest side of the protocol over conn until the host closes
+// it (then it returns nil) or ctx ends. It owns the process: it reaps every
+// child of the process (one wait4(-1) loop), ignores the signals processes
+// inside could use to kill it, and marks the process non-dumpable. Call it
+// once, from the sandbox's init. When it returns, every process it started
+// has been sent SIGKILL.
+func Serve(ctx context.Context, conn io.ReadWriteCloser, opts ServeOptions) error {
+	if conn == nil {
+		return fmt.Errorf("agent serve: nil connection: %w", sandbox.ErrInvalid)
+	}
+	log := discardLogger(opts.Log).With("component", "agent")
+	if err := setupProcess(log); err != nil {
+		return fmt.Errorf("agent serve: %w", err)
+	}
+	if err := setCloexec(conn); err != nil {
+		return fmt.Errorf("agent serve: channel close-on-exec: %w", err)
+	}
+	rootPath := opts.Root
+	if rootPath == "" {
+		rootPath = "/"
+	}
+	root, err := openRoot(rootPath)
+	if err != nil {
+		return fmt.Errorf("agent serve: open root %q: %w", rootPath, err)
+	}
+	defer root.close()
+	sess, err := yamux.Server(conn, yamuxConfig(log, 256))
+	if err != nil {
+		return fmt.Errorf("agent serve: start session: %v: %w", err, sandbox.ErrInvalid)
+	}
+	g := &guest{sess: sess, log: log, root: root, procs: map[*guestProc]struct{}{}}
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	defer stop()
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			break
+		}
+		go g.handle(st)
+	}
+	g.shutdown()
+	sess.Close()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+var setupOnce struct {
+	sync.Once
+	err error
+}
+
+// setupProcess applies the process-wide protections once.
+func setupProcess(log *slog.Logger) error {
+	setupOnce.Do(func() {
+		// Catch (and drop) the signals a process inside could send us. A
+		// handler, not SIG_IGN: ignored dispositions would be inherited by
+		// every process we start, handled ones are reset on exec. The Go
+		// runtime would otherwise exit on SIGTERM/SIGINT/SIGHUP/SIGQUIT and on
+		// SIGPIPE from a write to a closed stdout.
+		ch := make(chan os.Signal, 16)
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+			syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGPIPE)
+		go func() {
+			for s := range ch {
+				log.Debug("ignored signal", "signal", s.String())
+			}
+		}()
+		// Not dumpable: same-uid processes cannot ptrace us or open
+		// /proc/<agent>/mem, /fd, /environ.
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			setupOnce.err = fmt.Errorf("set non-dumpable: %w", err)
+			return
+		}
+		if os.Getpid() != 1 {
+			// Not init (tests, or a backend that keeps its own init): still
+			// inherit and reap our processes' orphans.
+			if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+				log.Debug("cannot become child subreaper", "err", err)
+			}
+		}
+		startReaper()
+	})
+	return setupOnce.err
+}
+
+// setCloexec keeps the channel from leaking into processes we start.
+func setCloexec(conn io.ReadWriteCloser) error {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return rc.Control(func(fd uintptr) { unix.CloseOnExec(int(fd)) })
+}
+
+// guest is the state of one served session.
+type guest struct {
+	sess *yamux.Session
+	log  *slog.Logger
+	root *rootFS
+
+	mu          sync.Mutex
+	cfg         *GuestConfig
+	noSetgroups bool
+	procs       map[*guestProc]struct{}
+	egress      net.Listener
+	closed      bool
+}
+
+// hostHeaderTimeout bounds how long the host may take to send a header.
+const hostHeaderTimeout = 30 * time.Second
+
+func (g *guest) handle(st *yamux.Stream) {
+	defer st.Close()
+	st.SetReadDeadline(time.Now().Add(hostHeaderTimeout))
+	var req request
+	if err := readHeader(st, &req, MaxRequestHeader); err != nil {
+		g.log.Warn("bad request header", "err", err)
+		return
+	}
+	st.SetReadDeadline(time.Time{})
+	g.mu.Lock()
+	cfg := g.cfg
+	g.mu.Unlock()
+	if req.Op != opHello && cfg == nil {
+		respondErr(st, fmt.Errorf("%s before hello: %w", truncate(req.Op, 32), sandbox.ErrInvalid))
+		return
+	}
+	switch req.Op {
+	case opHello:
+		g.hello(st, &req)
+	case opPing:
+		respond(st, &response{})
+	case opExec:
+		g.exec(st, &req, cfg)
+	case opRead:
+		g.readFile(st, &req)
+	case opWrite:
+		g.writeFile(st, &req)
+	case opStat:
+		g.stat(st, &req)
+	case opList:
+		g.list(st, &req)
+	case opMkdir:
+		g.mkdir(st, &req)
+	case opRemove:
+		g.remove(st, &req)
+	case opRename:
+		g.rename(st, &req)
+	default:
+		respondErr(st, fmt.Errorf("unknown operation %q: %w", truncate(req.Op, 32), sandbox.ErrNotSupported))
+	}
+}
+
+func respond(st io.Writer, r *response) error {
+	return writeHeader(st, r, MaxResponseHeader)
+}
+
+func respondErr(st io.Writer, err error) error {
+	we := toWire(err)
+	if len(we.Msg) > maxErrorMsg {
+		we.Msg = we.Msg[:maxErrorMsg]
+	}
+	return respond(st, &response{Error: we})
+}
+
+func (g *guest) hello(st *yamux.Stream, req *request) {
+	if req.Config == nil {
+		respondErr(st, fmt.Errorf("hello without config: %w", sandbox.ErrInvalid))
+		return
+	}
+	cfg := *req.Config
+	if err := cfg.validate(); err != nil {
+		respondErr(st, err)
+		return
+	}
+	g.mu.Lock()
+	if g.cfg != nil {
+		g.mu.Unlock()
+		respondErr(st, fmt.Errorf("hello: already configured: %w", sandbox.ErrInvalid))
+		return
+	}
+	g.cfg = &cfg
+	g.noSetgroups = os.Geteuid() != 0 || setgroupsDenied()
+	g.mu.Unlock()
+	if cfg.EgressAddr != "" {
+		ln, err := net.Listen("tcp", cfg.EgressAddr)
+		if err != nil {
+			g.mu.Lock()
+			g.cfg = nil
+			g.mu.Unlock()
+			respondErr(st, fmt.Errorf("listen for egress on %s: %v: %w", cfg.EgressAddr, err, sandbox.ErrUnavailable))
+			return
+		}
+		g.mu.Lock()
+		g.egress = ln
+		closed := g.closed
+		g.mu.Unlock()
+		if closed {
+			ln.Close()
+		}
+		go g.serveEgress(ln)
+	}
+	respond(st, &response{Version: ProtocolVersion, PID: os.Getpid()})
+}
+
+// setgroupsDenied reports whether this user namespace forbids setgroups(2).
+func setgroupsDenied() bool {
+	b, err := os.ReadFile("/proc/self/setgroups")
+	return err == nil && strings.TrimSpace(string(b)) == "deny"
+}
+
+// shutdown kills every process still running and stops listening.
+func (g *guest) shutdown() {
+	g.mu.Lock()
+	g.closed = true
+	procs := make([]*guestProc, 0, len(g.procs))
+	for p := range g.procs {
+		procs = append(procs, p)
+	}
+	ln := g.egress
+	g.mu.Unlock()
+	for _, p := range procs {
+		killChild(p.pid, syscall.SIGKILL, true)
+	}
+	if ln != nil {
+		ln.Close()
+	}
+}
+
+// serveEgress tunnels each connection accepted on ln to the host.
+func (g *guest) serveEgress(ln net.Listener) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			g.log.Debug("egress accept", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go g.tunnel(conn)
+	}
+}
+
+func (g *guest) tunnel(conn net.Conn) {
+	defer conn.Close()
+	st, err := g.sess.OpenStream()
+	if err != nil {
+		return
+	}
+	defer st.Close()
+	if err := writeHeader(st, &request{Op: opEgress, Remote: conn.RemoteAddr().String()}, MaxResponseHeader); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		io.Copy(conn, st)
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		} else {
+			conn.Close()
+		}
+		close(done)
+	}()
+	io.Copy(st, conn)
+	st.Close() // half-close: the host reads EOF
+	<-done
+}
