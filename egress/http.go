@@ -244,14 +244,9 @@ func (p *Proxy) forward(c *client, req *http.Request, up *upstream, plain bool) 
 			return false, err
 		}
 	}
+	// The origin sees the canonical form of the host that was checked.
 	req.RequestURI = ""
-	req.Host = req.URL.Host
-	if !plain {
-		req.Host = up.a.host.String()
-		if up.a.port != 443 {
-			req.Host = net.JoinHostPort(up.a.host.String(), fmt.Sprint(up.a.port))
-		}
-	}
+	req.Host = canonicalAuthority(up.a.host, up.a.port, plain)
 	if err := req.Write(up.conn); err != nil {
 		return false, err
 	}
@@ -279,6 +274,19 @@ func (p *Proxy) forward(c *client, req *http.Request, up *upstream, plain bool) 
 		}
 		return !req.Close && !resp.Close, nil
 	}
+}
+
+// canonicalAuthority is host[:port] for a Host header, the port omitted
+// when it is the scheme's default.
+func canonicalAuthority(h Host, port uint16, plain bool) string {
+	hs := h.String()
+	if h.IsIP() && h.Addr.Is6() {
+		hs = "[" + hs + "]"
+	}
+	if plain && port == 80 || !plain && port == 443 {
+		return hs
+	}
+	return hs + ":" + fmt.Sprint(port)
 }
 
 // writeStatus writes a minimal closing response.

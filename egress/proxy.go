@@ -282,6 +282,12 @@ func (p *Proxy) ServeEgress(ctx context.Context, sandboxID string, conn io.ReadW
 		p.serveSOCKS(ctx, c)
 		return
 	}
+	if b := first[0]; b < 'A' || b > 'Z' {
+		// Every HTTP method starts with an upper-case letter; TLS straight
+		// to the proxy (0x16), SOCKS4 (0x04) and garbage end here.
+		p.deny(&attempt{proto: "unknown", reason: fmt.Sprintf("not an HTTP or SOCKS5 request (first byte 0x%02x)", b)})
+		return
+	}
 	p.serveHTTP(ctx, c)
 }
 

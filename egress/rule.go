@@ -40,6 +40,7 @@ func (r Rule) String() string { return r.Raw }
 //	                       list both to allow both
 //	*.example.com:8443     the same, one port
 //	10.0.0.0/8, ::1/128    addresses in the CIDR, any port
+//	10.0.0.0/8:5432        addresses in the CIDR, port 5432 only
 //	203.0.113.7            one address (a /32; IPv6 as [2001:db8::1])
 //	203.0.113.7:443        one address, one port ([2001:db8::1]:443)
 //
@@ -60,7 +61,15 @@ func parseRule(s string) (Rule, error) {
 	if s == "" {
 		return Rule{}, fmt.Errorf("empty: %w", sandbox.ErrInvalid)
 	}
-	if strings.Contains(s, "/") {
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		var port uint16
+		if j := strings.IndexByte(s[i:], ':'); j >= 0 {
+			var err error
+			if port, err = parsePort(s[i+j+1:]); err != nil {
+				return Rule{}, err
+			}
+			s = s[:i+j]
+		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
 			return Rule{}, fmt.Errorf("bad CIDR: %w", sandbox.ErrInvalid)
@@ -75,7 +84,7 @@ func parseRule(s string) (Rule, error) {
 			}
 			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 		}
-		return Rule{Kind: RulePrefix, Prefix: p.Masked()}, nil
+		return Rule{Kind: RulePrefix, Prefix: p.Masked(), Port: port}, nil
 	}
 	host, port, err := splitRuleHostPort(s)
 	if err != nil {
