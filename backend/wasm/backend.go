@@ -1,0 +1,223 @@
+package wasm
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Config configures the backend. The zero value works: assets and the
+// compilation cache are looked up at their documented defaults.
+type Config struct {
+	// AssetDir holds the interpreter builds fetched by `make wasm-assets`
+	// (ruby.wasm, ...). Empty: $AIRLOCK_WASM_DIR, else var/wasm beside the
+	// binary's parent directory (bin/airlock -> var/wasm, the repo layout),
+	// else $XDG_DATA_HOME/airlock/wasm (~/.local/share/airlock/wasm).
+	AssetDir string
+	// CacheDir holds wazero's compiled code so a module is compiled once per
+	// machine, not once per process. Empty: $AIRLOCK_WASM_CACHE, else
+	// os.UserCacheDir()/airlock/wasm; "off" keeps the cache in memory only.
+	CacheDir string
+	// Commands registers extra names for Exec: name -> host path of a WASI
+	// command module (.wasm). Built-in names (ruby) come from AssetDir.
+	Commands map[string]string
+	// TempDir is where private sandbox directories are made (os.TempDir()
+	// when empty).
+	TempDir string
+	// Log is the component logger; nil discards.
+	Log *slog.Logger
+}
+
+// Backend runs WASI modules in wazero. It is safe for concurrent use; one
+// runtime and one compilation cache are shared by all its sandboxes, each
+// module instance gets its own memory, files and limits.
+type Backend struct {
+	cfg Config
+	log *slog.Logger
+
+	initOnce sync.Once
+	initErr  error
+	rt       wazero.Runtime
+	cache    wazero.CompilationCache
+	cacheDir string // "" when the cache is in memory only
+
+	mu       sync.Mutex
+	modules  map[string]*program // by sha256 of the module bytes
+	files    map[fileKey]string  // host file identity -> sha256
+	compiles map[string]*compileCall
+	stubs    map[string]bool // host stub modules instantiated
+	compiled atomic.Int64    // compilations done (cache misses in memory)
+}
+
+// New returns a wasm backend. Nothing is opened until the first Create.
+func New(cfg Config) *Backend {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Backend{
+		cfg:      cfg,
+		log:      log.With("backend", "wasm"),
+		modules:  map[string]*program{},
+		files:    map[fileKey]string{},
+		compiles: map[string]*compileCall{},
+		stubs:    map[string]bool{},
+	}
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// Name implements sandbox.Backend.
+func (b *Backend) Name() string { return "wasm" }
+
+// Probe implements sandbox.Backend. wazero needs nothing from the host, so
+// the backend is always available; the details say which interpreters are
+// installed.
+func (b *Backend) Probe(ctx context.Context) sandbox.Probe {
+	p := sandbox.Probe{Available: true, Isolation: "wasm", Details: map[string]string{}}
+	dir, src := b.assetDir()
+	p.Details["asset_dir"] = dir + " (" + src + ")"
+	for _, a := range builtinAssets {
+		if _, err := os.Stat(filepath.Join(dir, a.file)); err == nil {
+			p.Details[a.name] = "installed"
+		} else {
+			p.Details[a.name] = "missing: run `make wasm-assets` (or scripts/wasm-assets.sh)"
+		}
+	}
+	cache, _ := b.cachePath()
+	if cache == "" {
+		cache = "in memory"
+	}
+	p.Details["compilation_cache"] = cache
+	p.Details["engine"] = engineName()
+	return p
+}
+
+// engineName says whether wazero compiles to machine code here.
+func engineName() string {
+	if compilerSupported() {
+		return "wazero compiler"
+	}
+	return "wazero interpreter"
+}
+
+// init opens the runtime once: the compilation cache, WASI.
+func (b *Backend) init(ctx context.Context) error {
+	b.initOnce.Do(func() {
+		dir, err := b.cachePath()
+		if err != nil {
+			b.initErr = err
+			return
+		}
+		var cache wazero.CompilationCache
+		if dir != "" {
+			cache, err = wazero.NewCompilationCacheWithDir(dir)
+			if err != nil {
+				b.log.Warn("compilation cache on disk unavailable, keeping it in memory", "dir", dir, "err", err)
+				cache, dir = wazero.NewCompilationCache(), ""
+			}
+		} else {
+			cache = wazero.NewCompilationCache()
+		}
+		b.cache, b.cacheDir = cache, dir
+		rc := wazero.NewRuntimeConfig().
+			WithCompilationCache(cache).
+			WithCloseOnContextDone(true)
+		b.rt = wazero.NewRuntimeWithConfig(context.WithoutCancel(ctx), rc)
+		if _, err := wasi_snapshot_preview1.Instantiate(context.WithoutCancel(ctx), b.rt); err != nil {
+			b.initErr = fmt.Errorf("wasm: instantiate wasi: %w: %w", err, sandbox.ErrUnavailable)
+		}
+	})
+	return b.initErr
+}
+
+// Close releases the runtime and compiled modules. Sandboxes must have been
+// destroyed first.
+func (b *Backend) Close(ctx context.Context) error {
+	b.init(ctx) // make sure initOnce cannot run after Close
+	if b.rt != nil {
+		return b.rt.Close(ctx)
+	}
+	return nil
+}
+
+func (b *Backend) cachePath() (string, error) {
+	dir := b.cfg.CacheDir
+	if dir == "" {
+		dir = os.Getenv("AIRLOCK_WASM_CACHE")
+	}
+	if dir == "off" {
+		return "", nil
+	}
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			return "", nil // no home: in-memory cache
+		}
+		dir = filepath.Join(base, "airlock", "wasm")
+	}
+	return dir, nil
+}
+
+// validID is what a sandbox ID may look like: it names host temp dirs.
+var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// tempPrefix names private sandbox directories so Cleanup can find them.
+const tempPrefix = "airlock-wasm-"
+
+// Cleanup implements sandbox.Backend: it removes private directories of
+// sandboxes not in keep (left by a crashed process). Running modules live in
+// this process, so nothing else can be left behind.
+func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
+	dir := b.cfg.TempDir
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("wasm cleanup: read %s: %w", dir, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if !e.IsDir() || !strings.HasPrefix(name, tempPrefix) {
+			continue
+		}
+		id, ok := idFromTemp(name)
+		if !ok || keep[id] {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			errs = append(errs, err)
+		} else {
+			b.log.Info("removed leftover sandbox directory", "dir", name, "sandbox", id)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("wasm cleanup: %v", errs)
+	}
+	return nil
+}
+
+// idFromTemp parses "airlock-wasm-<id>.<random>" (os.MkdirTemp pattern
+// tempPrefix+id+".*").
+func idFromTemp(name string) (string, bool) {
+	rest := strings.TrimPrefix(name, tempPrefix)
+	i := strings.LastIndexByte(rest, '.')
+	if i <= 0 {
+		return "", false
+	}
+	return rest[:i], true
+}
