@@ -164,4 +164,3 @@ func (p *pool) readyCount() int {
 	defer p.mu.Unlock()
 	return len(p.ready)
 }
-

@@ -1,0 +1,145 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/coder/websocket"
+
+	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// PTYOptions describes a command to run on a terminal.
+type PTYOptions struct {
+	Args       []string
+	Env        map[string]string
+	Dir        string
+	Rows, Cols uint16
+}
+
+// PTY is a running terminal session: Read gives terminal output, Write
+// sends keyboard input. Safe for one reader and one writer at a time.
+type PTY struct {
+	conn *websocket.Conn
+	ctx  context.Context
+	stop context.CancelFunc
+
+	mu   sync.Mutex
+	buf  []byte
+	exit *sandbox.ExitStatus
+	err  error
+	done chan struct{}
+	rd   *io.PipeReader
+}
+
+// PTY starts o.Args on a terminal in sandbox id.
+func (c *Client) PTY(ctx context.Context, id string, o PTYOptions) (*PTY, error) {
+	h := http.Header{}
+	if c.key != "" {
+		h.Set("Authorization", "Bearer "+c.key)
+	}
+	u := strings.Replace(c.base, "http", "ws", 1) + sbPath(id, "/pty")
+	conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
+	if err != nil {
+		if resp != nil && resp.StatusCode/100 != 1 && resp.StatusCode != 0 {
+			return nil, decodeError(resp)
+		}
+		return nil, fmt.Errorf("airlock: pty: %w", err)
+	}
+	conn.SetReadLimit(1 << 20)
+	start, _ := json.Marshal(api.PTYStart{Args: o.Args, Env: o.Env, Dir: o.Dir, Rows: o.Rows, Cols: o.Cols})
+	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	if err := conn.Write(pctx, websocket.MessageText, start); err != nil {
+		stop()
+		conn.CloseNow()
+		return nil, fmt.Errorf("airlock: pty: %w", err)
+	}
+	pr, pw := io.Pipe()
+	p := &PTY{conn: conn, ctx: pctx, stop: stop, done: make(chan struct{}), rd: pr}
+	go p.readLoop(pw)
+	return p, nil
+}
+
+func (p *PTY) readLoop(pw *io.PipeWriter) {
+	defer close(p.done)
+	for {
+		typ, data, err := p.conn.Read(p.ctx)
+		if err != nil {
+			p.mu.Lock()
+			if p.exit == nil && p.err == nil {
+				p.err = fmt.Errorf("airlock: pty: connection ended without an exit status: %w", err)
+			}
+			p.mu.Unlock()
+			pw.Close()
+			return
+		}
+		if typ == websocket.MessageBinary {
+			if _, err := pw.Write(data); err != nil {
+				// Reader closed: keep draining control messages.
+				continue
+			}
+			continue
+		}
+		var m api.PTYMessage
+		if json.Unmarshal(data, &m) != nil {
+			continue
+		}
+		p.mu.Lock()
+		switch m.Type {
+		case "exit":
+			p.exit = m.Exit
+		case "error":
+			if m.Error != nil {
+				p.err = &Error{Status: statusOfCode(m.Error.Code), Code: m.Error.Code, Message: m.Error.Message}
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// Read reads terminal output; io.EOF after the process exited.
+func (p *PTY) Read(b []byte) (int, error) { return p.rd.Read(b) }
+
+// Write sends keyboard input.
+func (p *PTY) Write(b []byte) (int, error) {
+	if err := p.conn.Write(p.ctx, websocket.MessageBinary, b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
+// Resize changes the terminal size.
+func (p *PTY) Resize(ctx context.Context, rows, cols uint16) error {
+	b, _ := json.Marshal(api.PTYMessage{Type: "resize", Rows: rows, Cols: cols})
+	return p.conn.Write(ctx, websocket.MessageText, b)
+}
+
+// Wait waits for the process to end (reading output is the caller's job:
+// drain Read concurrently) and returns its exit status.
+func (p *PTY) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return sandbox.ExitStatus{}, ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exit != nil {
+		return *p.exit, nil
+	}
+	return sandbox.ExitStatus{}, p.err
+}
+
+// Close ends the session (the process is killed if still running).
+func (p *PTY) Close() error {
+	p.conn.Close(websocket.StatusNormalClosure, "client closed")
+	p.stop()
+	p.rd.Close()
+	return nil
+}

@@ -1,0 +1,546 @@
+package main
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/client"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+func init() {
+	register(command{name: "sandbox", short: "create and use sandboxes through airlock serve", run: runSandbox})
+}
+
+const sandboxUsage = `usage: airlock sandbox [--host H] COMMAND ...
+
+commands:
+  create [--backend B] [--profile P] [--policy FILE] [--image I] [--timeout D] [--keep-alive] [--label K=V]... [--env K=V]...
+  ls [--label K=V]... [--all] [--json]
+  inspect ID
+  exec [-i] [-t] [--env K=V]... [--workdir DIR] ID -- CMD [ARGS]
+  cp SRC DST          (one of them ID:/path; directories travel as tar)
+  rm ID...
+  logs [-f] ID        (the sandbox's audit events)
+
+The server is $AIRLOCK_HOST (default: the local socket), the key $AIRLOCK_API_KEY.
+`
+
+func runSandbox(args []string) int {
+	host := os.Getenv(client.EnvHost)
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		switch {
+		case args[0] == "--host" || args[0] == "-host":
+			if len(args) < 2 {
+				fmt.Fprint(os.Stderr, sandboxUsage)
+				return exitAirlock
+			}
+			host, args = args[1], args[2:]
+		case strings.HasPrefix(args[0], "--host="):
+			host, args = strings.TrimPrefix(args[0], "--host="), args[1:]
+		case args[0] == "-h" || args[0] == "--help":
+			fmt.Fprint(os.Stderr, sandboxUsage)
+			return 0
+		default:
+			fmt.Fprintf(os.Stderr, "airlock sandbox: unknown flag %q\n%s", args[0], sandboxUsage)
+			return exitAirlock
+		}
+	}
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, sandboxUsage)
+		return exitAirlock
+	}
+	c, err := client.New(host, client.WithAPIKey(os.Getenv(client.EnvAPIKey)))
+	if err != nil {
+		return fail("sandbox", err)
+	}
+	defer c.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	sub, rest := args[0], args[1:]
+	var code int
+	switch sub {
+	case "create":
+		code = sbCreate(ctx, c, rest)
+	case "ls", "list":
+		code = sbList(ctx, c, rest)
+	case "inspect":
+		code = sbInspect(ctx, c, rest)
+	case "exec":
+		code = sbExec(ctx, c, rest)
+	case "cp":
+		code = sbCopy(ctx, c, rest)
+	case "rm":
+		code = sbRemove(ctx, c, rest)
+	case "logs":
+		code = sbLogs(ctx, c, rest)
+	default:
+		fmt.Fprintf(os.Stderr, "airlock sandbox: unknown command %q\n%s", sub, sandboxUsage)
+		return exitAirlock
+	}
+	return code
+}
+
+func sbFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("airlock sandbox "+name, flag.ContinueOnError)
+	fs.SetOutput(os.Stderr)
+	return fs
+}
+
+func keyValues(l []string, what string) (map[string]string, error) {
+	if len(l) == 0 {
+		return nil, nil
+	}
+	m := map[string]string{}
+	for _, kv := range l {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%s %q: want KEY=VALUE: %w", what, kv, sandbox.ErrInvalid)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// policyJSON reads a YAML policy file and returns it as JSON for the API
+// (the server parses it strictly, naming fields).
+func policyJSON(file string) (json.RawMessage, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %w", file, err)
+	}
+	var v any
+	if err := yaml.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("policy %q: %v: %w", file, err, sandbox.ErrInvalid)
+	}
+	j, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("policy %q: %v: %w", file, err, sandbox.ErrInvalid)
+	}
+	return j, nil
+}
+
+func sbCreate(ctx context.Context, c *client.Client, args []string) int {
+	fs := sbFlags("create")
+	backend := fs.String("backend", "", "backend (default: the server's)")
+	profile := fs.String("profile", "", "built-in policy profile")
+	pol := fs.String("policy", "", "policy file (YAML) layered on the profile")
+	image := fs.String("image", "", "root filesystem image name")
+	timeout := fs.Duration("timeout", 0, "lifetime (default: the server's)")
+	keep := fs.Bool("keep-alive", false, "never expire")
+	asJSON := fs.Bool("json", false, "print the sandbox as JSON")
+	var labels, env stringList
+	fs.Var(&labels, "label", "label K=V (repeatable)")
+	fs.Var(&env, "env", "environment K=V for every process (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return exitAirlock
+	}
+	req := api.CreateSandboxRequest{Backend: *backend, Profile: *profile, Image: *image, Timeout: api.Duration(*timeout), KeepAlive: *keep}
+	var err error
+	if req.Labels, err = keyValues(labels, "--label"); err != nil {
+		return fail("sandbox create", err)
+	}
+	if req.Env, err = keyValues(env, "--env"); err != nil {
+		return fail("sandbox create", err)
+	}
+	if *pol != "" {
+		if req.Policy, err = policyJSON(*pol); err != nil {
+			return fail("sandbox create", err)
+		}
+	}
+	sb, err := c.Create(ctx, req)
+	if err != nil {
+		return fail("sandbox create", err)
+	}
+	if *asJSON {
+		printJSON(sb)
+	} else {
+		fmt.Println(sb.ID)
+	}
+	return 0
+}
+
+func printJSON(v any) {
+	e := json.NewEncoder(os.Stdout)
+	e.SetIndent("", "  ")
+	e.Encode(v)
+}
+
+func sbList(ctx context.Context, c *client.Client, args []string) int {
+	fs := sbFlags("ls")
+	all := fs.Bool("all", false, "include stopped sandboxes")
+	asJSON := fs.Bool("json", false, "print JSON")
+	var labels stringList
+	fs.Var(&labels, "label", "only sandboxes with label K=V (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return exitAirlock
+	}
+	lm, err := keyValues(labels, "--label")
+	if err != nil {
+		return fail("sandbox ls", err)
+	}
+	sbs, err := c.List(ctx, client.ListOptions{Labels: lm, All: *all})
+	if err != nil {
+		return fail("sandbox ls", err)
+	}
+	if *asJSON {
+		printJSON(sbs)
+		return 0
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tBACKEND\tPROFILE\tSTATE\tCREATED\tEXPIRES\tLABELS")
+	for _, s := range sbs {
+		exp := "-"
+		if s.KeepAlive {
+			exp = "never"
+		} else if !s.ExpiresAt.IsZero() && s.State == "running" {
+			exp = time.Until(s.ExpiresAt).Round(time.Second).String()
+		}
+		var ls []string
+		for k, v := range s.Labels {
+			ls = append(ls, k+"="+v)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Backend, s.Profile, s.State,
+			s.CreatedAt.Local().Format("15:04:05"), exp, strings.Join(ls, ","))
+	}
+	tw.Flush()
+	return 0
+}
+
+func sbInspect(ctx context.Context, c *client.Client, args []string) int {
+	if len(args) != 1 {
+		return fail("sandbox inspect", fmt.Errorf("want one sandbox ID: %w", sandbox.ErrInvalid))
+	}
+	sb, err := c.Get(ctx, args[0])
+	if err != nil {
+		return fail("sandbox inspect", err)
+	}
+	printJSON(sb)
+	return 0
+}
+
+func sbRemove(ctx context.Context, c *client.Client, args []string) int {
+	if len(args) == 0 {
+		return fail("sandbox rm", fmt.Errorf("want sandbox IDs: %w", sandbox.ErrInvalid))
+	}
+	code := 0
+	for _, id := range args {
+		if err := c.Delete(ctx, id); err != nil {
+			code = fail("sandbox rm", err)
+			continue
+		}
+		fmt.Println(id)
+	}
+	return code
+}
+
+func sbLogs(ctx context.Context, c *client.Client, args []string) int {
+	fs := sbFlags("logs")
+	follow := fs.Bool("f", false, "follow until the sandbox ends")
+	if err := fs.Parse(args); err != nil {
+		return exitAirlock
+	}
+	if fs.NArg() != 1 {
+		return fail("sandbox logs", fmt.Errorf("want one sandbox ID: %w", sandbox.ErrInvalid))
+	}
+	enc := json.NewEncoder(os.Stdout)
+	if *follow {
+		err := c.FollowEvents(ctx, fs.Arg(0), 0, func(e api.Event) error { return enc.Encode(e) })
+		if err != nil && ctx.Err() == nil {
+			return fail("sandbox logs", err)
+		}
+		return 0
+	}
+	evs, err := c.Events(ctx, fs.Arg(0), 0)
+	if err != nil {
+		return fail("sandbox logs", err)
+	}
+	for _, e := range evs {
+		enc.Encode(e)
+	}
+	return 0
+}
+
+// sbExec runs a command; its exit status becomes ours. -t gives a PTY
+// (raw terminal), -i streams our stdin.
+func sbExec(ctx context.Context, c *client.Client, args []string) int {
+	fs := sbFlags("exec")
+	interactive := fs.Bool("i", false, "stream stdin to the command")
+	tty := fs.Bool("t", false, "run on a terminal (PTY)")
+	workdir := fs.String("workdir", "", "working directory inside")
+	timeout := fs.Duration("timeout", 0, "wall-time limit")
+	var env stringList
+	fs.Var(&env, "env", "environment K=V (repeatable)")
+	// Allow "-it" as docker does.
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-it" || a == "-ti" {
+			args = append(append(append([]string{}, args[:i]...), "-i", "-t"), args[i+1:]...)
+			break
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitAirlock
+	}
+	rest := fs.Args()
+	if len(rest) > 0 && rest[0] == "--" {
+		rest = rest[1:]
+	}
+	if len(rest) < 2 {
+		return fail("sandbox exec", fmt.Errorf("want ID -- CMD [ARGS]: %w", sandbox.ErrInvalid))
+	}
+	id, cmd := rest[0], rest[1:]
+	if len(cmd) > 0 && cmd[0] == "--" {
+		cmd = cmd[1:]
+	}
+	envm, err := keyValues(env, "--env")
+	if err != nil {
+		return fail("sandbox exec", err)
+	}
+	if *tty {
+		return sbExecTTY(ctx, c, id, cmd, envm, *workdir)
+	}
+	o := client.ExecOptions{Args: cmd, Env: envm, Dir: *workdir, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr}
+	if *interactive {
+		o.Stdin = os.Stdin
+	}
+	ex, err := c.Exec(ctx, id, o)
+	if err != nil {
+		switch {
+		case errors.Is(err, sandbox.ErrNotFound) && strings.Contains(err.Error(), "exec"):
+			fmt.Fprintf(os.Stderr, "airlock sandbox exec: %v\n", err)
+			return exitNotFound
+		case errors.Is(err, sandbox.ErrPermission) && strings.Contains(err.Error(), "exec"):
+			fmt.Fprintf(os.Stderr, "airlock sandbox exec: %v\n", err)
+			return exitCannotRun
+		}
+		return fail("sandbox exec", err)
+	}
+	return ex.Code
+}
+
+func sbExecTTY(ctx context.Context, c *client.Client, id string, cmd []string, env map[string]string, dir string) int {
+	var probe sandbox.ExecRequest
+	term, err := attachTerminal(&probe)
+	if err != nil {
+		return fail("sandbox exec", err)
+	}
+	defer term.restore()
+	rows, cols := probe.Rows, probe.Cols
+	if rows == 0 {
+		rows, cols = 24, 80
+	}
+	p, err := c.PTY(ctx, id, client.PTYOptions{Args: cmd, Env: env, Dir: dir, Rows: rows, Cols: cols})
+	if err != nil {
+		term.restore()
+		return fail("sandbox exec", err)
+	}
+	defer p.Close()
+	go io.Copy(p, os.Stdin)
+	go func() {
+		for range term.resized() {
+			r, c := term.size()
+			p.Resize(ctx, r, c)
+		}
+	}()
+	io.Copy(os.Stdout, p)
+	ex, err := p.Wait(ctx)
+	term.restore()
+	if err != nil {
+		return fail("sandbox exec", err)
+	}
+	return ex.Code
+}
+
+// splitRemote splits "ID:/path"; ok is false for a local path.
+func splitRemote(s string) (id, p string, ok bool) {
+	i := strings.Index(s, ":")
+	if i <= 0 || strings.Contains(s[:i], "/") {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// sbCopy copies a file or directory between the host and a sandbox.
+func sbCopy(ctx context.Context, c *client.Client, args []string) int {
+	if len(args) != 2 {
+		return fail("sandbox cp", fmt.Errorf("want SRC DST (one of them ID:/path): %w", sandbox.ErrInvalid))
+	}
+	sid, spath, sremote := splitRemote(args[0])
+	did, dpath, dremote := splitRemote(args[1])
+	var err error
+	switch {
+	case sremote && !dremote:
+		err = cpFromSandbox(ctx, c, sid, spath, args[1])
+	case dremote && !sremote:
+		err = cpToSandbox(ctx, c, args[0], did, dpath)
+	default:
+		err = fmt.Errorf("exactly one of SRC and DST must be ID:/path: %w", sandbox.ErrInvalid)
+	}
+	if err != nil {
+		return fail("sandbox cp", err)
+	}
+	return 0
+}
+
+func cpToSandbox(ctx context.Context, c *client.Client, local, id, remote string) error {
+	st, err := os.Stat(local)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		f, err := os.Open(local)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if strings.HasSuffix(remote, "/") {
+			remote = path.Join(remote, filepath.Base(local))
+		}
+		return c.WriteFile(ctx, id, remote, f, st.Mode().Perm())
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarDir(pw, local)) }()
+	return c.Upload(ctx, id, remote, pr)
+}
+
+// tarDir writes the regular files and directories under dir (symlinks and
+// special files are skipped: the server refuses them).
+func tarDir(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil || rel == "." {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: filepath.ToSlash(rel) + "/", Mode: int64(info.Mode().Perm()), ModTime: info.ModTime()})
+		case info.Mode().IsRegular():
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: filepath.ToSlash(rel), Mode: int64(info.Mode().Perm()), Size: info.Size(), ModTime: info.ModTime()}); err != nil {
+				return err
+			}
+			_, err = io.CopyN(tw, f, info.Size())
+			return err
+		default:
+			fmt.Fprintf(os.Stderr, "airlock sandbox cp: skipping %s (not a file or directory)\n", p)
+			return nil
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+func cpFromSandbox(ctx context.Context, c *client.Client, id, remote, local string) error {
+	fi, err := c.Stat(ctx, id, remote)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir {
+		rc, err := c.ReadFile(ctx, id, remote)
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		if st, err := os.Stat(local); err == nil && st.IsDir() {
+			local = filepath.Join(local, path.Base(remote))
+		}
+		f, err := os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, rc); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	rc, err := c.Download(ctx, id, remote)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	return untarInto(rc, local)
+}
+
+// untarInto extracts a downloaded tree into dir: relative names only, no
+// "..", no links (a sandbox must not be able to write outside dir).
+func untarInto(r io.Reader, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		name := path.Clean(h.Name)
+		// The archive's top entry is the directory itself.
+		if i := strings.Index(name, "/"); i >= 0 {
+			name = name[i+1:]
+		} else {
+			name = "."
+		}
+		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
+			return fmt.Errorf("archive entry %q escapes the target: %w", h.Name, sandbox.ErrPermission)
+		}
+		target := filepath.Join(dir, filepath.FromSlash(name))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, fs.FileMode(h.Mode).Perm()|0o600)
+			if err != nil {
+				return err
+			}
+			if _, err := io.CopyN(f, tr, h.Size); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
+				return err
+			}
+		default:
+			fmt.Fprintf(os.Stderr, "airlock sandbox cp: skipping %s (link or special file)\n", h.Name)
+		}
+	}
+}

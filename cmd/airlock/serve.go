@@ -1,0 +1,406 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airlock-dev/airlock/client"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server"
+)
+
+func init() {
+	register(command{name: "serve", short: "run the sandbox API server (and manage its API keys)", run: runServe})
+}
+
+// defaultDataDir is /var/lib/airlock as root, else under XDG_DATA_HOME.
+func defaultDataDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/airlock"
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "airlock")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "share", "airlock")
+}
+
+func runServe(args []string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "key":
+			return runServeKey(args[1:])
+		case "quota":
+			return runServeQuota(args[1:])
+		}
+	}
+	fs := flag.NewFlagSet("airlock serve", flag.ContinueOnError)
+	socket := fs.String("socket", client.DefaultSocket(), "unix socket to listen on (mode 0660)")
+	socketGroup := fs.String("socket-group", "", "group owning the socket (like docker.sock's)")
+	listen := fs.String("listen", "", "also listen on this TCP address; every request there needs an API key")
+	tlsCert := fs.String("tls-cert", "", "TLS certificate for --listen")
+	tlsKey := fs.String("tls-key", "", "TLS key for --listen")
+	data := fs.String("data", defaultDataDir(), "data directory (SQLite store, workspaces)")
+	imageDir := fs.String("images", "", "directory of root filesystems that requests name by \"image\"")
+	var backends, pools stringList
+	fs.Var(&backends, "backend", "backend to offer (repeatable; default: every available one)")
+	defBackend := fs.String("default-backend", "", "backend for requests that name none (default: native, else the first)")
+	fs.Var(&pools, "pool", "warm pool BACKEND/PROFILE=N (repeatable), e.g. native/default=4")
+	defTimeout := fs.Duration("default-timeout", 10*time.Minute, "sandbox lifetime when a request gives none")
+	maxTimeout := fs.Duration("max-timeout", 24*time.Hour, "longest lifetime a request may ask")
+	idle := fs.Duration("idle-timeout", 0, "destroy sandboxes unused through the API this long (0: never)")
+	maxSandboxes := fs.Int("max-sandboxes", 0, "default per-tenant limit of concurrent sandboxes (0: none)")
+	maxMemory := fs.String("max-memory", "", "default per-tenant limit of total sandbox memory, e.g. 16Gi")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "\nsubcommands: airlock serve key create|list|revoke, airlock serve quota set|get")
+			return 0
+		}
+		return exitAirlock
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "airlock serve: unexpected argument %q\n", fs.Arg(0))
+		return exitAirlock
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fail("serve", fmt.Errorf("--log-level %q: %w", *logLevel, sandbox.ErrInvalid))
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+
+	var quota server.Quota
+	quota.MaxSandboxes = *maxSandboxes
+	if *maxMemory != "" {
+		b, err := policy.ParseByteSize(*maxMemory)
+		if err != nil {
+			return fail("serve", fmt.Errorf("--max-memory: %w", err))
+		}
+		quota.MaxMemory = int64(b)
+	}
+	poolCfg, err := parsePools(pools)
+	if err != nil {
+		return fail("serve", err)
+	}
+	if (*tlsCert == "") != (*tlsKey == "") {
+		return fail("serve", fmt.Errorf("--tls-cert and --tls-key go together: %w", sandbox.ErrInvalid))
+	}
+
+	bs, err := openServeBackends(backends, log)
+	if err != nil {
+		return fail("serve", err)
+	}
+	if *defBackend == "" {
+		if _, ok := bs["native"]; ok {
+			*defBackend = "native"
+		} else {
+			for n := range bs {
+				if *defBackend == "" || n < *defBackend {
+					*defBackend = n
+				}
+			}
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	store, err := server.OpenStore(ctx, *data)
+	if err != nil {
+		return fail("serve", err)
+	}
+	defer store.Close()
+	srv, err := server.New(ctx, server.Config{
+		Backends: bs, DefaultBackend: *defBackend, Store: store, Policies: server.HostPolicies{},
+		DataDir: *data, ImageDir: *imageDir, Log: log,
+		DefaultTimeout: *defTimeout, MaxTimeout: *maxTimeout, IdleTimeout: *idle,
+		DefaultQuota: quota, Pools: poolCfg,
+	})
+	if err != nil {
+		return fail("serve", err)
+	}
+	ln, err := listenUnix(*socket, *socketGroup)
+	if err != nil {
+		srv.Shutdown(context.Background())
+		return fail("serve", err)
+	}
+	defer os.Remove(*socket)
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln, true) }()
+	log.Info("listening", "socket", *socket, "backends", strings.Join(sortedKeys(bs), ","), "data", *data)
+	if *listen != "" {
+		tln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			return fail("serve", fmt.Errorf("listen on %q: %w", *listen, err))
+		}
+		if *tlsCert != "" {
+			tln, err = tlsListener(tln, *tlsCert, *tlsKey)
+			if err != nil {
+				srv.Shutdown(context.Background())
+				return fail("serve", err)
+			}
+		} else {
+			log.Warn("TCP listener without TLS: API keys travel in clear text; put it behind TLS", "addr", tln.Addr().String())
+		}
+		go func() { errc <- srv.Serve(tln, false) }()
+		log.Info("listening", "tcp", tln.Addr().String(), "auth", "API key required")
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down: destroying every sandbox")
+	case err = <-errc:
+		log.Error("listener failed; shutting down", "err", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	if err != nil {
+		return fail("serve", err)
+	}
+	return 0
+}
+
+func sortedKeys(m map[string]sandbox.Backend) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func parsePools(specs []string) ([]server.PoolConfig, error) {
+	var out []server.PoolConfig
+	for _, s := range specs {
+		key, n, ok := strings.Cut(s, "=")
+		be, prof, _ := strings.Cut(key, "/")
+		size, err := strconv.Atoi(n)
+		if !ok || be == "" || err != nil || size < 0 || size > 1000 {
+			return nil, fmt.Errorf("--pool %q: want BACKEND/PROFILE=N: %w", s, sandbox.ErrInvalid)
+		}
+		out = append(out, server.PoolConfig{Backend: be, Profile: prof, Size: size})
+	}
+	return out, nil
+}
+
+// openServeBackends opens the named backends (each must work: fail closed),
+// or every available one when none is named.
+func openServeBackends(names []string, log *slog.Logger) (map[string]sandbox.Backend, error) {
+	out := map[string]sandbox.Backend{}
+	explicit := len(names) > 0
+	if !explicit {
+		names = backendNames()
+	}
+	for _, n := range names {
+		b, err := openBackend(n, log)
+		if err == nil {
+			if p := b.Probe(context.Background()); !p.Available {
+				err = fmt.Errorf("backend %q: %s: %w", n, p.Reason, sandbox.ErrUnavailable)
+			}
+		}
+		if err != nil {
+			if explicit {
+				return nil, err
+			}
+			log.Info("backend not offered", "backend", n, "reason", err)
+			continue
+		}
+		out[n] = b
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no backend available on this host (see airlock doctor): %w", sandbox.ErrUnavailable)
+	}
+	return out, nil
+}
+
+// listenUnix listens on path with mode 0660 (and group), replacing a stale
+// socket but never a live one.
+func listenUnix(path, group string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("socket %q: %w", path, err)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("socket %q: another server is listening: %w", path, sandbox.ErrExists)
+	}
+	os.Remove(path)
+	old := syscall.Umask(0o117)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("socket %q: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("socket %q: %w", path, err)
+	}
+	if group != "" {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("socket group %q: %w", group, err)
+		}
+		gid, _ := strconv.Atoi(g.Gid)
+		if err := os.Chown(path, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("socket %q: chown: %w", path, err)
+		}
+	}
+	return ln, nil
+}
+
+// runServeKey manages API keys in the store: create prints the key once.
+func runServeKey(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: airlock serve key create --tenant T [--name N] | list | revoke ID  [--data DIR]")
+		return exitAirlock
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("airlock serve key "+sub, flag.ContinueOnError)
+	data := fs.String("data", defaultDataDir(), "data directory")
+	tenant := fs.String("tenant", "", "tenant the key acts for")
+	name := fs.String("name", "", "a note about the key")
+	asJSON := fs.Bool("json", false, "print JSON")
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitAirlock
+	}
+	ctx := context.Background()
+	store, err := server.OpenStore(ctx, *data)
+	if err != nil {
+		return fail("serve key", err)
+	}
+	defer store.Close()
+	switch sub {
+	case "create":
+		var b [32]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fail("serve key", err)
+		}
+		key := server.KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+		id, err := store.AddKey(ctx, *tenant, *name, key)
+		if err != nil {
+			return fail("serve key", err)
+		}
+		if *asJSON {
+			json.NewEncoder(os.Stdout).Encode(map[string]string{"id": id, "tenant": *tenant, "key": key})
+		} else {
+			fmt.Println(key)
+			fmt.Fprintf(os.Stderr, "key %s for tenant %q (shown once; only its hash is stored)\n", id, *tenant)
+		}
+		return 0
+	case "list":
+		keys, err := store.ListKeys(ctx)
+		if err != nil {
+			return fail("serve key", err)
+		}
+		if *asJSON {
+			json.NewEncoder(os.Stdout).Encode(keys)
+			return 0
+		}
+		for _, k := range keys {
+			state := "active"
+			if k.Revoked {
+				state = "revoked"
+			}
+			fmt.Printf("%s\t%s\t%s\t%s\t%s\n", k.ID, k.Tenant, state, k.CreatedAt.Format(time.RFC3339), k.Name)
+		}
+		return 0
+	case "revoke":
+		if fs.NArg() != 1 {
+			return fail("serve key", fmt.Errorf("revoke: want one key ID: %w", sandbox.ErrInvalid))
+		}
+		if err := store.RevokeKey(ctx, fs.Arg(0)); err != nil {
+			return fail("serve key", err)
+		}
+		return 0
+	}
+	return fail("serve key", fmt.Errorf("unknown subcommand %q (create, list, revoke): %w", sub, sandbox.ErrInvalid))
+}
+
+// runServeQuota sets or shows a tenant's quota.
+func runServeQuota(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: airlock serve quota set|get --tenant T [--max-sandboxes N] [--max-memory SIZE] [--data DIR]")
+		return exitAirlock
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("airlock serve quota "+sub, flag.ContinueOnError)
+	data := fs.String("data", defaultDataDir(), "data directory")
+	tenant := fs.String("tenant", "", "tenant")
+	maxSandboxes := fs.Int("max-sandboxes", 0, "concurrent sandboxes (0: server default)")
+	maxMemory := fs.String("max-memory", "", "total memory, e.g. 8Gi (empty: server default)")
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitAirlock
+	}
+	if *tenant == "" {
+		return fail("serve quota", fmt.Errorf("--tenant is required: %w", sandbox.ErrInvalid))
+	}
+	ctx := context.Background()
+	store, err := server.OpenStore(ctx, *data)
+	if err != nil {
+		return fail("serve quota", err)
+	}
+	defer store.Close()
+	switch sub {
+	case "set":
+		q := server.Quota{MaxSandboxes: *maxSandboxes}
+		if *maxMemory != "" {
+			b, err := policy.ParseByteSize(*maxMemory)
+			if err != nil {
+				return fail("serve quota", err)
+			}
+			q.MaxMemory = int64(b)
+		}
+		if err := store.SetQuota(ctx, *tenant, q); err != nil {
+			return fail("serve quota", err)
+		}
+		return 0
+	case "get":
+		q, err := store.GetQuota(ctx, *tenant)
+		if err != nil {
+			return fail("serve quota", err)
+		}
+		json.NewEncoder(os.Stdout).Encode(q)
+		return 0
+	}
+	return fail("serve quota", fmt.Errorf("unknown subcommand %q (set, get): %w", sub, sandbox.ErrInvalid))
+}
+func tlsListener(ln net.Listener, certFile, keyFile string) (net.Listener, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), nil
+}
