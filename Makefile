@@ -9,6 +9,7 @@ GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 FUZZTIME  ?= 5s
 
 .PHONY: all build deps test unit fuzz demo bench escape clean
+.PHONY: wasm-assets
 
 all: build
 
@@ -17,6 +18,7 @@ build:
 
 deps:
 	./scripts/deps.sh
+	./scripts/wasm-assets.sh
 
 # The whole test run: deps, vet, unit+integration tests, brief fuzzing.
 test: deps build
@@ -35,6 +37,11 @@ bench: build
 
 escape: build
 	AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./test/escape -run TestEscape -v
+
+# WASI interpreter builds for the wasm backend (ruby), checksum-verified,
+# into var/wasm (or $AIRLOCK_WASM_DIR). Idempotent; part of deps.
+wasm-assets:
+	./scripts/wasm-assets.sh
 
 clean:
 	rm -rf bin
