@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,9 @@ func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Pro
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
+			if k == "" || strings.ContainsAny(k, "=\x00") {
+				return nil, fmt.Errorf("%s: bad environment variable name %q: %w", op, k, sandbox.ErrInvalid)
+			}
 			er.Env = append(er.Env, k+"="+req.Env[k])
 		}
 	}

@@ -115,19 +115,19 @@ func (g *guest) exec(st *yamux.Stream, req *request, cfg *GuestConfig) {
 			closeAll(parentEnds)
 			respondErr(st, fmt.Errorf("create pipes: %v: %w", err, sandbox.ErrLimit))
 		}
-		inR, inW, err := pipe()
+		inR, inW, err := pipe(false)
 		if err != nil {
 			fail(err)
 			return
 		}
 		childFiles, parentEnds = append(childFiles, inR), append(parentEnds, inW)
-		outR, outW, err := pipe()
+		outR, outW, err := pipe(true)
 		if err != nil {
 			fail(err)
 			return
 		}
 		childFiles, parentEnds = append(childFiles, outW), append(parentEnds, outR)
-		errR, errW, err := pipe()
+		errR, errW, err := pipe(true)
 		if err != nil {
 			fail(err)
 			return
@@ -396,16 +396,19 @@ func (p *guestProc) writeStdin() {
 	}
 }
 
-// pipe returns a pipe whose read end is non-blocking in the agent (reads
-// can have deadlines). Both ends are close-on-exec; the child's end is
-// made blocking when passed through Fd.
-func pipe() (r, w *os.File, err error) {
+// pipe returns a close-on-exec pipe whose agent end (the read end when
+// agentReads, else the write end) is non-blocking, so its reads and writes
+// can have deadlines; the child's end stays blocking.
+func pipe(agentReads bool) (r, w *os.File, err error) {
 	var fds [2]int
 	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
 		return nil, nil, err
 	}
-	unix.SetNonblock(fds[0], true)
-	unix.SetNonblock(fds[1], true)
+	if agentReads {
+		unix.SetNonblock(fds[0], true)
+	} else {
+		unix.SetNonblock(fds[1], true)
+	}
 	return os.NewFile(uintptr(fds[0]), "|0"), os.NewFile(uintptr(fds[1]), "|1"), nil
 }
 

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -230,4 +229,3 @@ func mustRun(t testing.TB, c *Client, req sandbox.ExecRequest) result {
 	return r
 }
 
-var _ = strings.TrimSpace

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -95,6 +96,9 @@ func setupProcess(log *slog.Logger) error {
 			setupOnce.err = fmt.Errorf("set non-dumpable: %w", err)
 			return
 		}
+		// Descriptors inherited without close-on-exec (from whoever started
+		// us) must not reach the processes we start.
+		cloexecInherited()
 		if os.Getpid() != 1 {
 			// Not init (tests, or a backend that keeps its own init): still
 			// inherit and reap our processes' orphans.
@@ -105,6 +109,22 @@ func setupProcess(log *slog.Logger) error {
 		startReaper()
 	})
 	return setupOnce.err
+}
+
+// cloexecInherited marks every descriptor above stderr close-on-exec.
+func cloexecInherited() {
+	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
 
 // setCloexec keeps the channel from leaking into processes we start.
