@@ -1,0 +1,353 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+func init() {
+	register(command{name: "run", short: "run a command inside a sandbox: airlock run [flags] -- CMD [ARGS]", run: runRun})
+}
+
+// runFlags are the `airlock run` flags; each has a policy equivalent and
+// overrides it.
+type runFlags struct {
+	policyFile, profile, backend, workspace, workdir, rootfs string
+	ro, rw, deny, tmpfs, env, allow                          listFlag
+	network, memory, timeout, output                         string
+	cpus                                                     float64
+	pids, openFiles                                          int
+	jsonOut                                                  bool
+	resultFile, auditFile                                    string
+	allowDegraded                                            bool
+}
+
+// runResult is what --json prints: a machine-readable summary.
+type runResult struct {
+	Sandbox         string   `json:"sandbox"`
+	Backend         string   `json:"backend"`
+	ExitCode        int      `json:"exit_code"`
+	Signal          int      `json:"signal,omitempty"`
+	TimedOut        bool     `json:"timed_out,omitempty"`
+	OOM             bool     `json:"oom,omitempty"`
+	OutputTruncated bool     `json:"output_truncated,omitempty"`
+	DurationMS      float64  `json:"duration_ms"`
+	MemoryPeakBytes int64    `json:"memory_peak_bytes"`
+	Violations      int      `json:"violations"`
+	Egress          []string `json:"egress,omitempty"`
+	Error           string   `json:"error,omitempty"`
+}
+
+func runRun(args []string) int {
+	start := time.Now()
+	var f runFlags
+	fs := newFlagSet("run")
+	fs.StringVar(&f.policyFile, "policy", "", "policy `FILE` (YAML, version 1)")
+	fs.StringVar(&f.profile, "profile", "", "built-in profile `NAME` (default, coding-agent, ...)")
+	fs.StringVar(&f.backend, "backend", "", "isolation backend: native, gvisor, wasm, auto")
+	fs.StringVar(&f.workspace, "workspace", "", "workspace `DIR`, mounted read-write (default: current directory; none)")
+	fs.StringVar(&f.workdir, "workdir", "", "working `DIR` inside the sandbox")
+	fs.StringVar(&f.rootfs, "rootfs", "", "use `DIR` as the root filesystem instead of the host's")
+	fs.Var(&f.ro, "ro", "make host `PATH` visible read-only (repeatable)")
+	fs.Var(&f.rw, "rw", "make host `PATH` visible read-write (repeatable)")
+	fs.Var(&f.deny, "deny", "make `PATH` inaccessible (repeatable)")
+	fs.Var(&f.tmpfs, "tmpfs", "mount a private tmpfs at `PATH` (repeatable)")
+	fs.Var(&f.env, "env", "set `K=V`, or pass host variable K (repeatable)")
+	fs.StringVar(&f.network, "network", "", "network mode: none, allowlist, open")
+	fs.Var(&f.allow, "allow", "allow egress to `HOST[:PORT]` or CIDR (repeatable; implies --network allowlist)")
+	fs.StringVar(&f.memory, "memory", "", "memory limit (`SIZE`, e.g. 512Mi)")
+	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit (`N` cores)")
+	fs.IntVar(&f.pids, "pids", 0, "process limit")
+	fs.IntVar(&f.openFiles, "open-files", 0, "open file limit")
+	fs.StringVar(&f.timeout, "timeout", "", "wall-clock limit (`DURATION`, e.g. 30s)")
+	fs.StringVar(&f.output, "output-limit", "", "stdout+stderr limit (`SIZE`)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print a JSON result (exit status, duration, peak memory, violations) on stderr")
+	fs.StringVar(&f.resultFile, "result", "", "write the JSON result to `FILE`")
+	fs.StringVar(&f.auditFile, "audit", "", "write audit events as JSON lines to `FILE` (- for stderr)")
+	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "start even when a requested protection is unavailable (logged)")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	argv := fs.Args()
+	if len(argv) == 0 {
+		fmt.Fprintln(os.Stderr, "airlock run: no command given (usage: airlock run [flags] -- CMD [ARGS])")
+		return exitAirlock
+	}
+
+	pol, err := f.policy()
+	if err != nil {
+		return fail("run", err)
+	}
+	res, code := runOnce(pol, f, argv, start)
+	if f.jsonOut || f.resultFile != "" {
+		b, _ := json.Marshal(res)
+		if f.jsonOut {
+			fmt.Fprintln(os.Stderr, string(b))
+		}
+		if f.resultFile != "" {
+			if err := os.WriteFile(f.resultFile, append(b, '\n'), 0o644); err != nil {
+				fmt.Fprintf(os.Stderr, "airlock run: write result %q: %v\n", f.resultFile, err)
+			}
+		}
+	}
+	return code
+}
+
+// policy loads the policy (file or profile), layers the flags on top and
+// resolves it against this process's environment.
+func (f *runFlags) policy() (*policy.Policy, error) {
+	var p *policy.Policy
+	var err error
+	switch {
+	case f.policyFile != "" && f.profile != "":
+		return nil, fmt.Errorf("--policy and --profile are exclusive (a policy file names its profile with `profile:`): %w", sandbox.ErrInvalid)
+	case f.policyFile != "":
+		p, err = policy.LoadFile(f.policyFile)
+	default:
+		name := f.profile
+		if name == "" {
+			name = "default"
+		}
+		p, err = policy.Profile(name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := f.apply(p); err != nil {
+		return nil, err
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("get working directory: %w", err)
+	}
+	home, _ := os.UserHomeDir()
+	return p.Resolve(policy.ResolveEnv{Cwd: cwd, Home: home, Environ: os.Environ(), UID: os.Getuid(), GID: os.Getgid()})
+}
+
+// apply layers flags over p: lists append, scalars override.
+func (f *runFlags) apply(p *policy.Policy) error {
+	fsp := &p.Filesystem
+	if f.backend != "" {
+		p.Backend = f.backend
+	}
+	if f.workspace != "" {
+		fsp.Workspace = f.workspace
+	}
+	if f.rootfs != "" {
+		fsp.Rootfs = f.rootfs
+	}
+	if f.workdir != "" {
+		p.Process.Workdir = f.workdir
+	}
+	fsp.ReadOnly = append(fsp.ReadOnly, f.ro...)
+	fsp.ReadWrite = append(fsp.ReadWrite, f.rw...)
+	fsp.Deny = append(fsp.Deny, f.deny...)
+	fsp.Tmpfs = append(fsp.Tmpfs, f.tmpfs...)
+	for _, e := range f.env {
+		k, v, set := strings.Cut(e, "=")
+		if k == "" {
+			return fmt.Errorf("--env %q: empty variable name: %w", e, sandbox.ErrInvalid)
+		}
+		if set {
+			if p.Process.Env == nil {
+				p.Process.Env = map[string]string{}
+			}
+			p.Process.Env[k] = v
+		} else {
+			p.Process.EnvAllow = append(p.Process.EnvAllow, k)
+		}
+	}
+	if f.network != "" {
+		p.Network.Mode = f.network
+	}
+	if len(f.allow) > 0 {
+		if f.network == "" {
+			p.Network.Mode = policy.NetworkAllowlist
+		}
+		p.Network.Allow = append(p.Network.Allow, f.allow...)
+	}
+	if f.memory != "" {
+		n, err := policy.ParseByteSize(f.memory)
+		if err != nil {
+			return fmt.Errorf("--memory: %w", err)
+		}
+		p.Limits.Memory = n
+	}
+	if f.output != "" {
+		n, err := policy.ParseByteSize(f.output)
+		if err != nil {
+			return fmt.Errorf("--output-limit: %w", err)
+		}
+		p.Limits.OutputBytes = n
+	}
+	if f.timeout != "" {
+		d, err := policy.ParseDuration(f.timeout)
+		if err != nil {
+			return fmt.Errorf("--timeout: %w", err)
+		}
+		p.Limits.Timeout = d
+	}
+	if f.cpus != 0 {
+		p.Limits.CPUs = f.cpus
+	}
+	if f.pids != 0 {
+		p.Limits.Pids = f.pids
+	}
+	if f.openFiles != 0 {
+		p.Limits.OpenFiles = f.openFiles
+	}
+	if f.auditFile != "" {
+		p.Audit.File = f.auditFile
+	}
+	if f.allowDegraded {
+		p.AllowDegraded = true
+	}
+	return nil
+}
+
+// runSandbox is create + exec + destroy. It returns the result and the exit
+// code: the command's, or 125/126/127 when airlock or the exec failed.
+func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (runResult, int) {
+	res := runResult{Sandbox: newRunID()}
+	failRes := func(err error) (runResult, int) {
+		res.Error = err.Error()
+		res.DurationMS = ms(time.Since(start))
+		return res, fail("run", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	sink, closeAudit, err := openAudit(pol.Audit.File)
+	if err != nil {
+		return failRes(err)
+	}
+	defer closeAudit()
+	counter := &audit.Counter{Next: sink}
+
+	b, err := openBackend(pol.Backend, log)
+	if err != nil {
+		return failRes(err)
+	}
+	res.Backend = b.Name()
+	spec := sandbox.Spec{ID: res.Sandbox, Policy: pol, Audit: counter, Log: log}
+	eg, err := setupEgress(&spec, counter, log)
+	if err != nil {
+		return failRes(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sb, err := b.Create(ctx, spec)
+	if err != nil {
+		return failRes(fmt.Errorf("create sandbox: %w", err))
+	}
+	defer sb.Destroy(context.Background())
+
+	st, err := execAttached(ctx, sb, argv)
+	if stats, serr := sb.Stats(ctx); serr == nil {
+		res.MemoryPeakBytes = stats.MemoryPeakBytes
+		res.Violations = stats.Violations
+	}
+	if v := counter.Count(audit.TypeViolation); v > res.Violations {
+		res.Violations = v
+	}
+	if eg != nil {
+		res.Egress = eg.summary()
+	}
+	if derr := sb.Destroy(context.Background()); derr != nil {
+		log.Warn("destroy sandbox", "sandbox", res.Sandbox, "err", derr)
+	}
+	res.DurationMS = ms(time.Since(start))
+	if err != nil {
+		res.Error = err.Error()
+		switch {
+		case errors.Is(err, sandbox.ErrNotFound):
+			fmt.Fprintf(os.Stderr, "airlock run: %v\n", err)
+			res.ExitCode = exitNotFound
+		case errors.Is(err, sandbox.ErrPermission):
+			fmt.Fprintf(os.Stderr, "airlock run: %v\n", err)
+			res.ExitCode = exitCannotRun
+		default:
+			fmt.Fprintf(os.Stderr, "airlock run: %v\n", err)
+			res.ExitCode = exitAirlock
+		}
+		return res, res.ExitCode
+	}
+	res.ExitCode, res.Signal, res.TimedOut, res.OOM, res.OutputTruncated = st.Code, st.Signal, st.TimedOut, st.OOM, st.Truncated
+	if st.TimedOut {
+		fmt.Fprintln(os.Stderr, "airlock run: command killed at the wall-clock timeout")
+	}
+	if st.OOM {
+		fmt.Fprintln(os.Stderr, "airlock run: command killed by the memory limit")
+	}
+	return res, st.Code
+}
+
+// execAttached runs argv with this process's stdio, a PTY when stdin is a
+// terminal, and forwards SIGINT/SIGTERM/SIGHUP to the command.
+func execAttached(ctx context.Context, sb sandbox.Sandbox, argv []string) (sandbox.ExitStatus, error) {
+	req := sandbox.ExecRequest{Args: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	term, err := attachTerminal(&req)
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	defer term.restore()
+	p, err := sb.Exec(ctx, req)
+	if err != nil {
+		return sandbox.ExitStatus{}, err
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case s := <-sigs:
+				_ = p.Signal(ctx, int(s.(syscall.Signal)))
+			case <-term.resized():
+				rows, cols := term.size()
+				_ = p.Resize(ctx, rows, cols)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return p.Wait(ctx)
+}
+
+func openAudit(path string) (audit.Sink, func(), error) {
+	switch path {
+	case "":
+		return audit.Discard, func() {}, nil
+	case "-":
+		return audit.NewJSONLines(os.Stderr), func() {}, nil
+	}
+	fl, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open audit file: %w: %w", err, sandbox.ErrInvalid)
+	}
+	return audit.NewJSONLines(fl), func() { fl.Close() }, nil
+}
+
+func newRunID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "run-" + hex.EncodeToString(b[:])
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
