@@ -120,7 +120,9 @@ type Error struct {
 	Message string
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("airlock: %s (%d %s)", e.Message, e.Status, e.Code) }
+func (e *Error) Error() string {
+	return fmt.Sprintf("airlock: %s (%d %s)", e.Message, e.Status, e.Code)
+}
 
 // Unwrap maps the status back to an error kind.
 func (e *Error) Unwrap() error {

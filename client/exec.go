@@ -176,6 +176,8 @@ func (c *Client) execWithStdin(ctx context.Context, id string, req api.ExecReque
 	if err != nil {
 		return ex, err
 	}
+	// The process is done: forget it on the server.
+	_ = c.Kill(ctx, id, p.ID)
 	// A process may exit without reading all of its input: that is not an error.
 	select {
 	case <-stdinErr:

@@ -124,7 +124,7 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 		return nil, fmt.Errorf("create sandbox: timeout %s: longer than %s: %w", p.timeout, s.cfg.MaxTimeout, sandbox.ErrInvalid)
 	}
 	if len(req.Policy) > 0 && string(req.Policy) != "null" {
-		raw, err := s.cfg.Policies.ParseRaw(req.Policy)
+		raw, err := s.cfg.Policies.ParseRaw(withVersion(req.Policy))
 		if err != nil {
 			return nil, fmt.Errorf("create sandbox: policy: %w", err)
 		}
@@ -366,9 +366,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	l := s.live[id]
 	s.mu.Unlock()
-	if l != nil {
-		l.touch()
-	}
+	// Reading metadata is not use: it does not keep a sandbox from idling.
 	writeJSON(w, http.StatusOK, s.view(l, rec, true))
 }
 
@@ -459,4 +457,23 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypePolicy, Message: "network rules changed through the API",
 		Fields: map[string]any{"tenant": c.tenant, "mode": n.Mode, "allow": n.Allow, "deny": n.Deny}})
 	writeJSON(w, http.StatusOK, req)
+}
+
+// withVersion adds "version": 1 to an inline JSON policy object that has
+// none: the API is v1, so its policies are too. Anything else is passed on
+// for the policy parser to reject with a clear error.
+func withVersion(b json.RawMessage) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil || m == nil {
+		return b
+	}
+	if _, ok := m["version"]; ok {
+		return b
+	}
+	m["version"] = json.RawMessage("1")
+	out, err := json.Marshal(m)
+	if err != nil {
+		return b
+	}
+	return out
 }

@@ -195,7 +195,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Pr
 		return nil, err
 	}
 	s.pid++
-	p := &process{pid: s.pid + 1, done: make(chan struct{}), kill: make(chan int, 1), tty: req.TTY}
+	p := &process{pid: s.pid + 1, done: make(chan struct{}), kill: make(chan int, 1), tty: req.TTY, rows: req.Rows, cols: req.Cols}
 	if s.procs == nil {
 		s.procs = map[*process]bool{}
 	}
@@ -408,11 +408,22 @@ var commands = map[string]func(c *proc) int{
 		c.stdout.Write(b)
 		return 0
 	},
-	// winsize prints the tty size.
+	// winsize prints the tty size; "winsize wait" then reads one byte of
+	// input and prints it again.
 	"winsize": func(c *proc) int {
-		c.p.mu.Lock()
-		fmt.Fprintf(c.stdout, "%d %d\n", c.p.rows, c.p.cols)
-		c.p.mu.Unlock()
+		show := func() {
+			c.p.mu.Lock()
+			fmt.Fprintf(c.stdout, "%d %d\n", c.p.rows, c.p.cols)
+			c.p.mu.Unlock()
+		}
+		show()
+		if len(c.args) > 1 && c.args[1] == "wait" {
+			var b [1]byte
+			if _, err := c.stdin.Read(b[:]); err != nil {
+				return 1
+			}
+			show()
+		}
 		return 0
 	},
 }
