@@ -1,19 +1,26 @@
 package main
 
 import (
-	"fmt"
+	"context"
 	"log/slog"
 
+	"github.com/airlock-dev/airlock/backend"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // backendNames lists the backends this build knows, in doctor's order.
-func backendNames() []string { return []string{"native", "gvisor", "wasm"} }
+func backendNames() []string { return backend.Names() }
 
-// openBackend returns the backend a policy names ("" means native).
+// openBackend returns the backend called name ("" means native).
 func openBackend(name string, log *slog.Logger) (sandbox.Backend, error) {
-	if name == "" {
-		name = "native"
+	return backend.Open(name, backend.Options{Log: log})
+}
+
+// openPolicyBackend is openBackend for a policy: "auto" picks the fastest
+// available backend meeting the policy's isolation.
+func openPolicyBackend(name, isolation string, log *slog.Logger) (sandbox.Backend, error) {
+	if name == "auto" {
+		return backend.Auto(context.Background(), isolation, backend.Options{Log: log})
 	}
-	return nil, fmt.Errorf("backend %q: not built into this binary yet: %w", name, sandbox.ErrUnavailable)
+	return openBackend(name, log)
 }

@@ -237,7 +237,7 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	defer closeAudit()
 	counter := &audit.Counter{Next: sink}
 
-	b, err := openBackend(pol.Backend, log)
+	b, err := openPolicyBackend(pol.Backend, pol.Isolation, log)
 	if err != nil {
 		return failRes(err)
 	}
