@@ -1,0 +1,82 @@
+// Package backend maps backend names to implementations, so the CLI and the
+// server open backends one way. It must never hold backend logic itself.
+package backend
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/airlock-dev/airlock/backend/wasm"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Options configure every backend opened through Open.
+type Options struct {
+	// AgentBinary is the airlock binary run as the in-sandbox agent; empty
+	// means this process's executable.
+	AgentBinary string
+	// StateDir holds backend state (runsc root, caches); empty: defaults.
+	StateDir string
+	Log      *slog.Logger
+}
+
+// Isolation levels, weakest first; `auto` picks the fastest backend meeting
+// the requested one.
+var isolationRank = map[string]int{"weak": 0, "kernel": 1, "medium": 2, "wasm": 2, "hardware": 3}
+
+// Names lists the backends this build knows, in order of start-up speed
+// (the order `auto` tries them).
+func Names() []string { return []string{"native", "gvisor", "wasm"} }
+
+// Open returns the backend called name ("" means native).
+func Open(name string, opts Options) (sandbox.Backend, error) {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	switch name {
+	case "", "native":
+		return openNative(opts)
+	case "gvisor":
+		return openGvisor(opts)
+	case "wasm":
+		return wasm.New(wasm.Config{Log: opts.Log}), nil
+	}
+	return nil, fmt.Errorf("backend %q: unknown (known: %s, auto): %w", name, strings.Join(Names(), ", "), sandbox.ErrInvalid)
+}
+
+// Auto returns the first available backend (in Names order) whose isolation
+// is at least isolation ("" means kernel). wasm is never chosen
+// automatically: it only runs WASI programs.
+func Auto(ctx context.Context, isolation string, opts Options) (sandbox.Backend, error) {
+	if isolation == "" {
+		isolation = "kernel"
+	}
+	want, ok := isolationRank[isolation]
+	if !ok {
+		return nil, fmt.Errorf("isolation %q: unknown (weak, kernel, medium, hardware): %w", isolation, sandbox.ErrInvalid)
+	}
+	var why []string
+	for _, name := range Names() {
+		if name == "wasm" {
+			continue
+		}
+		b, err := Open(name, opts)
+		if err != nil {
+			why = append(why, fmt.Sprintf("%s: %v", name, err))
+			continue
+		}
+		p := b.Probe(ctx)
+		switch {
+		case !p.Available:
+			why = append(why, fmt.Sprintf("%s: %s", name, p.Reason))
+		case isolationRank[p.Isolation] < want:
+			why = append(why, fmt.Sprintf("%s: isolation %s is below %s", name, p.Isolation, isolation))
+		default:
+			return b, nil
+		}
+	}
+	return nil, fmt.Errorf("no backend with isolation %s on this host (%s): %w", isolation, strings.Join(why, "; "), sandbox.ErrUnavailable)
+}
