@@ -45,7 +45,7 @@ func ParseNetworkEntry(s string) (NetworkEntry, error) {
 		e.Prefix = pfx.Masked()
 		return e, nil
 	}
-	host, port := s, ""
+	host, port, hasPort := s, "", false
 	switch {
 	case strings.HasPrefix(s, "["):
 		end := strings.IndexByte(s, ']')
@@ -59,7 +59,7 @@ func ParseNetworkEntry(s string) (NetworkEntry, error) {
 			if !ok {
 				return e, invalidf("%q: junk after ]", orig)
 			}
-			port = p
+			port, hasPort = p, true
 		}
 		a, err := netip.ParseAddr(host)
 		if err != nil || !a.Is6() {
@@ -68,9 +68,9 @@ func ParseNetworkEntry(s string) (NetworkEntry, error) {
 	case strings.Count(s, ":") > 1:
 		// a bare IPv6 address (no port possible without brackets)
 	case strings.Contains(s, ":"):
-		host, port, _ = strings.Cut(s, ":")
+		host, port, hasPort = strings.Cut(s, ":")
 	}
-	if port != "" || strings.HasSuffix(s, ":") {
+	if hasPort {
 		n, err := strconv.Atoi(port)
 		if err != nil || n < 1 || n > 65535 || port[0] == '0' || port[0] == '+' {
 			return e, invalidf("%q: bad port %q (want 1-65535)", orig, port)
