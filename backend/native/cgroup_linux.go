@@ -1,0 +1,411 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// cgroupLimits is what a sandbox's cgroup must enforce (zero: no limit).
+type cgroupLimits struct {
+	Memory int64
+	Pids   int
+	CPUs   float64
+}
+
+// sandboxCgroup is one sandbox's cgroup: a cgroup2 directory (process
+// tracking, cgroup.kill, and the controllers it offers) and/or v1
+// controller directories for what cgroup2 does not provide (hybrid hosts).
+type sandboxCgroup struct {
+	v2Dir  string            // "" when no cgroup2 directory was made
+	v2FD   int               // open v2Dir for CLONE_INTO_CGROUP, -1 if none
+	v1Dirs map[string]string // controller -> directory
+	// provider of each limited resource: "v2", "v1" or "" (none).
+	memory, pids, cpu string
+}
+
+// cgroupMissing describes a controller the policy needs that this host
+// does not let us use.
+type cgroupMissing struct {
+	Controller string
+	Why        string
+	Field      string // policy field to relax
+}
+
+func (m cgroupMissing) String() string {
+	return fmt.Sprintf("cgroup %s controller not writable (%s): set %s to 0 or allow_degraded", m.Controller, m.Why, m.Field)
+}
+
+// newCgroup makes the sandbox's cgroup and applies lim. It returns the
+// controllers it could not provide; on error nothing is left behind.
+func newCgroup(h cgroupHost, parent, id string, lim cgroupLimits) (cg *sandboxCgroup, missing []cgroupMissing, err error) {
+	cg = &sandboxCgroup{v2FD: -1, v1Dirs: map[string]string{}}
+	defer func() {
+		if err != nil {
+			cg.remove()
+			cg = nil
+		}
+	}()
+	why := whyNoCgroup(h)
+	need := map[string]string{} // controller -> policy field
+	if lim.Memory > 0 {
+		need["memory"] = "limits.memory"
+	}
+	if lim.Pids > 0 {
+		need["pids"] = "limits.pids"
+	}
+	if lim.CPUs > 0 {
+		need["cpu"] = "limits.cpus"
+	}
+
+	// cgroup2: always try to make a directory (process tracking and
+	// cgroup.kill need no controller), then enable what it offers.
+	v2ok := map[string]bool{}
+	if p := h.v2Parent(parent); p != "" {
+		if dir, err := makeV2(p, id, need); err == nil {
+			cg.v2Dir = dir
+			offered := v2Controllers(dir)
+			for c := range need {
+				if offered[c] {
+					v2ok[c] = true
+				}
+			}
+			fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err == nil {
+				cg.v2FD = fd
+			}
+		}
+	}
+	v1Need := []string{}
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		if _, ok := need[c]; !ok {
+			continue
+		}
+		if v2ok[c] {
+			cg.setProvider(c, "v2")
+			continue
+		}
+		if _, ok := h.v1Mount[c]; ok {
+			v1Need = append(v1Need, c)
+			continue
+		}
+		missing = append(missing, cgroupMissing{c, why, need[c]})
+	}
+	// For stats only (peak memory, CPU time), best effort: v1 memory when
+	// no hierarchy provides it yet, v1 cpuacct when there is no cgroup2 dir.
+	if _, ok := need["memory"]; !ok && !v2Controllers(cg.v2Dir)["memory"] {
+		if _, ok := h.v1Mount["memory"]; ok {
+			v1Need = append(v1Need, "memory")
+		}
+	}
+	if _, ok := h.v1Mount["cpuacct"]; ok && (len(v1Need) > 0 || cg.v2Dir == "") {
+		v1Need = append(v1Need, "cpuacct")
+	}
+	for _, c := range v1Need {
+		dir := filepath.Join(h.v1Parent(c, parent), id)
+		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err == nil {
+			err = os.Mkdir(dir, 0o755)
+			if err == nil {
+				cg.v1Dirs[c] = dir
+				cg.setProvider(c, "v1")
+				continue
+			}
+		}
+		if f, ok := need[c]; ok {
+			missing = append(missing, cgroupMissing{c, why, f})
+		}
+	}
+	if err := cg.apply(lim); err != nil {
+		return nil, nil, err
+	}
+	return cg, missing, nil
+}
+
+func (cg *sandboxCgroup) setProvider(c, p string) {
+	switch c {
+	case "memory":
+		cg.memory = p
+	case "pids":
+		cg.pids = p
+	case "cpu":
+		cg.cpu = p
+	}
+}
+
+// whyNoCgroup explains, for error messages, why a controller may be missing.
+func whyNoCgroup(h cgroupHost) string {
+	rootless := os.Geteuid() != 0
+	switch {
+	case h.v2Mount == "" && len(h.v1Mount) == 0:
+		return "no cgroup filesystem mounted"
+	case rootless && len(h.v1Mount) > 0:
+		return "rootless on cgroup v1"
+	case rootless:
+		return "rootless without a delegated cgroup v2 subtree"
+	default:
+		return "controller not available"
+	}
+}
+
+// makeV2 creates parent (enabling the needed controllers in it) and
+// parent/id.
+func makeV2(parent, id string, need map[string]string) (string, error) {
+	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", err
+	}
+	offered := v2Controllers(parent)
+	var enable []string
+	for c := range need {
+		if offered[c] {
+			enable = append(enable, "+"+c)
+		} else {
+			// Ask the grandparent to offer it (works as root when the
+			// grandparent holds no processes).
+			if os.WriteFile(filepath.Join(filepath.Dir(parent), "cgroup.subtree_control"), []byte("+"+c), 0) == nil {
+				enable = append(enable, "+"+c)
+			}
+		}
+	}
+	if len(enable) > 0 {
+		// Enabling one at a time: one unavailable controller must not
+		// block the others.
+		for _, e := range enable {
+			_ = os.WriteFile(filepath.Join(parent, "cgroup.subtree_control"), []byte(e), 0)
+		}
+	}
+	dir := filepath.Join(parent, id)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+func writeCg(dir, file, val string) error {
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(val), 0); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Join(dir, file), err)
+	}
+	return nil
+}
+
+// apply writes the limits to whichever hierarchy provides each one.
+func (cg *sandboxCgroup) apply(lim cgroupLimits) error {
+	if lim.Memory > 0 {
+		m := strconv.FormatInt(lim.Memory, 10)
+		switch cg.memory {
+		case "v2":
+			if err := writeCg(cg.v2Dir, "memory.max", m); err != nil {
+				return err
+			}
+			// No swap: the limit is the limit (file absent without swap accounting).
+			_ = writeCg(cg.v2Dir, "memory.swap.max", "0")
+		case "v1":
+			d := cg.v1Dirs["memory"]
+			if err := writeCg(d, "memory.limit_in_bytes", m); err != nil {
+				return err
+			}
+			if _, err := os.Stat(filepath.Join(d, "memory.memsw.limit_in_bytes")); err == nil {
+				if err := writeCg(d, "memory.memsw.limit_in_bytes", m); err != nil {
+					return err
+				}
+			}
+			_ = writeCg(d, "memory.swappiness", "0")
+		}
+	}
+	if lim.Pids > 0 {
+		p := strconv.Itoa(lim.Pids)
+		switch cg.pids {
+		case "v2":
+			if err := writeCg(cg.v2Dir, "pids.max", p); err != nil {
+				return err
+			}
+		case "v1":
+			if err := writeCg(cg.v1Dirs["pids"], "pids.max", p); err != nil {
+				return err
+			}
+		}
+	}
+	if lim.CPUs > 0 {
+		const period = 100000
+		quota := int64(lim.CPUs * period)
+		if quota < 1000 {
+			quota = 1000
+		}
+		switch cg.cpu {
+		case "v2":
+			if err := writeCg(cg.v2Dir, "cpu.max", fmt.Sprintf("%d %d", quota, period)); err != nil {
+				return err
+			}
+		case "v1":
+			d := cg.v1Dirs["cpu"]
+			if err := writeCg(d, "cpu.cfs_period_us", strconv.Itoa(period)); err != nil {
+				return err
+			}
+			if err := writeCg(d, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// joinV1 moves pid into every v1 directory (v2 joins at clone time).
+func (cg *sandboxCgroup) joinV1(pid int) error {
+	for c, d := range cg.v1Dirs {
+		if err := writeCg(d, "cgroup.procs", strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("join %s cgroup: %w", c, err)
+		}
+	}
+	return nil
+}
+
+// kill ends every process in the cgroup.
+func (cg *sandboxCgroup) kill() {
+	if cg == nil {
+		return
+	}
+	if cg.v2Dir != "" {
+		if writeCg(cg.v2Dir, "cgroup.kill", "1") == nil {
+			return
+		}
+		killProcs(filepath.Join(cg.v2Dir, "cgroup.procs"))
+	}
+	for _, d := range cg.v1Dirs {
+		killProcs(filepath.Join(d, "cgroup.procs"))
+	}
+}
+
+// killProcs SIGKILLs every pid listed in a cgroup.procs file, a few rounds
+// (forks racing the loop are caught by the next round; the pids limit and
+// the pid namespace bound the race).
+func killProcs(procs string) {
+	for round := 0; round < 10; round++ {
+		b, err := os.ReadFile(procs)
+		if err != nil || len(strings.TrimSpace(string(b))) == 0 {
+			return
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// remove kills what is left and removes the directories (retrying while
+// exiting processes still populate them).
+func (cg *sandboxCgroup) remove() error {
+	if cg == nil {
+		return nil
+	}
+	if cg.v2FD >= 0 {
+		unix.Close(cg.v2FD)
+		cg.v2FD = -1
+	}
+	dirs := []string{}
+	if cg.v2Dir != "" {
+		dirs = append(dirs, cg.v2Dir)
+	}
+	for _, d := range cg.v1Dirs {
+		dirs = append(dirs, d)
+	}
+	var errs []error
+	for _, d := range dirs {
+		if err := rmdirRetry(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	cg.v2Dir = ""
+	cg.v1Dirs = map[string]string{}
+	return errors.Join(errs...)
+}
+
+func rmdirRetry(d string) error {
+	var err error
+	for i := 0; i < 200; i++ {
+		err = unix.Rmdir(d)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			break
+		}
+		killProcs(filepath.Join(d, "cgroup.procs"))
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("remove cgroup %s: %w", d, err)
+}
+
+// cgroupStats is what the cgroup reports about resource use.
+type cgroupStats struct {
+	MemoryBytes, MemoryPeak, CPUNanos int64
+	Pids                              int
+	OOMKills                          int64
+}
+
+func (cg *sandboxCgroup) stats() cgroupStats {
+	var s cgroupStats
+	if cg == nil {
+		return s
+	}
+	switch cg.memory {
+	case "v2":
+		s.MemoryBytes = readInt(cg.v2Dir, "memory.current")
+		s.MemoryPeak = readInt(cg.v2Dir, "memory.peak")
+		s.OOMKills = readKey(cg.v2Dir, "memory.events", "oom_kill")
+	case "v1":
+		d := cg.v1Dirs["memory"]
+		s.MemoryBytes = readInt(d, "memory.usage_in_bytes")
+		s.MemoryPeak = readInt(d, "memory.max_usage_in_bytes")
+		s.OOMKills = readKey(d, "memory.oom_control", "oom_kill")
+	}
+	switch cg.pids {
+	case "v2":
+		s.Pids = int(readInt(cg.v2Dir, "pids.current"))
+	case "v1":
+		s.Pids = int(readInt(cg.v1Dirs["pids"], "pids.current"))
+	}
+	if d, ok := cg.v1Dirs["cpuacct"]; ok {
+		s.CPUNanos = readInt(d, "cpuacct.usage")
+	} else if cg.v2Dir != "" {
+		s.CPUNanos = readKey(cg.v2Dir, "cpu.stat", "usage_usec") * 1000
+	}
+	return s
+}
+
+func readInt(dir, file string) int64 {
+	if dir == "" {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
+}
+
+func readKey(dir, file, key string) int64 {
+	if dir == "" {
+		return 0
+	}
+	b, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, " ")
+		if ok && k == key {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}

@@ -1,0 +1,152 @@
+package native
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// cgroupHost describes the cgroup hierarchies of this host as seen by this
+// process: the cgroup2 mount (if any) and each v1 controller's mount.
+type cgroupHost struct {
+	v2Mount string            // cgroup2 mount point, "" if none
+	v2Own   string            // our cgroup in the v2 hierarchy ("/..." )
+	v1Mount map[string]string // v1 controller -> mount point
+	v1Own   map[string]string // v1 controller -> our cgroup path
+}
+
+var (
+	cgroupHostOnce sync.Once
+	cgroupHostInfo cgroupHost
+)
+
+// hostCgroups detects the hierarchies once per process.
+func hostCgroups() cgroupHost {
+	cgroupHostOnce.Do(func() { cgroupHostInfo = detectCgroups("/proc/self/mountinfo", "/proc/self/cgroup") })
+	return cgroupHostInfo
+}
+
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
+
+func detectCgroups(mountinfo, selfCgroup string) cgroupHost {
+	h := cgroupHost{v1Mount: map[string]string{}, v1Own: map[string]string{}}
+	if f, err := os.Open(mountinfo); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			mp, fstype, opts, ok := parseMountinfoLine(sc.Text())
+			if !ok {
+				continue
+			}
+			switch fstype {
+			case "cgroup2":
+				if h.v2Mount == "" {
+					h.v2Mount = mp
+				}
+			case "cgroup":
+				for _, o := range strings.Split(opts, ",") {
+					for _, c := range v1Controllers {
+						if o == c {
+							if _, dup := h.v1Mount[c]; !dup {
+								h.v1Mount[c] = mp
+							}
+						}
+					}
+				}
+			}
+		}
+		f.Close()
+	}
+	if b, err := os.ReadFile(selfCgroup); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			if len(parts) != 3 {
+				continue
+			}
+			if parts[0] == "0" && parts[1] == "" {
+				h.v2Own = parts[2]
+				continue
+			}
+			for _, c := range strings.Split(parts[1], ",") {
+				h.v1Own[c] = parts[2]
+			}
+		}
+	}
+	return h
+}
+
+// parseMountinfoLine returns mount point, fs type and super options of one
+// /proc/self/mountinfo line.
+func parseMountinfoLine(line string) (mountPoint, fstype, superOpts string, ok bool) {
+	left, right, found := strings.Cut(line, " - ")
+	if !found {
+		return "", "", "", false
+	}
+	lf := strings.Fields(left)
+	rf := strings.Fields(right)
+	if len(lf) < 5 || len(rf) < 3 {
+		return "", "", "", false
+	}
+	return unescapeMountinfo(lf[4]), rf[0], rf[2], true
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space, ...).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			o := s[i+1 : i+4]
+			if len(o) == 3 && o[0] >= '0' && o[0] <= '3' && o[1] >= '0' && o[1] <= '7' && o[2] >= '0' && o[2] <= '7' {
+				b.WriteByte((o[0]-'0')<<6 | (o[1]-'0')<<3 | (o[2] - '0'))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// v2Parent is the directory under which sandbox cgroups go on cgroup2.
+func (h cgroupHost) v2Parent(configured string) string {
+	if h.v2Mount == "" {
+		return ""
+	}
+	if configured != "" {
+		return filepath.Join(h.v2Mount, configured)
+	}
+	own := h.v2Own
+	if own == "" || own == "/" {
+		return filepath.Join(h.v2Mount, "airlock")
+	}
+	return filepath.Join(h.v2Mount, filepath.Dir(own), "airlock")
+}
+
+// v1Parent is the directory for controller c under which sandbox cgroups go.
+func (h cgroupHost) v1Parent(c, configured string) string {
+	mp, ok := h.v1Mount[c]
+	if !ok {
+		return ""
+	}
+	if configured == "" {
+		configured = "airlock"
+	}
+	return filepath.Join(mp, configured)
+}
+
+// v2Controllers lists controllers the cgroup2 hierarchy offers at dir.
+func v2Controllers(dir string) map[string]bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return nil
+	}
+	m := map[string]bool{}
+	for _, c := range strings.Fields(string(b)) {
+		m[c] = true
+	}
+	return m
+}

@@ -1,0 +1,44 @@
+package native
+
+// initConfig is everything the init needs, computed by the host and passed
+// as JSON in a memfd (fd 3). The init trusts it (it comes from the host,
+// before anything untrusted runs) but validates its shape.
+type initConfig struct {
+	ID            string    `json:"id"`
+	Hostname      string    `json:"hostname"`
+	RootSize      int64     `json:"root_size"`
+	Mounts        []mountOp `json:"mounts"`
+	Landlock      []llRule  `json:"landlock,omitempty"`
+	UseLandlock   bool      `json:"use_landlock"`
+	Seccomp       []bpfInsn `json:"seccomp,omitempty"`
+	SeccompNotify bool      `json:"seccomp_notify"`
+	Rlimits       []rlimit  `json:"rlimits,omitempty"`
+	// Exec, when set, makes the init run this command itself (stdio
+	// inherited) instead of serving the agent protocol: the backend's own
+	// tests use it to check confinement independently of the agent.
+	Exec    []string `json:"exec,omitempty"`
+	Env     []string `json:"env,omitempty"`
+	Workdir string   `json:"workdir,omitempty"`
+}
+
+type rlimit struct {
+	Resource int    `json:"r"`
+	Cur      uint64 `json:"c"`
+	Max      uint64 `json:"m"`
+}
+
+// initStatus is the init's one report to the host over the control socket:
+// setup failed (Error, Stage) or succeeded (with the seccomp listener fd
+// attached when notification is used).
+type initStatus struct {
+	OK    bool   `json:"ok"`
+	Stage string `json:"stage,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// File descriptors the init inherits.
+const (
+	fdConfig  = 3 // memfd with the JSON initConfig
+	fdControl = 4 // SOCK_SEQPACKET to the host: "go" in, initStatus out
+	fdChannel = 5 // byte stream for the agent session
+)

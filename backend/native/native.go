@@ -1,0 +1,64 @@
+package native
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// Config configures the native backend.
+type Config struct {
+	// AgentBinary is the airlock binary started as each sandbox's init.
+	// Empty means /proc/self/exe (this binary).
+	AgentBinary string
+	// Log is the backend's logger; nil discards.
+	Log *slog.Logger
+	// StateDir holds per-sandbox state (placeholders to remove) so that
+	// Cleanup can undo a crashed host's work. Empty: /run/airlock/native as
+	// root, $XDG_RUNTIME_DIR/airlock/native (or the temp dir) otherwise.
+	StateDir string
+	// CgroupParent is the cgroup (path relative to each hierarchy's root)
+	// under which sandbox cgroups are made. Empty: "airlock" next to our
+	// own cgroup on v2, "airlock" at each v1 controller's root.
+	CgroupParent string
+}
+
+// Name is the policy name of this backend.
+const Name = "native"
+
+// InitCommand is the hidden subcommand that runs a sandbox's init.
+const InitCommand = "__native-init"
+
+// Backend is the native sandbox backend. Create it with New.
+type Backend struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns the native backend.
+func New(cfg Config) *Backend {
+	if cfg.AgentBinary == "" {
+		cfg.AgentBinary = "/proc/self/exe"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = defaultStateDir()
+	}
+	return &Backend{cfg: cfg, log: cfg.Log.With("backend", Name)}
+}
+
+// Name returns "native".
+func (b *Backend) Name() string { return Name }
+
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/airlock/native"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "airlock", "native")
+	}
+	return filepath.Join(os.TempDir(), "airlock-"+strconv.Itoa(os.Geteuid()), "native")
+}

@@ -1,0 +1,364 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Mount operation kinds the init understands.
+const (
+	opBind     = "bind"     // bind Src (host path) at Dst, recursively
+	opTmpfs    = "tmpfs"    // fresh tmpfs at Dst
+	opProc     = "proc"     // fresh procfs at Dst plus masks
+	opDev      = "dev"      // minimal /dev at Dst
+	opSymlink  = "symlink"  // symlink Dst -> Link
+	opFile     = "file"     // read-only file with Data at Dst
+	opDenyDir  = "denydir"  // empty inaccessible tmpfs over a directory
+	opDenyFile = "denyfile" // empty inaccessible file over a file
+)
+
+// mountOp is one step of the root filesystem plan, computed on the host and
+// executed by the init in order.
+type mountOp struct {
+	Kind string `json:"k"`
+	Src  string `json:"s,omitempty"`
+	Dst  string `json:"d"`
+	RO   bool   `json:"ro,omitempty"`
+	Dir  bool   `json:"dir,omitempty"` // bind: source is a directory
+	Mode uint32 `json:"m,omitempty"`
+	Size int64  `json:"z,omitempty"` // tmpfs size in bytes (0: kernel default)
+	Data []byte `json:"b,omitempty"`
+	Link string `json:"l,omitempty"`
+}
+
+// placeholder is a file or directory the host created in the workspace as
+// a mount point for a protected path that did not exist.
+type placeholder struct {
+	Path string `json:"path"`
+	Dir  bool   `json:"dir"`
+}
+
+// fsPlan is the filesystem part of a sandbox: the mount plan and the
+// Landlock rules matching it.
+type fsPlan struct {
+	Mounts       []mountOp
+	Landlock     []llRule
+	Placeholders []placeholder // created on the host, in creation order
+}
+
+// protectedDirs are the protected entries that are directories.
+var protectedDirs = map[string]bool{
+	".git/hooks": true, ".git/modules": true, ".config/git": true, ".config/fish": true,
+	".ssh": true, ".idea": true, ".devcontainer": true,
+}
+
+// buildPlan turns a resolved policy into a mount plan. It checks every
+// host path it needs (a missing read_only path is ErrInvalid) and creates
+// protected-path placeholders last, so an error before that leaves nothing.
+func buildPlan(pol *policy.Policy, files []sandbox.File) (*fsPlan, error) {
+	f := pol.Filesystem
+	p := &fsPlan{}
+	var binds []string // Dst of every bind: deny paths outside them are moot
+	addBind := func(src, dst string, ro bool, field string, optional bool) error {
+		fi, err := os.Lstat(src)
+		if err != nil {
+			if optional && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("%s %s: %w: %v", field, src, sandbox.ErrInvalid, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 && src == dst {
+			if target, err := os.Readlink(src); err == nil && topLevel(dst) {
+				p.Mounts = append(p.Mounts, mountOp{Kind: opSymlink, Dst: dst, Link: target})
+				return nil
+			}
+			fi, err = os.Stat(src)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w: %v", field, src, sandbox.ErrInvalid, err)
+			}
+		}
+		p.Mounts = append(p.Mounts, mountOp{Kind: opBind, Src: src, Dst: dst, RO: ro, Dir: fi.IsDir()})
+		binds = append(binds, dst)
+		access := llReadExec
+		if !ro {
+			access = llReadWrite
+		}
+		if !fi.IsDir() {
+			access &= llFileRights
+		}
+		p.Landlock = append(p.Landlock, llRule{Access: access, Path: dst})
+		return nil
+	}
+
+	if f.Rootfs != "" {
+		ents, err := os.ReadDir(f.Rootfs)
+		if err != nil {
+			return nil, fmt.Errorf("rootfs %s: %w: %v", f.Rootfs, sandbox.ErrInvalid, err)
+		}
+		for _, e := range ents {
+			switch e.Name() {
+			case "proc", "dev", "sys", "tmp":
+				continue
+			}
+			src := filepath.Join(f.Rootfs, e.Name())
+			dst := "/" + e.Name()
+			if e.Type()&fs.ModeSymlink != 0 {
+				target, err := os.Readlink(src)
+				if err != nil {
+					return nil, fmt.Errorf("rootfs %s: %w: %v", src, sandbox.ErrInvalid, err)
+				}
+				p.Mounts = append(p.Mounts, mountOp{Kind: opSymlink, Dst: dst, Link: target})
+				continue
+			}
+			if err := addBind(src, dst, true, "rootfs", false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, ro := range f.ReadOnly {
+		if err := addBind(ro, ro, true, "read_only path", f.Rootfs == "" && isSystemDir(ro)); err != nil {
+			return nil, err
+		}
+	}
+	// Fresh kernel filesystems and private tmpfs.
+	p.Mounts = append(p.Mounts,
+		mountOp{Kind: opProc, Dst: "/proc"},
+		mountOp{Kind: opDev, Dst: "/dev", Size: 64 << 20},
+		mountOp{Kind: opTmpfs, Dst: "/tmp", Mode: 0o1777, Size: int64(pol.Limits.DiskBytes)},
+	)
+	p.Landlock = append(p.Landlock,
+		llRule{Access: llRead, Path: "/proc"},
+		llRule{Access: llReadWrite, Path: "/tmp"},
+		llRule{Access: llReadWrite, Path: "/dev/shm"},
+		llRule{Access: llDevRights, Path: "/dev/pts"},
+	)
+	for _, d := range devNodes {
+		p.Landlock = append(p.Landlock, llRule{Access: llDevRights &^ llReadDir, Path: "/dev/" + d})
+	}
+	for _, t := range f.Tmpfs {
+		if t == "/tmp" {
+			continue
+		}
+		p.Mounts = append(p.Mounts, mountOp{Kind: opTmpfs, Dst: t, Mode: 0o755, Size: int64(pol.Limits.DiskBytes)})
+		p.Landlock = append(p.Landlock, llRule{Access: llReadWrite, Path: t})
+	}
+	ws := f.WorkspacePath()
+	if ws != "" {
+		if err := addBind(ws, ws, false, "workspace", false); err != nil {
+			return nil, err
+		}
+	}
+	for _, rw := range f.ReadWrite {
+		if err := addBind(rw, rw, false, "read_write path", false); err != nil {
+			return nil, err
+		}
+	}
+	for i, file := range files {
+		if !filepath.IsAbs(file.Path) || filepath.Clean(file.Path) != file.Path {
+			return nil, fmt.Errorf("file %d path %q: %w: not absolute and clean", i, file.Path, sandbox.ErrInvalid)
+		}
+		mode := file.Mode & 0o777
+		if mode == 0 {
+			mode = 0o444
+		}
+		p.Mounts = append(p.Mounts, mountOp{Kind: opFile, Dst: file.Path, Data: file.Data, Mode: mode &^ 0o222})
+		p.Landlock = append(p.Landlock, llRule{Access: llRead & llFileRights, Path: file.Path})
+	}
+	for _, d := range f.Deny {
+		if !under(d, binds) {
+			continue // not visible in the sandbox at all
+		}
+		fi, err := os.Stat(d)
+		if err != nil {
+			continue // nothing there to hide
+		}
+		if fi.IsDir() {
+			p.Mounts = append(p.Mounts, mountOp{Kind: opDenyDir, Dst: d})
+		} else {
+			p.Mounts = append(p.Mounts, mountOp{Kind: opDenyFile, Dst: d})
+		}
+	}
+	sortMounts(p.Mounts)
+	// Protected workspace config comes last: it creates host placeholders.
+	if ws != "" {
+		ops, ph, err := protectConfig(ws, pol.ProtectedPaths())
+		if err != nil {
+			removePlaceholders(ph)
+			return nil, err
+		}
+		p.Mounts = append(p.Mounts, ops...)
+		p.Placeholders = ph
+	}
+	// Deny ops must follow every bind that could cover their path,
+	// including protected ones inside the workspace.
+	sortMounts(p.Mounts)
+	return p, nil
+}
+
+func topLevel(p string) bool { return strings.Count(p, "/") == 1 }
+
+func isSystemDir(p string) bool {
+	for _, s := range policy.SystemDirs {
+		if s == p {
+			return true
+		}
+	}
+	return false
+}
+
+// under reports whether path is one of roots or below one.
+func under(path string, roots []string) bool {
+	for _, r := range roots {
+		if path == r || r == "/" || strings.HasPrefix(path, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// sortMounts orders operations so that a mount point's parents come first;
+// among operations on the same path the plan's order is kept, except that
+// deny operations go after everything else on that path.
+func sortMounts(ops []mountOp) {
+	rank := func(o mountOp) int {
+		if o.Kind == opDenyDir || o.Kind == opDenyFile {
+			return 1
+		}
+		return 0
+	}
+	sort.SliceStable(ops, func(i, j int) bool {
+		di, dj := depth(ops[i].Dst), depth(ops[j].Dst)
+		if di != dj {
+			return di < dj
+		}
+		if ops[i].Dst == ops[j].Dst {
+			return rank(ops[i]) < rank(ops[j])
+		}
+		return false
+	})
+}
+
+// protectConfig returns read-only self-binds for the workspace's protected
+// config paths, creating empty placeholders (and missing parents) for those
+// that do not exist yet, and makes .git a mount point so it cannot be
+// renamed away. The placeholders are returned even on error, for removal.
+func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) {
+	var ops []mountOp
+	var ph []placeholder
+	gitDir := filepath.Join(ws, ".git")
+	gi, gerr := os.Lstat(gitDir)
+	hasGit := gerr == nil && gi.IsDir()
+	if hasGit {
+		ops = append(ops, mountOp{Kind: opBind, Src: gitDir, Dst: gitDir, Dir: true})
+	}
+	for _, p := range paths {
+		rel, err := filepath.Rel(ws, p)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			continue
+		}
+		if strings.HasPrefix(rel, ".git/") && !hasGit {
+			continue // not a git repository (or a worktree's .git file)
+		}
+		fi, err := os.Lstat(p)
+		switch {
+		case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+			// A mount would land on the link's target; the link itself
+			// stays in a writable directory. Documented limitation.
+			continue
+		case err == nil:
+			ops = append(ops, mountOp{Kind: opBind, Src: p, Dst: p, RO: true, Dir: fi.IsDir()})
+			continue
+		case !errors.Is(err, fs.ErrNotExist):
+			return ops, ph, fmt.Errorf("protect %s: %w", p, err)
+		}
+		// Create missing parents (inside the workspace) and the placeholder.
+		made, err := makePlaceholder(ws, p, protectedDirs[rel])
+		ph = append(ph, made...)
+		if err != nil {
+			return ops, ph, fmt.Errorf("protect %s: create placeholder: %w", p, err)
+		}
+		ops = append(ops, mountOp{Kind: opBind, Src: p, Dst: p, RO: true, Dir: protectedDirs[rel]})
+	}
+	return ops, ph, nil
+}
+
+func makePlaceholder(ws, p string, dir bool) ([]placeholder, error) {
+	var made []placeholder
+	parent := filepath.Dir(p)
+	var missing []string
+	for d := parent; d != ws && len(d) > len(ws); d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return made, fmt.Errorf("%s is not a directory", d)
+			}
+			break
+		}
+		missing = append(missing, d)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o755); err != nil {
+			return made, err
+		}
+		made = append(made, placeholder{Path: missing[i], Dir: true})
+	}
+	if dir {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return made, err
+		}
+	} else {
+		fd, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return made, err
+		}
+		fd.Close()
+	}
+	return append(made, placeholder{Path: p, Dir: dir}), nil
+}
+
+// removePlaceholders removes, newest first, the placeholders that are still
+// empty (something else may have been put there from outside meanwhile).
+func removePlaceholders(ph []placeholder) error {
+	var errs []error
+	for i := len(ph) - 1; i >= 0; i-- {
+		p := ph[i]
+		fi, err := os.Lstat(p.Path)
+		if err != nil {
+			continue
+		}
+		if p.Dir {
+			if fi.IsDir() {
+				if err := os.Remove(p.Path); err != nil && !isNotEmpty(err) {
+					errs = append(errs, err)
+				}
+			}
+			continue
+		}
+		if fi.Mode().IsRegular() && fi.Size() == 0 {
+			if err := os.Remove(p.Path); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isNotEmpty(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && (strings.Contains(pe.Err.Error(), "not empty") || strings.Contains(pe.Err.Error(), "exists"))
+}
