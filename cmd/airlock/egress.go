@@ -5,20 +5,28 @@ import (
 	"log/slog"
 
 	"github.com/airlock-dev/airlock/audit"
-	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // runEgress is the egress proxy of one `airlock run` sandbox.
-type runEgress struct{}
+type runEgress struct{ p *egress.Proxy }
 
-func (e *runEgress) summary() []string { return nil }
+// summary is the egress part of the --json result.
+func (e *runEgress) summary() *egress.Stats {
+	s := e.p.Stats()
+	return &s
+}
 
 // setupEgress starts the egress proxy for spec when its policy allows any
-// network, and adds its environment and files to spec.
+// network or carries secrets, and adds its environment and files to spec.
 func setupEgress(spec *sandbox.Spec, sink audit.Sink, log *slog.Logger) (*runEgress, error) {
-	if spec.Policy.Network.Mode == "" || spec.Policy.Network.Mode == policy.NetworkNone {
+	p, err := egress.Attach(spec, sink, log)
+	if err != nil {
+		return nil, fmt.Errorf("egress: %w", err)
+	}
+	if p == nil {
 		return nil, nil
 	}
-	return nil, fmt.Errorf("network mode %q: egress proxy: %w", spec.Policy.Network.Mode, sandbox.ErrUnavailable)
+	return &runEgress{p: p}, nil
 }

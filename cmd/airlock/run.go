@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -38,18 +39,18 @@ type runFlags struct {
 
 // runResult is what --json prints: a machine-readable summary.
 type runResult struct {
-	Sandbox         string   `json:"sandbox"`
-	Backend         string   `json:"backend"`
-	ExitCode        int      `json:"exit_code"`
-	Signal          int      `json:"signal,omitempty"`
-	TimedOut        bool     `json:"timed_out,omitempty"`
-	OOM             bool     `json:"oom,omitempty"`
-	OutputTruncated bool     `json:"output_truncated,omitempty"`
-	DurationMS      float64  `json:"duration_ms"`
-	MemoryPeakBytes int64    `json:"memory_peak_bytes"`
-	Violations      int      `json:"violations"`
-	Egress          []string `json:"egress,omitempty"`
-	Error           string   `json:"error,omitempty"`
+	Sandbox         string        `json:"sandbox"`
+	Backend         string        `json:"backend"`
+	ExitCode        int           `json:"exit_code"`
+	Signal          int           `json:"signal,omitempty"`
+	TimedOut        bool          `json:"timed_out,omitempty"`
+	OOM             bool          `json:"oom,omitempty"`
+	OutputTruncated bool          `json:"output_truncated,omitempty"`
+	DurationMS      float64       `json:"duration_ms"`
+	MemoryPeakBytes int64         `json:"memory_peak_bytes"`
+	Violations      int           `json:"violations"`
+	Egress          *egress.Stats `json:"egress,omitempty"`
+	Error           string        `json:"error,omitempty"`
 }
 
 func runRun(args []string) int {
