@@ -137,18 +137,6 @@ func TestExecSignal(t *testing.T) {
 	}
 }
 
-// waitFor polls cond; a test that never gets there fails on its deadline.
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestExecStdinStreaming(t *testing.T) {
 	g := startGuest(t, guestOptions{})
 	ctx := testCtx(t)

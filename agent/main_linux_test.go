@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 		// The channel is fd 3 (ExtraFiles[0]).
 		conn := os.NewFile(3, "channel")
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		if os.Getenv("AGENT_TEST_NO_OPENAT2") != "" {
+			noOpenat2.Store(true)
+		}
 		if os.Getenv("AGENT_TEST_MOUNT_PROC") != "" {
 			mountProc()
 		}
@@ -185,12 +188,6 @@ func startGuest(t testing.TB, o guestOptions) *guestProcess {
 	return g
 }
 
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 type result struct {
 	stdout, stderr string
 	status         sandbox.ExitStatus
@@ -228,4 +225,3 @@ func mustRun(t testing.TB, c *Client, req sandbox.ExecRequest) result {
 	}
 	return r
 }
-
