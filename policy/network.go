@@ -1,17 +1,33 @@
 package policy
 
 import (
+	"errors"
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
+)
+
+// idnaProfile maps international names to their ASCII (xn--) form and
+// rejects malformed ones, with the same options as the egress proxy, so
+// both read a name the same way.
+var idnaProfile = idna.New(
+	idna.MapForLookup(),
+	idna.BidiRule(),
+	idna.ValidateLabels(true),
+	idna.CheckHyphens(false),
+	idna.StrictDomainName(true),
+	idna.VerifyDNSLength(true),
 )
 
 // NetworkEntry is one parsed network.allow / network.deny entry (also the
 // hosts of a secret): a host name, a "*." wildcard host name, an IP address
 // or a CIDR, each with an optional port.
 type NetworkEntry struct {
-	// Host is the lower-case host name without the "*." prefix; "" for an
-	// address or CIDR.
+	// Host is the lower-case ASCII host name (international names in their
+	// xn-- form) without the "*." prefix; "" for an address or CIDR.
 	Host string
 	// Wildcard: "*.example.com" matches every name below example.com (any
 	// depth), not example.com itself.
@@ -23,24 +39,44 @@ type NetworkEntry struct {
 }
 
 // ParseNetworkEntry parses "example.com", "*.example.com:443", "10.0.0.0/8",
-// "192.0.2.1:8080", "[2001:db8::1]:443" or "2001:db8::/32". Junk (schemes,
-// paths, a bare "*", empty labels, bad ports) is an ErrInvalid error.
+// "10.0.0.0/8:5432", "192.0.2.1:8080", "[2001:db8::1]:443", "2001:db8::1" or
+// "2001:db8::/32". Junk (schemes, paths, a bare "*", "*.com", empty labels,
+// malformed international or non-canonical numeric names, bad ports) is an ErrInvalid
+// error. It accepts a subset of what the egress proxy's rule parser
+// accepts, and String gives a form that parser reads the same way.
 func ParseNetworkEntry(s string) (NetworkEntry, error) {
 	var e NetworkEntry
 	orig := s
 	if s == "" {
 		return e, invalidf("empty network entry")
 	}
-	if strings.ContainsAny(s, " \t\r\n\x00") {
-		return e, invalidf("%q: contains white space or control characters", orig)
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] == 0x7f {
+			return e, invalidf("%q: contains white space or control characters", orig)
+		}
 	}
 	if strings.Contains(s, "://") {
 		return e, invalidf("%q: want a host name, address or CIDR, not a URL", orig)
 	}
-	if strings.Contains(s, "/") {
+	if i := strings.LastIndexByte(s, '/'); i >= 0 {
+		if j := strings.IndexByte(s[i:], ':'); j >= 0 {
+			n, ok := parsePort(s[i+j+1:])
+			if !ok {
+				return e, invalidf("%q: bad port %q (want 1-65535)", orig, s[i+j+1:])
+			}
+			e.Port = n
+			s = s[:i+j]
+		}
 		pfx, err := netip.ParsePrefix(s)
-		if err != nil {
-			return e, invalidf("%q: bad CIDR (want e.g. 10.0.0.0/8)", orig)
+		if err != nil || pfx.Addr().Zone() != "" {
+			return e, invalidf("%q: bad CIDR (want e.g. 10.0.0.0/8 or 10.0.0.0/8:5432)", orig)
+		}
+		if pfx.Addr().Is4In6() {
+			// ::ffff:10.0.0.0/104 is 10.0.0.0/8: targets are unmapped.
+			if pfx.Bits() < 96 {
+				return e, invalidf("%q: IPv4-mapped CIDR shorter than /96", orig)
+			}
+			pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
 		}
 		e.Prefix = pfx.Masked()
 		return e, nil
@@ -71,8 +107,8 @@ func ParseNetworkEntry(s string) (NetworkEntry, error) {
 		host, port, hasPort = strings.Cut(s, ":")
 	}
 	if hasPort {
-		n, err := strconv.Atoi(port)
-		if err != nil || n < 1 || n > 65535 || port[0] == '0' || port[0] == '+' {
+		n, ok := parsePort(port)
+		if !ok {
 			return e, invalidf("%q: bad port %q (want 1-65535)", orig, port)
 		}
 		e.Port = n
@@ -81,6 +117,7 @@ func ParseNetworkEntry(s string) (NetworkEntry, error) {
 		if a.Zone() != "" {
 			return e, invalidf("%q: zoned addresses are not supported", orig)
 		}
+		a = a.Unmap()
 		e.Prefix = netip.PrefixFrom(a, a.BitLen())
 		return e, nil
 	}
@@ -91,8 +128,33 @@ func ParseNetworkEntry(s string) (NetworkEntry, error) {
 		e.Wildcard = true
 		host = h
 	}
+	if strings.HasSuffix(host, ".") {
+		return e, invalidf("%q: host name ends with a dot", orig)
+	}
+	if strings.Contains(host, "*") {
+		return e, invalidf("%q: a wildcard is only allowed as a leading \"*.\" (use network.mode: open to allow everything)", orig)
+	}
+	if !utf8.ValidString(host) {
+		return e, invalidf("%q: not valid UTF-8", orig)
+	}
+	ascii, err := idnaProfile.ToASCII(host)
+	if err == nil {
+		// The stored form must read back as itself.
+		var again string
+		again, err = idnaProfile.ToASCII(ascii)
+		if err == nil && again != ascii {
+			err = errors.New("not stable")
+		}
+	}
+	if err != nil {
+		return e, invalidf("%q: not a valid host name (%v)", orig, err)
+	}
+	host = ascii
 	if err := checkHostName(host); err != nil {
 		return e, invalidf("%q: %s", orig, message(err))
+	}
+	if e.Wildcard && !strings.Contains(host, ".") {
+		return e, invalidf("%q: a wildcard must cover at least two labels (use network.mode: open to allow everything)", orig)
 	}
 	e.Host = strings.ToLower(host)
 	return e, nil
@@ -124,14 +186,14 @@ func checkHostName(h string) error {
 		}
 		for i := 0; i < len(l); i++ {
 			c := l[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
 				return invalidf("character %q not allowed in a host name", c)
 			}
 		}
 	}
-	last := labels[len(labels)-1]
-	if strings.Trim(last, "0123456789") == "" {
-		return invalidf("not a valid IP address or host name")
+	last := strings.ToLower(labels[len(labels)-1])
+	if strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x") && strings.Trim(last[2:], "0123456789abcdef") == "" {
+		return invalidf("not a valid IP address or host name (IPv4 addresses in dotted decimal only)")
 	}
 	return nil
 }
@@ -147,11 +209,11 @@ func (e NetworkEntry) String() string {
 		}
 	case e.Prefix.IsValid() && e.Prefix.IsSingleIP():
 		h = e.Prefix.Addr().String()
-		if e.Port != 0 && e.Prefix.Addr().Is6() {
+		if e.Prefix.Addr().Is6() {
 			h = "[" + h + "]"
 		}
 	default:
-		return e.Prefix.String()
+		h = e.Prefix.String()
 	}
 	if e.Port != 0 {
 		h += ":" + strconv.Itoa(e.Port)
@@ -185,6 +247,20 @@ func (e NetworkEntry) MatchAddr(a netip.Addr, port int) bool {
 		return false
 	}
 	return e.Prefix.IsValid() && e.Prefix.Contains(a.Unmap())
+}
+
+// parsePort accepts a decimal port 1-65535 without sign or leading zeros.
+func parsePort(s string) (int, bool) {
+	if s == "" || len(s) > 5 || s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, _ := strconv.Atoi(s)
+	return n, n >= 1 && n <= 65535
 }
 
 // checkNetworkEntry is ParseNetworkEntry as a validation message.

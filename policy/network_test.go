@@ -13,15 +13,21 @@ func TestParseNetworkEntry(t *testing.T) {
 		"*.example.com":         "*.example.com",
 		"*.example.com:443":     "*.example.com:443",
 		"localhost":             "localhost",
-		"my_host.internal:80":   "my_host.internal:80",
+		"my-host.internal:80":   "my-host.internal:80",
+		"10.0.0.0/8:5432":       "10.0.0.0/8:5432",
+		"::ffff:10.0.0.0/104":   "10.0.0.0/8",
+		"::ffff:10.1.2.3":       "10.1.2.3",
+		"[::]":                  "[::]",
 		"10.0.0.0/8":            "10.0.0.0/8",
 		"10.1.2.3/8":            "10.0.0.0/8",
 		"192.0.2.1":             "192.0.2.1",
 		"192.0.2.1:8080":        "192.0.2.1:8080",
-		"2001:db8::1":           "2001:db8::1",
+		"2001:db8::1":           "[2001:db8::1]",
 		"[2001:db8::1]:443":     "[2001:db8::1]:443",
 		"2001:db8::/32":         "2001:db8::/32",
 		"xn--bcher-kva.example": "xn--bcher-kva.example",
+		"Bücher.example:443":    "xn--bcher-kva.example:443",
+		"*.bücher.example":      "*.xn--bcher-kva.example",
 	}
 	for in, want := range good {
 		e, err := ParseNetworkEntry(in)
@@ -38,7 +44,8 @@ func TestParseNetworkEntry(t *testing.T) {
 		"example.com:0", "example.com:65536", "example.com:080", "example.com:http", "example.com.",
 		"exa mple.com", "a..b", "-a.com", "a-.com", "1.2.3.4.5", "300.1.1.1", "10.0.0.0/40",
 		"[2001:db8::1", "[10.0.0.1]:80", "[::1]x", "fe80::1%eth0", "a:b:c:d:e:f:g:h:i",
-		"ex\x00ample.com", "ex\nample.com", "ex@mple.com",
+		"ex\x00ample.com", "ex\nample.com", "ex@mple.com", "*.com", "my_host.internal", "xn--0.example", "a..b.com",
+		"0x7f.1", "10.0.0.0/8:0", "::ffff:0:0/90", "127.1", "010.0.0.1",
 		string(make([]byte, 300)),
 	}
 	for _, in := range bad {
