@@ -100,4 +100,3 @@ func attackFlood(p params) {
 	fmt.Fprintf(os.Stderr, "ESCAPED: wrote %d MiB of output\n", capMB)
 	os.Exit(exitEscaped)
 }
-

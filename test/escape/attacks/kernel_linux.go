@@ -129,7 +129,7 @@ func attackKeyctl(params) {
 	escaped("add_key created key %d in the kernel keyring", id)
 }
 
-func attackModuleLoad(params) {
+func attackModuleLoad(p params) {
 	fd, err := unix.MemfdCreate("module", 0)
 	if err != nil {
 		fail("memfd_create: %v", err)
@@ -139,6 +139,8 @@ func attackModuleLoad(params) {
 	switch {
 	case err == nil:
 		escaped("finit_module accepted a module")
+	case errors.Is(err, unix.ENOSYS) && p["unconfined"] == "1":
+		notApplicable("this kernel has no module loader (finit_module: %v)", err)
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES), errors.Is(err, unix.ENOSYS):
 		blocked("finit_module: %v", err)
 	default:
@@ -232,32 +234,45 @@ func capNames(n uint64) string {
 	return strings.Join(out, ",") + ",..."
 }
 
-// attackMknodDisk creates a device node for the disk holding dir and reads
-// its first sector.
+// attackMknodDisk creates device nodes for the host's kernel log and for
+// the disk holding dir, and reads through them.
 func attackMknodDisk(p params) {
 	dir := p.get("dir")
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
 		fail("stat %s: %v", dir, err)
 	}
-	node := filepath.Join(dir, "airlock-disk-node")
-	_ = os.Remove(node)
-	if err := unix.Mknod(node, unix.S_IFBLK|0o600, int(st.Dev)); err != nil {
-		blocked("mknod block %d:%d: %v", unix.Major(st.Dev), unix.Minor(st.Dev), err)
+	var errs []string
+	for _, d := range []struct {
+		name string
+		mode uint32
+		dev  uint64
+	}{
+		{"kmsg", unix.S_IFCHR, unix.Mkdev(1, 11)},
+		{"disk", unix.S_IFBLK, st.Dev},
+	} {
+		node := filepath.Join(dir, "airlock-node-"+d.name)
+		_ = os.Remove(node)
+		if err := unix.Mknod(node, d.mode|0o600, int(d.dev)); err != nil {
+			errs = append(errs, fmt.Sprintf("mknod %s %d:%d: %v", d.name, unix.Major(d.dev), unix.Minor(d.dev), err))
+			continue
+		}
+		fd, err := unix.Open(node, unix.O_RDONLY|unix.O_NONBLOCK, 0)
+		os.Remove(node)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("mknod %s worked but open refused: %v", d.name, err))
+			continue
+		}
+		buf := make([]byte, 8192)
+		n, err := unix.Read(fd, buf)
+		unix.Close(fd)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Sprintf("open %s worked but read refused: %v", d.name, err))
+			continue
+		}
+		escaped("read %d bytes of the host through a %s device node: %s", n, d.name, short(buf[:n]))
 	}
-	defer os.Remove(node)
-	f, err := os.Open(node)
-	if err != nil {
-		blocked("mknod worked but open refused: %v", err)
-	}
-	buf := make([]byte, 512)
-	n, err := f.Read(buf)
-	f.Close()
-	if err != nil {
-		blocked("open worked but read refused: %v", err)
-	}
-	os.Remove(node)
-	escaped("read %d raw bytes of block device %d:%d", n, unix.Major(st.Dev), unix.Minor(st.Dev))
+	blocked("%s", strings.Join(errs, "; "))
 }
 
 // attackSysctlWrite writes a host-global sysctl back with its own value.
@@ -342,7 +357,7 @@ func attackReplaceBinary(p params) {
 	}
 	for _, path := range paths {
 		if f, err := os.OpenFile(path, os.O_WRONLY, 0); err == nil {
-			_, werr := f.WriteAt([]byte("#!/bin/sh\n"), 0)
+			_, werr := f.WriteAt([]byte("#!/bin/sh\n# airlock-escape\n"), 0)
 			f.Close()
 			if werr == nil {
 				escaped("overwrote %s in place", path)
@@ -352,7 +367,7 @@ func attackReplaceBinary(p params) {
 			errs = append(errs, err.Error())
 		}
 		tmp := path + ".airlock-escape"
-		if err := os.WriteFile(tmp, []byte("#!/bin/sh\necho replaced\n"), 0o755); err != nil {
+		if err := os.WriteFile(tmp, []byte("#!/bin/sh\n# airlock-escape\necho replaced\n"), 0o755); err != nil {
 			errs = append(errs, err.Error())
 			continue
 		}

@@ -108,3 +108,7 @@ func short(b []byte) string {
 	}
 	return fmt.Sprintf("%q", b)
 }
+
+func init() {
+	register("ping", func(params) { fmt.Println("pong"); os.Exit(exitEscaped) })
+}
