@@ -28,20 +28,20 @@ import (
 )
 
 type fixture struct {
-	root      string // /var/tmp/airlock-escape-*: everything else lives here
-	home      string // fake $HOME of the host user
-	sshKey    string
-	hostRC    string // $HOME/.bashrc
-	policyCfg string // $HOME/.config/airlock/policy.yaml
-	otherHome string // /home/airlock-bait-*: another user's home
-	otherKey  string
-	dataDir   string // /var/lib/airlock-bait-*: the server's data dir
-	dataFile  string
-	outside   string // a host dir outside every workspace
-	etcFile   string // /etc/airlock-escape-*: must never appear
-	token     string // bait secret, in every bait file
-	agentBin  string // copy of the airlock binary the backends start
-	agentSum  string
+	root       string // /var/tmp/airlock-escape-*: everything else lives here
+	home       string // fake $HOME of the host user
+	sshKey     string
+	hostRC     string // $HOME/.bashrc
+	policyCfg  string // $HOME/.config/airlock/policy.yaml
+	otherHome  string // /home/airlock-bait-*: another user's home
+	otherKey   string
+	dataDir    string // /var/lib/airlock-bait-*: the server's data dir
+	dataFile   string
+	outside    string // a host dir outside every workspace
+	etcFile    string // /etc/airlock-escape-*: must never appear
+	token      string // bait secret, in every bait file
+	agentBin   string // copy of the airlock binary the backends start
+	agentSum   string
 	standInBin string // another copy, the target of the unconfined replace proof
 	attacksBin string
 
