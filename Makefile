@@ -36,7 +36,7 @@ bench: build
 	./scripts/bench.sh
 
 escape: build
-	AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./test/escape -run TestEscape -v
+	AIRLOCK_BIN=$(CURDIR)/$(BIN) AIRLOCK_SCORECARD=$(CURDIR)/docs/escape-scorecard $(GO) test -count=1 -timeout 30m ./test/escape -run TestEscape -v
 
 # WASI interpreter builds for the wasm backend (ruby), checksum-verified,
 # into var/wasm (or $AIRLOCK_WASM_DIR). Idempotent; part of deps.
