@@ -10,9 +10,11 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// Paths of the CA bundle inside the sandbox.
+// Paths of the CA bundle inside the sandbox. CAPath is under /run, not
+// /etc: backends that show the host's /etc read-only (native) cannot make a
+// new directory there, while /run is the sandbox's own on every backend.
 const (
-	CAPath           = "/etc/airlock/ca.pem"
+	CAPath           = "/run/airlock/ca.pem"
 	SystemBundlePath = "/etc/ssl/certs/ca-certificates.crt"
 )
 
