@@ -77,7 +77,7 @@ func TestSandboxEgress(t *testing.T) {
 		<-udpQueries
 	}
 
-	realKey := "sk-live-" + hex.EncodeToString([]byte(t.Name()+time.Now().String()))[:40]
+	realKey := "sk-live-" + hex.EncodeToString([]byte(t.Name() + time.Now().String()))[:40]
 	network := policy.Network{
 		Mode: policy.NetworkAllowlist,
 		// The test servers live on 127.0.0.1, so loopback is allowed for
