@@ -444,7 +444,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	}
 	escapes = append(escapes, f.integrity()...)
 	for _, w := range workspaceChanges(dir) {
-		escapes = append(escapes, "workspace: "+w)
+		escapes = append(escapes, w)
 	}
 	if a.check != nil {
 		if ok, ev := a.check(s); ok {
@@ -456,7 +456,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	}
 	if len(escapes) > 0 {
 		res.Verdict = Escaped
-		res.Evidence = strings.Join(escapes, "; ") + " (attack said: " + res.Evidence + ")"
+		res.Evidence = strings.Join(dedupe(escapes), "; ") + " (attack output: " + line + ")"
 		f.plant(t)
 		f.resetVictims(t, r.attacksBin)
 		if fileSum(f.agentBin) != f.agentSum {
@@ -470,6 +470,19 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 type ready struct {
 	sandbox.Sandbox
 	bin string
+}
+
+func dedupe(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		s = strings.TrimPrefix(s, "workspace: ")
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // createReady creates a sandbox of bk with the attacks binary in its

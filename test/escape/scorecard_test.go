@@ -36,6 +36,7 @@ type scorecard struct {
 	Backends  []backendInfo             `json:"backends"`
 	Attacks   []*row                    `json:"attacks"`
 	Summary   map[string]map[string]int `json:"summary"`
+	Filtered  bool                      `json:"filtered,omitempty"` // ESCAPE_BACKENDS limited the run
 	mu        sync.Mutex
 }
 
@@ -124,6 +125,9 @@ func (c *scorecard) markdown() string {
 		fmt.Fprintf(&b, ", %s", v)
 	}
 	fmt.Fprintf(&b, ". Machine-readable: [escape-scorecard.json](escape-scorecard.json).\n\n")
+	if c.Filtered {
+		fmt.Fprintf(&b, "**Partial run**: ESCAPE_BACKENDS limited the backends tried.\n\n")
+	}
 	fmt.Fprintf(&b, "Each attack first runs **unconfined** on the test host and must succeed there (so a broken attack cannot pass as blocked), then inside a fresh sandbox of every available backend under the `default` profile. **blocked**: the attack failed and the host shows no trace of it; **ESCAPED**: the forbidden thing happened (the attack's own report, or host-side evidence: a bait service reached, a bait file changed, a process left after destroy, the host or a neighbour sandbox unhealthy); **n/a**: the attack cannot be expressed for that backend (reason given).\n\n")
 
 	fmt.Fprintf(&b, "## Summary\n\n| backend | isolation | attacks | blocked | ESCAPED | n/a | error |\n|---|---|---|---|---|---|---|\n")
