@@ -17,7 +17,9 @@ import (
 // needs a policy object.
 type testPolicies struct{}
 
-func (testPolicies) ParseRaw(data []byte) (*policy.Policy, error) { return HostPolicies{}.ParseRaw(data) }
+func (testPolicies) ParseRaw(data []byte) (*policy.Policy, error) {
+	return HostPolicies{}.ParseRaw(data)
+}
 
 func (testPolicies) Resolve(raw *policy.Policy, profile, workspace, rootfs string) (*policy.Policy, error) {
 	return HostPolicies{}.Resolve(raw, profile, workspace, rootfs)
@@ -35,12 +37,30 @@ type testServer struct {
 func newTestServer(t *testing.T, mod func(*Config)) *testServer {
 	t.Helper()
 	dir := t.TempDir()
-	ctx := context.Background()
-	st, err := OpenStore(ctx, dir)
+	st, err := OpenStore(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() })
+	return newTestServerOpts(t, dir, st, nil, mod)
+}
+
+// newTestServerWithStore starts a server on an existing store whose fake
+// backend still holds a leftover sandbox from "before the crash".
+func newTestServerWithStore(t *testing.T, dir string, st *Store) *testServer {
 	fake := sandboxfake.New("fake")
+	if _, err := fake.Create(context.Background(), sandbox.Spec{ID: "sb-a", Policy: &policy.Policy{}}); err != nil {
+		t.Fatal(err)
+	}
+	return newTestServerOpts(t, dir, st, fake, nil)
+}
+
+func newTestServerOpts(t *testing.T, dir string, st *Store, fake *sandboxfake.Backend, mod func(*Config)) *testServer {
+	t.Helper()
+	ctx := context.Background()
+	if fake == nil {
+		fake = sandboxfake.New("fake")
+	}
 	cfg := Config{
 		Backends:       map[string]sandbox.Backend{"fake": fake},
 		DefaultBackend: "fake",
@@ -69,10 +89,7 @@ func newTestServer(t *testing.T, mod func(*Config)) *testServer {
 	go srv.Serve(uln, true)
 	go srv.Serve(tln, false)
 	ts := &testServer{srv: srv, store: st, fake: fake, socket: sock, tcp: "http://" + tln.Addr().String(), dir: dir}
-	t.Cleanup(func() {
-		srv.Shutdown(context.Background())
-		st.Close()
-	})
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	return ts
 }
 

@@ -624,3 +624,15 @@ func (f files) Rename(_ context.Context, from, to string) error {
 	s.files[to] = n
 	return nil
 }
+
+// AddSymlinkIn stores a symlink in live sandbox id (tests of link handling).
+func (b *Backend) AddSymlinkIn(t interface{ Fatalf(string, ...any) }, id, p, target string) {
+	b.mu.Lock()
+	s := b.live[id]
+	b.mu.Unlock()
+	if s == nil {
+		t.Fatalf("no live fake sandbox %q", id)
+		return
+	}
+	s.AddSymlink(p, target)
+}
