@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -59,6 +60,23 @@ func FuzzParse(f *testing.F) {
 		r.src, r2.src = nil, nil
 		if !reflect.DeepEqual(r, r2) {
 			t.Fatalf("shown policy differs:\n%+v\n%+v\n%s", r, r2, out)
+		}
+		// So must its JSON (the HTTP API returns policies as JSON).
+		js, err := json.Marshal(r)
+		if err != nil {
+			t.Fatalf("JSON: %v", err)
+		}
+		p3, err := Parse("api.json", js)
+		if err != nil {
+			t.Fatalf("JSON policy does not parse: %v\n%s", err, js)
+		}
+		r3, err := p3.Resolve(env)
+		if err != nil {
+			t.Fatalf("JSON policy does not resolve: %v\n%s", err, js)
+		}
+		r3.src = nil
+		if !reflect.DeepEqual(r, r3) {
+			t.Fatalf("JSON policy differs:\n%+v\n%+v\n%s", r, r3, js)
 		}
 		_ = r.Environ([]string{"PATH=/bin", "A_TOKEN=x"})
 		_ = r.ProtectedPaths()

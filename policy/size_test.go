@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -67,5 +70,53 @@ func TestParseDuration(t *testing.T) {
 		if got := d.String(); got != want {
 			t.Errorf("String(%v) = %q, want %q", d.D(), got, want)
 		}
+	}
+}
+
+// A resolved policy written as JSON (the HTTP API does) is valid policy
+// input again, and decodes back with encoding/json too.
+func TestPolicyJSONRoundTrip(t *testing.T) {
+	p, _ := Profile("coding-agent")
+	p.Limits.Pids = Unlimited // no limit where the profile has one
+	r, err := p.Resolve(testEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"timeout":"8h"`) || !strings.Contains(string(b), `"memory":4294967296`) {
+		t.Errorf("JSON = %s", b)
+	}
+	back, err := Parse("api.json", b)
+	if err != nil {
+		t.Fatalf("JSON of a resolved policy does not parse as a policy: %v\n%s", err, b)
+	}
+	r2, err := back.Resolve(testEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.src, r2.src = nil, nil
+	if !reflect.DeepEqual(r, r2) {
+		t.Errorf("round trip differs:\n%+v\n%+v", r, r2)
+	}
+	var viaJSON Policy
+	if err := json.Unmarshal(b, &viaJSON); err != nil || viaJSON.Limits.Timeout.D() != 8*time.Hour || viaJSON.Limits.Memory != 4<<30 {
+		t.Errorf("json.Unmarshal: %v %+v", err, viaJSON.Limits)
+	}
+	var d Duration
+	if err := json.Unmarshal([]byte("1500000000"), &d); err != nil || d.D() != 1500*time.Millisecond {
+		t.Errorf("nanoseconds: %v %v", d, err)
+	}
+	if err := json.Unmarshal([]byte(`"-3s"`), &d); err == nil {
+		t.Error("negative duration accepted")
+	}
+	var s ByteSize
+	if err := json.Unmarshal([]byte(`"2Gi"`), &s); err != nil || s != 2<<30 {
+		t.Errorf("size string: %v %v", s, err)
+	}
+	if err := json.Unmarshal([]byte(`-1`), &s); err == nil {
+		t.Error("negative size accepted")
 	}
 }
