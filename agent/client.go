@@ -28,17 +28,17 @@ type Client struct {
 	cancel context.CancelFunc
 	egress chan struct{} // semaphore for concurrent egress streams
 
-	mu       sync.Mutex
-	cfg      GuestConfig
-	hello    bool
-	failErr  error
-	closeErr error
-	closed   bool
+	mu      sync.Mutex
+	cfg     GuestConfig
+	failErr error // why the host ended the session, if it did
+	closed  bool
 }
 
 // NewClient starts the host (yamux client) side of a session over conn.
 // It does not talk to the guest yet: call Hello first. The Client owns conn
-// and closes it on Close or when the session fails.
+// and closes it on Close or when the session fails. conn should be
+// pollable (a net.Conn, e.g. from net.FileConn on a socketpair) so that
+// closing it interrupts a pending read.
 func NewClient(conn io.ReadWriteCloser, opts ClientOptions) (*Client, error) {
 	if conn == nil {
 		return nil, fmt.Errorf("agent client: nil connection: %w", sandbox.ErrInvalid)
@@ -88,7 +88,7 @@ func (c *Client) Hello(ctx context.Context, cfg GuestConfig) error {
 		return fmt.Errorf("agent hello: agent speaks protocol %d, want %d: %w", resp.Version, ProtocolVersion, sandbox.ErrUnavailable)
 	}
 	c.mu.Lock()
-	c.cfg, c.hello = cfg, true
+	c.cfg = cfg
 	c.mu.Unlock()
 	c.log.Debug("agent ready", "agent_pid", resp.PID)
 	return nil
@@ -119,10 +119,7 @@ func (c *Client) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.cancel()
-	err := c.sess.Close()
-	c.mu.Lock()
-	c.closeErr = err
-	c.mu.Unlock()
+	c.sess.Close()
 	return nil
 }
 
@@ -202,6 +199,12 @@ func (c *Client) wrapErr(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%s: %v: %w", op, err, sandbox.ErrClosed)
 	}
 	if c.sess.IsClosed() || errors.Is(err, yamux.ErrSessionShutdown) {
+		c.mu.Lock()
+		why := c.failErr
+		c.mu.Unlock()
+		if why != nil {
+			return fmt.Errorf("%s: agent session closed after %v: %w", op, why, sandbox.ErrClosed)
+		}
 		return fmt.Errorf("%s: agent session closed: %w", op, sandbox.ErrClosed)
 	}
 	return fmt.Errorf("%s: agent stream: %v: %w", op, err, sandbox.ErrClosed)

@@ -339,6 +339,10 @@ func (p *process) output(w io.Writer, b []byte) {
 	if p.limit > 0 {
 		left := p.limit - p.copied
 		if left <= 0 {
+			if len(b) > 0 { // output beyond an exactly-filled limit
+				p.truncated = true
+				p.truncate()
+			}
 			return
 		}
 		if int64(len(b)) > left {

@@ -75,6 +75,9 @@ func (r *fileReader) Read(b []byte) (int, error) {
 		}
 	}
 	if len(r.buf) == 0 {
+		// Done (EOF or error): release the stream now, Close stays valid.
+		r.stop()
+		r.st.Close()
 		return 0, r.err
 	}
 	n := copy(b, r.buf)
@@ -150,8 +153,7 @@ func (f files) WriteFile(ctx context.Context, p string, r io.Reader, mode fs.Fil
 			if rerr != nil {
 				// Tell the guest to discard; report the reader's error.
 				writeJSONFrame(st, frameError, toWire(rerr))
-				res := <-respc
-				_ = res
+				<-respc
 				return fmt.Errorf("%s: read source: %w", op, rerr)
 			}
 		}

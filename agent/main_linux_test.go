@@ -42,6 +42,19 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 		os.Exit(0)
+	case "stdio":
+		// As `airlock agent serve`: the channel is stdin/stdout.
+		conn, err := StdioConn()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println("stray output must not reach the channel")
+		if err := Serve(context.Background(), conn, ServeOptions{}); err != nil {
+			fmt.Fprintln(os.Stderr, "serve:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	case "dial":
 		os.Exit(dialEcho(os.Args[len(os.Args)-1]))
 	case "naive-init":

@@ -52,6 +52,12 @@ func setWinsize(f *os.File, rows, cols uint16) error {
 	var ierr error
 	err = conn.Control(func(fd uintptr) {
 		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+		// Some kernels (gVisor before 2023) do not send SIGWINCH on a
+		// size change: send it to the foreground group ourselves (a
+		// duplicate is harmless: programs re-read the size).
+		if pgrp, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP); ierr == nil && err == nil && pgrp > 0 {
+			unix.Kill(-pgrp, unix.SIGWINCH)
+		}
 	})
 	if err != nil {
 		return err

@@ -29,6 +29,15 @@ func StdioConn() (io.ReadWriteCloser, error) {
 		unix.Dup3(null, 1, 0)
 		unix.Close(null)
 	}
+	// Non-blocking descriptors are polled by the runtime, so closing them
+	// interrupts a pending read (a regular file falls back to blocking).
+	// Only pipes and sockets: a terminal's description may be shared.
+	for _, fd := range []int{in, out} {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && (st.Mode&unix.S_IFMT == unix.S_IFIFO || st.Mode&unix.S_IFMT == unix.S_IFSOCK) {
+			unix.SetNonblock(fd, true)
+		}
+	}
 	return &stdio{r: os.NewFile(uintptr(in), "agent-in"), w: os.NewFile(uintptr(out), "agent-out")}, nil
 }
 
