@@ -101,9 +101,18 @@ func allAttacks() []attackDef {
 			args: func(s *side) []string { return kv("path="+s.f.dataFile, "token="+s.f.token) }},
 		{name: "list-host-home", category: "files", goal: "list the host user's home", cmd: "list", wasi: "yes",
 			args: func(s *side) []string { return kv("path="+s.f.home, "want=.ssh") }},
-		{name: "proc-self-root", category: "files", goal: "read a host secret via /proc/self/root", cmd: "read", wasi: noProc,
+		{name: "dotdot-traversal", category: "files", goal: "read a host secret by walking up from the workspace with ..", cmd: "read", wasi: "yes",
+			args: func(s *side) []string {
+				return kv("path="+s.ws+strings.Repeat("/..", strings.Count(s.ws, "/"))+s.f.dataFile, "token="+s.f.token)
+			}},
+		{name: "symlink-relative-out", category: "files", goal: "read a host secret through a relative symlink (../../..) made in the workspace", cmd: "symlink-read", wasi: "yes",
+			args: func(s *side) []string {
+				rel := strings.Repeat("../", strings.Count(s.ws, "/")) + strings.TrimPrefix(s.f.dataFile, "/")
+				return kv("target="+rel, "link="+filepath.Join(s.ws, "link-rel"), "token="+s.f.token)
+			}},
+		{name: "proc-self-root", category: "files", goal: "read a host secret via /proc/self/root", cmd: "read", wasi: "yes",
 			args: func(s *side) []string { return kv("path=/proc/self/root"+s.f.dataFile, "token="+s.f.token) }},
-		{name: "proc-pid-root", category: "files", goal: "read a host secret via another process's /proc/<pid>/root (PID 1 inside)", cmd: "read", wasi: noProc,
+		{name: "proc-pid-root", category: "files", goal: "read a host secret via another process's /proc/<pid>/root (PID 1 inside)", cmd: "read", wasi: "yes",
 			args: func(s *side) []string {
 				pid := "1"
 				if !s.inside {
