@@ -3,6 +3,7 @@ package egress
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -77,7 +78,7 @@ func TestSandboxEgress(t *testing.T) {
 		<-udpQueries
 	}
 
-	realKey := "sk-live-" + hex.EncodeToString([]byte(t.Name() + time.Now().String()))[:40]
+	realKey := "sk-live-" + rand.Text()
 	network := policy.Network{
 		Mode: policy.NetworkAllowlist,
 		// The test servers live on 127.0.0.1, so loopback is allowed for
@@ -137,7 +138,9 @@ func TestSandboxEgress(t *testing.T) {
 	}
 	// The real servers' CA stands in for a public CA in the system bundle.
 	bundle := append(append([]byte{}, system...), pemOf(ca)...)
-	b := native.New(native.Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir()})
+	// A cgroup parent of its own: another test's Cleanup (which ends every
+	// sandbox under its parent it does not know) cannot end this one.
+	b := native.New(native.Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(), CgroupParent: "airlock-egress-test"})
 	sb, err := b.Create(ctx, sandbox.Spec{
 		ID: "sb-egress-it", Policy: rpol, Audit: rec, Egress: p,
 		Env: p.SandboxEnv(), Files: p.SandboxFiles(bundle),

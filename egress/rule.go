@@ -41,7 +41,7 @@ func (r Rule) String() string { return r.Raw }
 //	*.example.com:8443     the same, one port
 //	10.0.0.0/8, ::1/128    addresses in the CIDR, any port
 //	10.0.0.0/8:5432        addresses in the CIDR, port 5432 only
-//	203.0.113.7            one address (a /32; IPv6 as [2001:db8::1])
+//	203.0.113.7            one address (a /32; IPv6 bare or in brackets)
 //	203.0.113.7:443        one address, one port ([2001:db8::1]:443)
 //
 // Names are normalised exactly like connection targets (NormalizeHost), so
@@ -139,7 +139,12 @@ func splitRuleHostPort(s string) (string, uint16, error) {
 		return s, 0, nil
 	}
 	if strings.Count(s, ":") > 1 {
-		return "", 0, fmt.Errorf("IPv6 address must be in brackets: %w", sandbox.ErrInvalid)
+		// A bare IPv6 address, never with a port ("2001:db8::1:443" is an
+		// address): a port needs brackets.
+		if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+			return "[" + s + "]", 0, nil
+		}
+		return "", 0, fmt.Errorf("IPv6 address with a port must be in brackets: %w", sandbox.ErrInvalid)
 	}
 	p, err := parsePort(s[i+1:])
 	return s[:i], p, err

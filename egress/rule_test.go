@@ -32,6 +32,8 @@ func TestParseRule(t *testing.T) {
 		{"[2001:db8::1]:443", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("2001:db8::1/128"), Port: 443}},
 		{"10.0.0.0/8:5432", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("10.0.0.0/8"), Port: 5432}},
 		{"::1/128:8080", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("::1/128"), Port: 8080}},
+		{"2001:db8::1", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("2001:db8::1/128")}},
+		{"::ffff:127.0.0.1", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("127.0.0.1/32")}},
 		{"0.0.0.0/0", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("0.0.0.0/0")}},
 	}
 	for _, tc := range ok {
@@ -48,7 +50,7 @@ func TestParseRule(t *testing.T) {
 	bad := []string{
 		"", "*", "*.com", "*.", "*example.com", "a.*.example.com", "**.example.com", "example.*",
 		"example.com:", "example.com:0", "example.com:65536", "example.com:080", "example.com:+1",
-		"example.com:-1", "example.com:http", "example.com:443:443", "::1", "2001:db8::1:443",
+		"example.com:-1", "example.com:http", "example.com:443:443", "fe80::1%eth0", "2001:db8::1::443",
 		"[::1", "[::1]x", "10.0.0.0/33", "10.0.0.0/", "/8", "10.0.0.0/8:", "10.0.0.0/8:0", "fe80::1%eth0/64",
 		"2130706433", "0177.0.0.1", "127.1", "*.127.0.0.1", "exa mple.com", "example.com\x00",
 		"http://example.com", "example.com/path", "user@example.com", "::ffff:0.0.0.0/8",
