@@ -197,6 +197,10 @@ func (p *process) writeFrame(typ byte, payload []byte) error {
 	return writeFrame(p.st, typ, payload)
 }
 
+// closeStdinTimeout bounds CloseStdin, which has no context, against a
+// guest that stopped reading.
+const closeStdinTimeout = 10 * time.Second
+
 // CloseStdin ends the process's input. Idempotent.
 func (p *process) CloseStdin() error {
 	p.stdinMu.Lock()
@@ -210,8 +214,10 @@ func (p *process) CloseStdin() error {
 	if p.exited() {
 		return nil
 	}
-	if err := p.writeFrame(frameStdinClose, nil); err != nil && !p.exited() {
-		return p.c.wrapErr(context.Background(), p.op+": close stdin", err)
+	ctx, cancel := context.WithTimeout(context.Background(), closeStdinTimeout)
+	defer cancel()
+	if err := p.control(ctx, "close stdin", frameStdinClose, nil); err != nil && !p.exited() {
+		return err
 	}
 	return nil
 }

@@ -16,8 +16,7 @@ import (
 // were "/", ".." stops at it, and /proc/<pid>/root-style magic links are
 // refused, so no path can leave the root, even when the root is "/" of a
 // sandbox whose /proc shows other roots. Where openat2 is missing (old
-// kernels, some user-space kernels) it walks the path one component at a
-// time with O_NOFOLLOW and refuses symlinks anywhere in the path.
+// kernels, some user-space kernels) walk emulates the same semantics.
 type rootFS struct {
 	fd int
 }
@@ -75,35 +74,110 @@ func (r *rootFS) open(p string, flags int, mode uint32) (int, error) {
 	return r.walk(p, flags, mode)
 }
 
-// walk is the openat2-less resolver: every component is opened with
-// O_NOFOLLOW relative to the previous one; a symlink anywhere is refused.
+// maxSymlinks bounds symlink expansions in one resolution (as the kernel's 40).
+const maxSymlinks = 40
+
+// walk is the openat2-less resolver. It emulates RESOLVE_IN_ROOT in user
+// space: every component is looked at with AT_SYMLINK_NOFOLLOW and opened
+// with O_NOFOLLOW relative to the previous directory; a symlink is read and
+// its target resolved by the same walk (an absolute target from the root,
+// ".." never above the root), so the kernel never follows a link itself and
+// magic links are only ever read as text.
 func (r *rootFS) walk(p string, flags int, mode uint32) (int, error) {
-	cur, err := unix.Openat(r.fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	root, err := unix.Openat(r.fd, ".", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, errnoKind(err)
 	}
-	if p == "/" {
-		unix.Close(cur)
-		return unix.Openat(r.fd, ".", flags, mode)
-	}
-	parts := strings.Split(p[1:], "/")
-	for i, part := range parts {
-		last := i == len(parts)-1
-		f, m := unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, uint32(0)
-		if last {
-			f, m = flags|unix.O_NOFOLLOW, mode
+	stack := []int{root} // directory descriptors, stack[0] is the root
+	defer func() {
+		for _, fd := range stack {
+			unix.Close(fd)
 		}
-		next, err := unix.Openat(cur, part, f, m)
-		unix.Close(cur)
-		if err != nil {
-			if err == unix.ELOOP || (err == unix.ENOTDIR && !last) {
-				return -1, fmt.Errorf("symlink in %q refused (no openat2): %w", p, sandbox.ErrPermission)
+	}()
+	todo := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	links := 0
+	for len(todo) > 0 {
+		comp := todo[0]
+		todo = todo[1:]
+		switch comp {
+		case "", ".":
+			if len(todo) == 0 {
+				return openDot(stack[len(stack)-1], flags)
 			}
+			continue
+		case "..":
+			if len(stack) > 1 {
+				unix.Close(stack[len(stack)-1])
+				stack = stack[:len(stack)-1]
+			}
+			if len(todo) == 0 {
+				return openDot(stack[len(stack)-1], flags)
+			}
+			continue
+		}
+		cur := stack[len(stack)-1]
+		var st unix.Stat_t
+		err := unix.Fstatat(cur, comp, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			if links++; links > maxSymlinks {
+				return -1, errnoKind(unix.ELOOP)
+			}
+			buf := make([]byte, MaxPathLen)
+			n, err := unix.Readlinkat(cur, comp, buf)
+			if err != nil {
+				return -1, errnoKind(err)
+			}
+			target := string(buf[:n])
+			if strings.HasPrefix(target, "/") {
+				for _, fd := range stack[1:] {
+					unix.Close(fd)
+				}
+				stack = stack[:1]
+			}
+			todo = append(strings.Split(target, "/"), todo...)
+			continue
+		}
+		if err != nil && !(err == unix.ENOENT && len(todo) == 0 && flags&unix.O_CREAT != 0) {
 			return -1, errnoKind(err)
 		}
-		cur = next
+		if len(todo) == 0 {
+			fd, err := unix.Openat(cur, comp, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+			if err != nil {
+				return -1, errnoKind(err)
+			}
+			if flags&unix.O_PATH != 0 {
+				// O_PATH|O_NOFOLLOW opens a symlink swapped in meanwhile.
+				if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					unix.Close(fd)
+					return -1, fmt.Errorf("%s changed during resolution: %w", p, sandbox.ErrInvalid)
+				}
+			}
+			return fd, nil
+		}
+		next, err := unix.Openat(cur, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, errnoKind(err)
+		}
+		var nst unix.Stat_t
+		if unix.Fstat(next, &nst) != nil || nst.Mode&unix.S_IFMT != unix.S_IFDIR {
+			unix.Close(next)
+			return -1, fmt.Errorf("%s changed during resolution: %w", p, sandbox.ErrInvalid)
+		}
+		stack = append(stack, next)
 	}
-	return cur, nil
+	return openDot(stack[len(stack)-1], flags)
+}
+
+// openDot reopens a directory reached by the walk with the caller's flags.
+func openDot(dir int, flags int) (int, error) {
+	if flags&unix.O_CREAT != 0 {
+		return -1, fmt.Errorf("is a directory: %w", sandbox.ErrInvalid)
+	}
+	fd, err := unix.Openat(dir, ".", flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, errnoKind(err)
+	}
+	return fd, nil
 }
 
 // parent opens the directory containing p and returns its base name. The
