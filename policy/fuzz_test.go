@@ -44,6 +44,9 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
+		if err := r.ValidateResolved(); err != nil {
+			t.Fatalf("Resolve result fails ValidateResolved: %v", err)
+		}
 		// What `policy show` prints must read back as the same policy.
 		out, err := r.YAML()
 		if err != nil {

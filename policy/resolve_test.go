@@ -241,3 +241,32 @@ func TestMergeRule(t *testing.T) {
 		t.Error("Merge modified base")
 	}
 }
+
+func TestValidateResolved(t *testing.T) {
+	p, _ := Profile("coding-agent")
+	if err := p.ValidateResolved(); err == nil {
+		t.Error("an unresolved profile passes ValidateResolved")
+	}
+	r, err := p.Resolve(testEnv())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ValidateResolved(); err != nil {
+		t.Errorf("resolved policy fails ValidateResolved: %v", err)
+	}
+	bad := r.Clone()
+	bad.Filesystem.Workspace = "relative/dir"
+	if err := bad.ValidateResolved(); err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `filesystem.workspace: "relative/dir" must be an absolute path`) {
+		t.Errorf("relative workspace: %v", err)
+	}
+	bad = r.Clone()
+	bad.Filesystem.ReadOnly = append(bad.Filesystem.ReadOnly, "~/x", "/a/../b")
+	if err := bad.ValidateResolved(); err == nil || !strings.Contains(err.Error(), `"~/x" must be an absolute path`) || !strings.Contains(err.Error(), `"/a/../b" is not clean`) {
+		t.Errorf("unexpanded path: %v", err)
+	}
+	bad = r.Clone()
+	bad.Limits.Memory = Unlimited
+	if err := bad.ValidateResolved(); err == nil || !strings.Contains(err.Error(), "limits.memory: must not be negative") {
+		t.Errorf("Unlimited left in: %v", err)
+	}
+}

@@ -39,6 +39,34 @@ func (c *checker) add(field, format string, args ...any) {
 // may be Unlimited). Resolve validates again after expanding.
 func (p *Policy) Validate() error { return joinErrors(p.check(false)) }
 
+// ValidateResolved checks that p is a resolved policy (what backends
+// receive): valid, every path absolute and clean, defaults filled in.
+// Backends call it to refuse a policy that did not go through Resolve.
+func (p *Policy) ValidateResolved() error {
+	errs := p.check(true)
+	c := &checker{p: p, resolved: true}
+	if p.Filesystem.Workspace == "" {
+		c.add("filesystem.workspace", "empty in a resolved policy (Resolve sets it)")
+	}
+	if p.Process.Workdir == "" {
+		c.add("process.workdir", "empty in a resolved policy (Resolve sets it)")
+	}
+	if p.Network.Mode == "" {
+		c.add("network.mode", "empty in a resolved policy (Resolve sets it)")
+	}
+	if p.Filesystem.ProtectConfig == nil {
+		c.add("filesystem.protect_config", "unset in a resolved policy (Resolve sets it)")
+	}
+	for _, l := range [][]string{p.Filesystem.ReadOnly, p.Filesystem.ReadWrite, p.Filesystem.Deny, p.Filesystem.Tmpfs, {p.Filesystem.Rootfs, p.Filesystem.WorkspacePath(), p.Process.Workdir}} {
+		for _, s := range l {
+			if s != "" && cleanPath(s) != s {
+				c.add("filesystem", "%q is not clean in a resolved policy", s)
+			}
+		}
+	}
+	return joinErrors(append(errs, c.errs...))
+}
+
 // check validates p. Before resolution paths may start with ~ or $HOME and
 // limits may be Unlimited; after it neither.
 func (p *Policy) check(resolved bool) []*Error {
