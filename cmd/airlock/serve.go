@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-dev/airlock/backend"
 	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -104,7 +105,7 @@ func runServe(args []string) int {
 		return fail("serve", fmt.Errorf("--tls-cert and --tls-key go together: %w", sandbox.ErrInvalid))
 	}
 
-	bs, err := openServeBackends(backends, log)
+	bs, err := openServeBackends(backends, *data, log)
 	if err != nil {
 		return fail("serve", err)
 	}
@@ -214,14 +215,17 @@ func parsePools(specs []string) ([]server.PoolConfig, error) {
 
 // openServeBackends opens the named backends (each must work: fail closed),
 // or every available one when none is named.
-func openServeBackends(names []string, log *slog.Logger) (map[string]sandbox.Backend, error) {
+func openServeBackends(names []string, data string, log *slog.Logger) (map[string]sandbox.Backend, error) {
 	out := map[string]sandbox.Backend{}
 	explicit := len(names) > 0
 	if !explicit {
 		names = backendNames()
 	}
 	for _, n := range names {
-		b, err := openBackend(n, log)
+		// Each server keeps its backends' state under its own data
+		// directory, so that its crash recovery (Cleanup) finds its own
+		// leftovers.
+		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(data, "backends", n)})
 		if err == nil {
 			if p := b.Probe(context.Background()); !p.Available {
 				err = fmt.Errorf("backend %q: %s: %w", n, p.Reason, sandbox.ErrUnavailable)
