@@ -262,6 +262,10 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string, depth
 		}
 		p := join(path, k.Value)
 		idx, ok := fields[k.Value]
+		if !ok && k.ShortTag() == "!!merge" {
+			d.fail(k, p, "YAML merge keys (<<) are not supported; repeat the fields or use an alias for a whole value")
+			continue
+		}
 		if !ok {
 			d.fail(k, p, "unknown field %q (known: %s)", k.Value, strings.Join(names, ", "))
 			continue

@@ -91,6 +91,7 @@ func TestParseErrors(t *testing.T) {
 		{"gid too big", "version: 1\nprocess:\n  gid: 4294967295\n", []string{"p.yaml:3: process.gid: 4294967295 out of range"}},
 		{"uid overflow", "version: 1\nprocess:\n  uid: 99999999999999999999\n", []string{"p.yaml:3: process.uid: want an integer"}},
 		{"two documents", "version: 1\n---\nversion: 1\n", []string{"p.yaml:2: yaml: more than one document"}},
+		{"merge key", "version: 1\nlimits: &l {pids: 5}\nprocess:\n  <<: *l\n", []string{"p.yaml:4: process.<<: YAML merge keys (<<) are not supported"}},
 		{"non-string key", "version: 1\n[a]: b\n", []string{"p.yaml:2: field names must be plain strings"}},
 		{"several errors", "version: 1\nbackend: x\nlimits:\n  pids: -1\n", []string{`p.yaml:2: backend: unknown value "x"`, "p.yaml:4: limits.pids: must not be negative"}},
 	}
