@@ -44,8 +44,9 @@ func NewClient(conn io.ReadWriteCloser, opts ClientOptions) (*Client, error) {
 		return nil, fmt.Errorf("agent client: nil connection: %w", sandbox.ErrInvalid)
 	}
 	log := discardLogger(opts.Log).With("component", "agent-client", "sandbox", opts.SandboxID)
-	// The host accepts only egress streams; keep their backlog small.
-	sess, err := yamux.Client(conn, yamuxConfig(log, 16))
+	// The backlog bounds both unacknowledged streams we open and egress
+	// streams the guest queues for us.
+	sess, err := yamux.Client(conn, yamuxConfig(log, 64))
 	if err != nil {
 		return nil, fmt.Errorf("agent client: start session: %v: %w", err, sandbox.ErrInvalid)
 	}
@@ -147,13 +148,15 @@ func (c *Client) open(ctx context.Context, op string, req *request) (*yamux.Stre
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	st, err := c.sess.OpenStream()
+	st, err := c.openStream(ctx)
 	if err != nil {
 		return nil, c.wrapErr(ctx, op, err)
 	}
 	stop := bindContext(ctx, st)
 	err = writeHeader(st, req, MaxRequestHeader)
-	stop()
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
 	if err != nil {
 		st.Close()
 		if errors.Is(err, sandbox.ErrLimit) {
@@ -162,6 +165,31 @@ func (c *Client) open(ctx context.Context, op string, req *request) (*yamux.Stre
 		return nil, c.wrapErr(ctx, op, err)
 	}
 	return st, nil
+}
+
+// openStream opens a stream without outliving ctx: yamux blocks opening
+// while too many streams are unacknowledged by the guest.
+func (c *Client) openStream(ctx context.Context) (*yamux.Stream, error) {
+	type res struct {
+		st  *yamux.Stream
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		st, err := c.sess.OpenStream()
+		ch <- res{st, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.st, r.err
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.st != nil {
+				r.st.Close()
+			}
+		}()
+		return nil, ctx.Err()
+	}
 }
 
 // roundTrip opens a stream, sends req and reads the response header. On
@@ -175,7 +203,10 @@ func (c *Client) roundTrip(ctx context.Context, op string, req *request) (*yamux
 	stop := bindContext(ctx, st)
 	var resp response
 	err = readHeader(st, &resp, MaxResponseHeader)
-	stop()
+	if !stop() && err == nil {
+		// ctx ended as the answer came: the stream has a past deadline.
+		err = ctx.Err()
+	}
 	if err != nil {
 		st.Close()
 		return nil, nil, c.wrapErr(ctx, op, err)
@@ -211,15 +242,16 @@ func (c *Client) wrapErr(ctx context.Context, op string, err error) error {
 }
 
 // bindContext makes blocked reads and writes on st return when ctx ends.
-// The returned func detaches ctx again.
-func bindContext(ctx context.Context, st *yamux.Stream) func() {
+// The returned func detaches ctx again; it reports false when ctx already
+// ended (the stream then has a past deadline and must not be used further).
+func bindContext(ctx context.Context, st *yamux.Stream) func() bool {
 	if ctx.Done() == nil {
-		return func() {}
+		return func() bool { return true }
 	}
 	stop := context.AfterFunc(ctx, func() {
 		st.SetDeadline(time.Unix(1, 0))
 	})
-	return func() { stop() }
+	return stop
 }
 
 // acceptLoop serves streams the guest opens: only egress tunnels.

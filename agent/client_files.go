@@ -43,7 +43,7 @@ type fileReader struct {
 	op   string
 	st   *yamux.Stream
 	fr   *frameReader
-	stop func()
+	stop func() bool
 	buf  []byte
 	err  error
 }

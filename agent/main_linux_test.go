@@ -126,6 +126,7 @@ type guestOptions struct {
 	sys      *unix.SysProcAttr
 	extraEnv []string
 	noHello  bool
+	binary   string // the test binary to run (default os.Args[0])
 }
 
 // socketpair returns a connected pair: the host end as a net.Conn, the
@@ -159,7 +160,12 @@ func baseConfig() GuestConfig {
 func startGuest(t testing.TB, o guestOptions) *guestProcess {
 	t.Helper()
 	hc, gf := socketpair(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	bin := o.binary
+	if bin == "" {
+		bin = os.Args[0]
+	}
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), modeEnv+"=serve", "AGENT_TEST_ROOT="+o.root)
 	cmd.Env = append(cmd.Env, o.extraEnv...)
 	cmd.ExtraFiles = []*os.File{gf}
