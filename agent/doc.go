@@ -19,5 +19,6 @@
 // signal, resize from the host; stdout, stderr, stdin credit, exit, error
 // from the guest); ReadFile and List send frames from the guest, WriteFile
 // from the host. Egress streams are opened by the guest and carry raw bytes
-// after their header.
+// after their header. PROTOCOL.md in this directory is the full
+// specification with every bound.
 package agent
