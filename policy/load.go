@@ -90,7 +90,11 @@ func ParseRaw(name string, data []byte) (p *Policy, err error) {
 	d := &decoder{src: &source{file: name, lines: map[string]int{}}}
 	p = &Policy{}
 	d.decode(root, reflect.ValueOf(p).Elem(), "", 0, false)
-	if d.nodes <= maxNodes {
+	versionErr := false
+	for _, e := range d.errs {
+		versionErr = versionErr || e.Field == "version" || e.Field == ""
+	}
+	if d.nodes <= maxNodes && !versionErr {
 		if line, ok := d.src.lines["version"]; !ok {
 			d.errs = append(d.errs, &Error{File: name, Line: root.Line, Field: "version", Msg: "required (this build understands version: 1)"})
 		} else if p.Version != Version {

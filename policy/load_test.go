@@ -104,6 +104,9 @@ func TestParseErrors(t *testing.T) {
 			if !errors.Is(err, ErrInvalid) {
 				t.Errorf("error %v is not ErrInvalid", err)
 			}
+			if n := strings.Count(err.Error(), "\n") + 1; n != len(tt.want) {
+				t.Errorf("%d problems reported, want %d:\n%v", n, len(tt.want), err)
+			}
 			for _, w := range tt.want {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error\n  %v\nwant it to contain\n  %s", err, w)

@@ -232,10 +232,11 @@ func (c *checker) secrets() {
 	envs := map[string]bool{}
 	for i, s := range c.p.Secrets {
 		f := fmt.Sprintf("secrets[%d]", i)
+		dup := s.Name != "" && seen[s.Name]
 		switch {
 		case s.Name == "":
 			c.add(f+".name", "required")
-		case seen[s.Name]:
+		case dup:
 			c.add(f+".name", "secret %q defined twice", s.Name)
 		}
 		seen[s.Name] = true
@@ -247,7 +248,7 @@ func (c *checker) secrets() {
 		if s.Name != "" || s.Env != "" {
 			if !validEnvName(env) {
 				c.add(envField, "%q is not a valid variable name (the secret's placeholder variable; set env: to choose one)", env)
-			} else if envs[env] {
+			} else if envs[env] && !dup {
 				c.add(envField, "variable %s is used by two secrets", env)
 			}
 			envs[env] = true
