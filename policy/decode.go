@@ -63,13 +63,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, depth int, 
 		d.fail(n, path, "nested too deeply")
 		return
 	}
-	for n.Kind == yaml.AliasNode {
-		if n.Alias == nil {
-			d.fail(n, path, "unknown alias")
-			return
-		}
-		n = n.Alias
-		d.nodes++
+	if n = d.deref(n, path); n == nil {
+		return
 	}
 	null := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
@@ -199,6 +194,19 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, depth int, 
 	}
 }
 
+// deref follows aliases (a bounded number of hops); nil after an error.
+func (d *decoder) deref(n *yaml.Node, path string) *yaml.Node {
+	for hops := 0; n.Kind == yaml.AliasNode; hops++ {
+		if n.Alias == nil || hops > 8 {
+			d.fail(n, path, "bad alias")
+			return nil
+		}
+		n = n.Alias
+		d.nodes++
+	}
+	return n
+}
+
 func isUnlimitedWord(n *yaml.Node) bool {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!str" {
 		return false
@@ -308,8 +316,8 @@ func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string, depth in
 		e := reflect.New(v.Type().Elem()).Elem()
 		if e.Kind() == reflect.String {
 			// Map values are environment values: any scalar is its text.
-			for val.Kind == yaml.AliasNode && val.Alias != nil {
-				val = val.Alias
+			if val = d.deref(val, p); val == nil {
+				continue
 			}
 			if val.Kind != yaml.ScalarNode {
 				d.fail(val, p, "want a string, got %s", describe(val))
