@@ -348,7 +348,9 @@ func (p *guestProc) readHost() {
 			}
 		case frameResize:
 			if len(payload) == 4 && p.tty {
-				setWinsize(p.outputs[0], binary.BigEndian.Uint16(payload[0:]), binary.BigEndian.Uint16(payload[2:]))
+				if setWinsize(p.outputs[0], binary.BigEndian.Uint16(payload[0:]), binary.BigEndian.Uint16(payload[2:])) == nil {
+					winchFallback(p.outputs[0], p.pid)
+				}
 			}
 		}
 	}

@@ -52,15 +52,25 @@ func setWinsize(f *os.File, rows, cols uint16) error {
 	var ierr error
 	err = conn.Control(func(fd uintptr) {
 		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
-		// Some kernels (gVisor before 2023) do not send SIGWINCH on a
-		// size change: send it to the foreground group ourselves (a
-		// duplicate is harmless: programs re-read the size).
-		if pgrp, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP); ierr == nil && err == nil && pgrp > 0 {
-			unix.Kill(-pgrp, unix.SIGWINCH)
-		}
 	})
 	if err != nil {
 		return err
 	}
 	return ierr
+}
+
+// winchFallback sends SIGWINCH to process group pgrp when the kernel did
+// not: gVisor (runsc 2022) neither signals a size change nor answers
+// TIOCGPGRP on the master side, which Linux does; so a failing TIOCGPGRP is
+// the sign. The process's own group stands in for the foreground group.
+func winchFallback(f *os.File, pgrp int) {
+	conn, err := f.SyscallConn()
+	if err != nil || pgrp <= 0 {
+		return
+	}
+	conn.Control(func(fd uintptr) {
+		if _, err := unix.IoctlGetInt(int(fd), unix.TIOCGPGRP); err == unix.ENOTTY {
+			unix.Kill(-pgrp, unix.SIGWINCH)
+		}
+	})
 }

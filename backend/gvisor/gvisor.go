@@ -1,0 +1,101 @@
+package gvisor
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+)
+
+// Name is the policy name of this backend.
+const Name = "gvisor"
+
+// Platforms runsc may run on. PlatformAuto picks the best one this runsc and
+// host support (see choosePlatform).
+const (
+	PlatformAuto    = ""
+	PlatformSystrap = "systrap"
+	PlatformPtrace  = "ptrace"
+	PlatformKVM     = "kvm"
+)
+
+// Config configures the gVisor backend.
+type Config struct {
+	// Runsc is the runsc binary. Empty: "runsc" looked up in PATH.
+	Runsc string
+	// AgentBinary is the airlock binary mounted read-only into each
+	// sandbox and started there as `airlock agent serve`. Empty:
+	// /proc/self/exe resolved to its path (this binary).
+	AgentBinary string
+	// StateDir holds runsc's state (its --root) and one bundle directory
+	// per sandbox. Empty: /run/airlock/gvisor as root, else under
+	// $XDG_RUNTIME_DIR or the temp dir. Cleanup treats every container
+	// and bundle in it as ours: give each independent user its own.
+	StateDir string
+	// Platform is runsc's --platform: "" picks systrap when this runsc has
+	// it, else ptrace. kvm is used only when asked for, and needs /dev/kvm.
+	Platform string
+	// CgroupParent is the cgroup path (relative to each hierarchy's root)
+	// under which runsc makes one cgroup per sandbox. Empty: "airlock-gvisor".
+	CgroupParent string
+	// Log is the backend's logger; nil discards.
+	Log *slog.Logger
+}
+
+// Backend is the gVisor sandbox backend. Create it with New. It is safe for
+// concurrent use.
+type Backend struct {
+	cfg Config
+	log *slog.Logger
+
+	infoOnce sync.Once
+	info     Info
+}
+
+// New returns the gVisor backend. It does not run runsc yet: Probe and
+// Create find out what it supports (once per Backend).
+func New(cfg Config) *Backend {
+	if cfg.Runsc == "" {
+		cfg.Runsc = "runsc"
+	}
+	if cfg.AgentBinary == "" {
+		cfg.AgentBinary = "/proc/self/exe"
+		if p, err := os.Executable(); err == nil {
+			cfg.AgentBinary = p
+		}
+	}
+	if cfg.StateDir == "" {
+		cfg.StateDir = defaultStateDir()
+	}
+	if cfg.CgroupParent == "" {
+		cfg.CgroupParent = "airlock-gvisor"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Backend{cfg: cfg, log: cfg.Log.With("backend", Name)}
+}
+
+// Name returns "gvisor".
+func (b *Backend) Name() string { return Name }
+
+// Info is what this host's runsc offers, for Probe and `airlock doctor`.
+type Info struct {
+	Path      string   `json:"path,omitempty"`      // resolved runsc binary
+	Version   string   `json:"version,omitempty"`   // first line of `runsc --version`
+	Platforms []string `json:"platforms,omitempty"` // platforms this runsc knows
+	Platform  string   `json:"platform,omitempty"`  // the one sandboxes will use
+	KVMDevice bool     `json:"kvm_device"`          // /dev/kvm exists
+	Err       error    `json:"-"`                   // why the backend cannot run (wraps a sandbox error kind)
+}
+
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/run/airlock/gvisor"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "airlock", "gvisor")
+	}
+	return filepath.Join(os.TempDir(), "airlock-"+strconv.Itoa(os.Geteuid()), "gvisor")
+}

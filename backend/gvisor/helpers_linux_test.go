@@ -1,0 +1,140 @@
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+var idSeq atomic.Int64
+
+func newID(t testing.TB) string {
+	return fmt.Sprintf("gv%d-%d", os.Getpid(), idSeq.Add(1))
+}
+
+// testBackend returns a backend with its own state dir (so its Cleanup
+// never touches another test process's sandboxes) and cgroup parent.
+func testBackend(t testing.TB) *Backend {
+	t.Helper()
+	testutil.RequireLinux(t)
+	testutil.RequireRoot(t)
+	testutil.RequireBinary(t, "runsc")
+	dir, err := os.MkdirTemp("", "gvt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: dir})
+}
+
+// testPolicy resolves the default profile with ws as workspace and applies
+// edit before resolving.
+func testPolicy(t testing.TB, ws string, edit func(p *policy.Policy)) *policy.Policy {
+	t.Helper()
+	p, err := policy.Profile("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Filesystem.Workspace = ws
+	p.Limits.Timeout = 0
+	if edit != nil {
+		edit(p)
+	}
+	r, err := p.Resolve(policy.ResolveEnv{Cwd: ws, Home: "/root", Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root"}, UID: os.Getuid(), GID: os.Getgid()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func workspace(t testing.TB) string {
+	t.Helper()
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// create makes a sandbox and destroys it when t ends.
+func create(t testing.TB, b *Backend, spec sandbox.Spec) sandbox.Sandbox {
+	t.Helper()
+	if spec.ID == "" {
+		spec.ID = newID(t)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sb, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	t.Cleanup(func() { sb.Destroy(context.Background()) })
+	return sb
+}
+
+// sh runs a shell snippet in sb through the agent and returns its status
+// and combined output.
+func sh(t testing.TB, sb sandbox.Sandbox, script string) (sandbox.ExitStatus, string) {
+	t.Helper()
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", script}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		t.Fatalf("exec %q: %v", script, err)
+	}
+	st, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatalf("wait %q: %v", script, err)
+	}
+	return st, strings.TrimSpace(out.String())
+}
+
+// leaks reports what sandbox id left on the host: a runsc container or
+// state, a bundle, cgroups, processes, mounts.
+func leaks(b *Backend, id string) error {
+	var found []string
+	if b.hasState(id) {
+		found = append(found, "runsc state")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := b.runsc(ctx, "list", "--quiet"); err == nil {
+		for _, l := range strings.Fields(string(out)) {
+			if l == id {
+				found = append(found, "runsc container")
+			}
+		}
+	}
+	if _, err := os.Stat(b.bundleDir(id)); err == nil {
+		found = append(found, "bundle "+b.bundleDir(id))
+	}
+	found = append(found, leftoverCgroups(b.cfg.CgroupParent, id)...)
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		c, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if bytes.Contains(c, []byte(b.bundleDir(id))) || bytes.Contains(c, []byte("\x00"+id+"\x00")) || bytes.HasSuffix(c, []byte("\x00"+id)) {
+			found = append(found, "process "+p)
+		}
+	}
+	if m, err := os.ReadFile("/proc/self/mountinfo"); err == nil && bytes.Contains(m, []byte(b.bundleDir(id))) {
+		found = append(found, "mount under "+b.bundleDir(id))
+	}
+	if len(found) > 0 {
+		return fmt.Errorf("%s", strings.Join(found, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,357 @@
+package gvisor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// AgentPath is where the airlock binary appears inside every sandbox.
+const AgentPath = "/.airlock/airlock"
+
+// Names inside a bundle directory.
+const (
+	bundleRootfs   = "rootfs"   // the empty read-only root: mount points and top-level links
+	bundleDenyDir  = "deny-dir" // empty mode-000 directory mounted over denied directories
+	bundleDenyFile = "deny-file"
+	bundleFiles    = "files" // Spec.Files, one file each
+	bundleState    = "placeholders.json"
+)
+
+// mountPlan is the filesystem part of a bundle: the OCI mounts, what the
+// root skeleton must hold, the injected files and the workspace
+// placeholders made for protected paths that did not exist.
+type mountPlan struct {
+	Mounts       []ociMount
+	Links        map[string]string // top-level symlinks in the root: name -> target
+	Files        []sandbox.File    // written under files/N, bound at Path
+	Placeholders []placeholder     // created on the host, in creation order
+}
+
+// placeholder is a file or directory created in the workspace as the mount
+// point of a protected path that did not exist; removed at the end while
+// still empty.
+type placeholder struct {
+	Path string `json:"path"`
+	Dir  bool   `json:"dir"`
+}
+
+// protectedDirs are the protected entries that are directories.
+var protectedDirs = map[string]bool{
+	".git/hooks": true, ".git/modules": true, ".config/git": true, ".config/fish": true,
+	".ssh": true, ".idea": true, ".devcontainer": true,
+}
+
+// planInput is what planMounts needs besides the policy.
+type planInput struct {
+	Policy *policy.Policy
+	Rootfs string // image root directory ("" = the host's system dirs)
+	Files  []sandbox.File
+	Bundle string // bundle directory (sources of deny mounts and files)
+	UID    int    // owner of extra tmpfs mounts (home dirs)
+	GID    int
+}
+
+// planMounts turns a resolved policy into OCI mounts with the native
+// backend's semantics. It checks every host path it needs (a missing
+// read_only, read_write or workspace path is ErrInvalid) and creates the
+// protected-path placeholders last, so an error before that leaves nothing;
+// on error the placeholders it did create are returned for removal.
+func planMounts(in planInput) (*mountPlan, error) {
+	f := in.Policy.Filesystem
+	p := &mountPlan{Links: map[string]string{}}
+	var binds []string // destinations of host binds: deny paths outside them are moot
+	bind := func(src, dst string, ro bool, what string, optional bool) error {
+		fi, err := os.Lstat(src)
+		if err != nil {
+			if optional && errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if target, err := os.Readlink(src); err == nil && topLevel(dst) {
+				p.Links[dst[1:]] = target
+				return nil
+			}
+			if _, err := os.Stat(src); err != nil {
+				return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
+			}
+		}
+		p.Mounts = append(p.Mounts, bindMount(src, dst, ro))
+		binds = append(binds, dst)
+		return nil
+	}
+
+	if in.Rootfs != "" {
+		ents, err := os.ReadDir(in.Rootfs)
+		if err != nil {
+			return nil, fmt.Errorf("rootfs %s: %w: %v", in.Rootfs, sandbox.ErrInvalid, err)
+		}
+		for _, e := range ents {
+			switch e.Name() {
+			case "proc", "dev", "sys", "tmp", ".airlock":
+				continue
+			}
+			if err := bind(filepath.Join(in.Rootfs, e.Name()), "/"+e.Name(), true, "rootfs", false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, ro := range f.ReadOnly {
+		if err := bind(ro, ro, true, "read_only path", in.Rootfs == "" && slices.Contains(policy.SystemDirs, ro)); err != nil {
+			return nil, err
+		}
+	}
+	disk := int64(in.Policy.Limits.DiskBytes)
+	p.Mounts = append(p.Mounts,
+		ociMount{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
+		ociMount{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "mode=755", "size=65536k"}},
+		ociMount{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: tmpfsOptions(01777, disk, -1, -1)},
+		ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: tmpfsOptions(01777, disk, -1, -1)},
+	)
+	for _, t := range f.Tmpfs {
+		if t == "/tmp" {
+			continue
+		}
+		p.Mounts = append(p.Mounts, ociMount{Destination: t, Type: "tmpfs", Source: "tmpfs", Options: tmpfsOptions(0o755, disk, in.UID, in.GID)})
+	}
+	ws := f.WorkspacePath()
+	if ws != "" {
+		if !filepath.IsAbs(ws) {
+			return nil, fmt.Errorf("workspace %q: %w: not absolute", ws, sandbox.ErrInvalid)
+		}
+		if err := bind(ws, ws, false, "workspace", false); err != nil {
+			return nil, err
+		}
+	}
+	for _, rw := range f.ReadWrite {
+		if err := bind(rw, rw, false, "read_write path", false); err != nil {
+			return nil, err
+		}
+	}
+	for i, file := range in.Files {
+		if !filepath.IsAbs(file.Path) || filepath.Clean(file.Path) != file.Path || file.Path == "/" {
+			return nil, fmt.Errorf("file %d path %q: %w: not absolute and clean", i, file.Path, sandbox.ErrInvalid)
+		}
+		p.Files = append(p.Files, file)
+		p.Mounts = append(p.Mounts, bindMount(filepath.Join(in.Bundle, bundleFiles, strconv.Itoa(i)), file.Path, true))
+	}
+	p.Mounts = append(p.Mounts, bindMount("", AgentPath, true)) // source filled in by the caller
+	for _, d := range f.Deny {
+		if !under(d, binds) {
+			continue // not visible in the sandbox at all
+		}
+		fi, err := os.Stat(d)
+		if err != nil {
+			continue // nothing there to hide
+		}
+		src := filepath.Join(in.Bundle, bundleDenyFile)
+		if fi.IsDir() {
+			src = filepath.Join(in.Bundle, bundleDenyDir)
+		}
+		p.Mounts = append(p.Mounts, denyMount(src, d))
+	}
+	// Protected workspace config comes last: it creates host placeholders.
+	if ws != "" {
+		ms, ph, err := protectConfig(ws, in.Policy.ProtectedPaths())
+		p.Placeholders = ph
+		if err != nil {
+			return p, err
+		}
+		p.Mounts = append(p.Mounts, ms...)
+	}
+	sortMounts(p.Mounts)
+	return p, nil
+}
+
+func bindMount(src, dst string, ro bool) ociMount {
+	mode := "rw"
+	if ro {
+		mode = "ro"
+	}
+	return ociMount{Destination: dst, Type: "bind", Source: src, Options: []string{"rbind", mode, "nosuid", "nodev"}}
+}
+
+// denyMount hides dst behind an empty mode-000 object: nothing in the
+// sandbox has a capability to bypass the mode, and the mount is read-only
+// so its owner cannot chmod it.
+func denyMount(src, dst string) ociMount {
+	m := bindMount(src, dst, true)
+	m.Options = append(m.Options, "noexec")
+	return m
+}
+
+func tmpfsOptions(mode os.FileMode, size int64, uid, gid int) []string {
+	o := []string{"nosuid", "nodev", "mode=" + strconv.FormatUint(uint64(mode), 8)}
+	if size > 0 {
+		o = append(o, "size="+strconv.FormatInt(size, 10))
+	}
+	if uid >= 0 {
+		o = append(o, "uid="+strconv.Itoa(uid))
+	}
+	if gid >= 0 {
+		o = append(o, "gid="+strconv.Itoa(gid))
+	}
+	return o
+}
+
+func topLevel(p string) bool { return strings.Count(p, "/") == 1 && len(p) > 1 }
+
+// under reports whether path is one of roots or below one.
+func under(path string, roots []string) bool {
+	for _, r := range roots {
+		if path == r || r == "/" || strings.HasPrefix(path, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func depth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+func isDeny(m ociMount) bool {
+	b := filepath.Base(m.Source)
+	return m.Type == "bind" && (b == bundleDenyDir || b == bundleDenyFile)
+}
+
+// sortMounts orders mounts so that a mount point's parents come first;
+// on the same path the plan's order is kept, except that deny mounts go
+// last (over whatever else is there).
+func sortMounts(ms []ociMount) {
+	rank := func(m ociMount) int {
+		if isDeny(m) {
+			return 1
+		}
+		return 0
+	}
+	sort.SliceStable(ms, func(i, j int) bool {
+		di, dj := depth(ms[i].Destination), depth(ms[j].Destination)
+		if di != dj {
+			return di < dj
+		}
+		if ms[i].Destination == ms[j].Destination {
+			return rank(ms[i]) < rank(ms[j])
+		}
+		return false
+	})
+}
+
+// protectConfig returns read-only self-binds for the workspace's protected
+// config paths, creating empty placeholders (and missing parents) for those
+// that do not exist yet, and makes .git a mount point so it cannot be
+// renamed away. The placeholders are returned even on error, for removal.
+func protectConfig(ws string, paths []string) ([]ociMount, []placeholder, error) {
+	var ms []ociMount
+	var ph []placeholder
+	gitDir := filepath.Join(ws, ".git")
+	gi, gerr := os.Lstat(gitDir)
+	hasGit := gerr == nil && gi.IsDir()
+	if hasGit {
+		ms = append(ms, bindMount(gitDir, gitDir, false))
+	}
+	for _, p := range paths {
+		rel, err := filepath.Rel(ws, p)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if strings.HasPrefix(rel, ".git/") && !hasGit {
+			continue // not a git repository (or a worktree's .git file)
+		}
+		fi, err := os.Lstat(p)
+		switch {
+		case err == nil && fi.Mode()&fs.ModeSymlink != 0:
+			// A mount would land on the link's target; the link itself
+			// stays in a writable directory. Documented limitation.
+			continue
+		case err == nil:
+			ms = append(ms, bindMount(p, p, true))
+			continue
+		case !errors.Is(err, fs.ErrNotExist):
+			return ms, ph, fmt.Errorf("protect %s: %w", p, err)
+		}
+		made, err := makePlaceholder(ws, p, protectedDirs[rel])
+		ph = append(ph, made...)
+		if err != nil {
+			return ms, ph, fmt.Errorf("protect %s: create placeholder: %w", p, err)
+		}
+		ms = append(ms, bindMount(p, p, true))
+	}
+	return ms, ph, nil
+}
+
+func makePlaceholder(ws, p string, dir bool) ([]placeholder, error) {
+	var made []placeholder
+	var missing []string
+	for d := filepath.Dir(p); d != ws && len(d) > len(ws); d = filepath.Dir(d) {
+		fi, err := os.Lstat(d)
+		if err == nil {
+			if !fi.IsDir() {
+				return made, fmt.Errorf("%s is not a directory", d)
+			}
+			break
+		}
+		missing = append(missing, d)
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o755); err != nil {
+			return made, err
+		}
+		made = append(made, placeholder{Path: missing[i], Dir: true})
+	}
+	if dir {
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return made, err
+		}
+	} else {
+		fd, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err != nil {
+			return made, err
+		}
+		fd.Close()
+	}
+	return append(made, placeholder{Path: p, Dir: dir}), nil
+}
+
+// removePlaceholders removes, newest first, the placeholders that are still
+// empty (something may have been put there from outside meanwhile).
+func removePlaceholders(ph []placeholder) error {
+	var errs []error
+	for i := len(ph) - 1; i >= 0; i-- {
+		p := ph[i]
+		fi, err := os.Lstat(p.Path)
+		if err != nil {
+			continue
+		}
+		switch {
+		case p.Dir && fi.IsDir():
+			if err := os.Remove(p.Path); err != nil && !errors.Is(err, fs.ErrExist) && !isNotEmpty(err) {
+				errs = append(errs, err)
+			}
+		case !p.Dir && fi.Mode().IsRegular() && fi.Size() == 0:
+			if err := os.Remove(p.Path); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isNotEmpty(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "not empty")
+}

@@ -1,0 +1,186 @@
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/airlock-dev/airlock/agent"
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// gvSandbox is one running gVisor sandbox: the `runsc run` process, its
+// cgroup and the agent client talking to the container's init.
+type gvSandbox struct {
+	id           string
+	b            *Backend
+	log          *slog.Logger
+	audit        audit.Sink
+	cmd          *exec.Cmd
+	waited       <-chan struct{} // closed when `runsc run` has exited
+	client       *agent.Client
+	cg           *sandboxCgroup
+	placeholders []placeholder
+	bundle       string
+	memLimit     bool
+	timer        *time.Timer
+
+	done     chan struct{}
+	teardown sync.Once
+	tdErr    error
+	closed   atomic.Bool
+	timedOut atomic.Bool
+	oom      atomic.Bool
+	died     chan struct{} // closed by watch once the OOM verdict is in
+	lastStat cgroupStats
+	statMu   sync.Mutex
+}
+
+func (s *gvSandbox) ID() string { return s.id }
+
+func (s *gvSandbox) Done() <-chan struct{} { return s.done }
+
+func (s *gvSandbox) errClosed(op string) error {
+	switch {
+	case s.timedOut.Load():
+		return fmt.Errorf("sandbox %q: %s: timed out: %w", s.id, op, errors.Join(sandbox.ErrClosed, sandbox.ErrTimeout))
+	case s.oom.Load():
+		return fmt.Errorf("sandbox %q: %s: killed by the memory limit: %w", s.id, op, errors.Join(sandbox.ErrClosed, sandbox.ErrLimit))
+	}
+	return fmt.Errorf("sandbox %q: %s: %w", s.id, op, sandbox.ErrClosed)
+}
+
+// Exec starts a process through the agent.
+func (s *gvSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
+	if s.closed.Load() {
+		return nil, s.errClosed("exec")
+	}
+	p, err := s.client.Exec(ctx, req)
+	if err != nil {
+		if s.closed.Load() {
+			return nil, s.errClosed("exec")
+		}
+		return nil, err
+	}
+	return &process{Process: p, s: s}, nil
+}
+
+// Files is the agent's file API: it runs as the sandbox's user inside
+// gVisor, under the same mounts as the sandbox's processes.
+func (s *gvSandbox) Files() sandbox.Files { return s.client.Files() }
+
+// Stats reads the sandbox's cgroup. Memory and CPU include gVisor's own
+// (the sentry and gofer run in the cgroup); Pids is not known on the host.
+func (s *gvSandbox) Stats(ctx context.Context) (sandbox.Stats, error) {
+	if s.closed.Load() {
+		return sandbox.Stats{}, s.errClosed("stats")
+	}
+	cs := s.cg.stats()
+	return sandbox.Stats{MemoryBytes: cs.MemoryBytes, MemoryPeakBytes: cs.MemoryPeak, CPUNanos: cs.CPUNanos}, nil
+}
+
+// Destroy ends every process and removes every host resource. Idempotent.
+func (s *gvSandbox) Destroy(ctx context.Context) error {
+	s.end("destroyed")
+	return s.tdErr
+}
+
+// watch ends the sandbox when `runsc run` exits on its own (the agent
+// died, the memory limit killed the sentry).
+func (s *gvSandbox) watch() {
+	select {
+	case <-s.waited:
+	case <-s.client.Done():
+		// The channel broke; the container may still run: end it.
+	}
+	if !s.closed.Load() && s.memLimit {
+		<-s.waited
+		if s.cg.oomKilled(time.Second) {
+			s.oom.Store(true)
+			s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeLimit, Message: "sandbox killed by the memory limit",
+				Fields: map[string]any{"limit": "memory"}})
+		}
+	}
+	s.end("sandbox exited")
+}
+
+func (s *gvSandbox) timeout() {
+	s.timedOut.Store(true)
+	s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeLimit, Message: "sandbox wall timeout",
+		Fields: map[string]any{"limit": "timeout"}})
+	s.end("timeout")
+}
+
+// end tears the sandbox down once: close the agent channel (the agent, the
+// container's init, exits and the container ends with it), make sure with
+// runsc kill/delete, then remove the cgroup leftovers, placeholders and the
+// bundle.
+func (s *gvSandbox) end(why string) {
+	s.teardown.Do(func() {
+		s.closed.Store(true)
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		cs := s.cg.stats()
+		s.client.Close()
+		select {
+		case <-s.waited:
+		case <-time.After(2 * time.Second):
+		}
+		s.b.forceStop(s.id, s.cmd, s.waited)
+		s.cg.close()
+		var errs []error
+		if err := s.cg.remove(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := removePlaceholders(s.placeholders); err != nil {
+			errs = append(errs, fmt.Errorf("remove placeholders: %w", err))
+		}
+		if err := os.RemoveAll(s.bundle); err != nil {
+			errs = append(errs, fmt.Errorf("remove bundle: %w", err))
+		}
+		if len(errs) > 0 {
+			s.tdErr = fmt.Errorf("destroy sandbox %q: %w", s.id, errors.Join(errs...))
+		}
+		s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeDestroy, Message: why,
+			Fields: map[string]any{"memory_peak_bytes": cs.MemoryPeak, "oom": s.oom.Load()}})
+		close(s.done)
+	})
+}
+
+// process annotates the agent's exit status with what only the host knows:
+// the sandbox's wall timeout and a memory-limit kill (which in gVisor ends
+// the whole sandbox: the host OOM killer kills the user-space kernel).
+type process struct {
+	sandbox.Process
+	s *gvSandbox
+}
+
+func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+	st, err := p.Process.Wait(ctx)
+	if err == nil {
+		return st, nil
+	}
+	if ctx.Err() == nil && errors.Is(err, sandbox.ErrClosed) {
+		// The sandbox went away under the process: say why.
+		select {
+		case <-p.s.done:
+		case <-ctx.Done():
+			return st, err
+		}
+		switch {
+		case p.s.timedOut.Load():
+			return sandbox.ExitStatus{Code: 128 + sandbox.SIGKILL, Signal: sandbox.SIGKILL, TimedOut: true}, nil
+		case p.s.oom.Load():
+			return sandbox.ExitStatus{Code: 128 + sandbox.SIGKILL, Signal: sandbox.SIGKILL, OOM: true}, nil
+		}
+	}
+	return st, err
+}
