@@ -142,3 +142,39 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("healthz: %s %s", resp.Status, body)
 	}
 }
+
+func TestShutdownDestroysEverything(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	st, err := OpenStore(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ts := newTestServerOpts(t, dir, st, nil, func(c *Config) {
+		c.Pools = []PoolConfig{{Backend: "fake", Size: 2}}
+	})
+	c := ts.local(t)
+	eventually(t, "pool filled", func() bool { return len(ts.fake.Live()) == 2 })
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Start(ctx, sb.ID, client.ExecOptions{Args: []string{"sleep", "600"}}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { ts.srv.Shutdown(ctx); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("shutdown hangs with a running background process")
+	}
+	if live := ts.fake.Live(); len(live) != 0 {
+		t.Fatalf("sandboxes left after shutdown: %v", live)
+	}
+	r, err := st.GetSandbox(ctx, LocalTenant, sb.ID)
+	if err != nil || r.State != StateStopped || r.Reason != "server shutdown" {
+		t.Fatalf("store after shutdown: %v %+v", err, r)
+	}
+}

@@ -249,7 +249,16 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	l.rec = rec
 	l.expires, l.keepAlive = rec.ExpiresAt, rec.KeepAlive
 	l.mu.Unlock()
+	l.touch() // a pooled sandbox's idle time starts at hand-out
 	s.mu.Lock()
+	if s.ctx.Err() != nil {
+		// Shutdown has already collected the live sandboxes.
+		s.live[rec.ID] = l
+		s.mu.Unlock()
+		s.destroy(l, "server shutdown")
+		s.writeError(w, r, fmt.Errorf("create sandbox: server shutting down: %w", sandbox.ErrUnavailable))
+		return
+	}
 	s.live[rec.ID] = l
 	s.mu.Unlock()
 	s.watch(l)

@@ -227,20 +227,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// Long streams (follow, PTY) end when s.ctx is cancelled below.
 		go hs.Shutdown(ctx)
 	}
+	// Cancelling ends streams, the reaper and pool fills; background
+	// process waiters end when their sandboxes are destroyed below.
 	s.cancel()
-	s.wg.Wait()
 	s.mu.Lock()
 	var all []*live
 	for _, l := range s.live {
 		all = append(all, l)
 	}
-	var pooled []*live
 	for _, p := range s.pools {
-		pooled = append(pooled, p.drain()...)
+		all = append(all, p.drain()...)
 	}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, l := range append(all, pooled...) {
+	for _, l := range all {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -248,6 +248,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	s.wg.Wait()
 	for _, hs := range servers {
 		hs.Close()
 	}
