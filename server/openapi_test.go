@@ -157,4 +157,3 @@ func truncate(b []byte) string {
 	}
 	return string(b)
 }
-
