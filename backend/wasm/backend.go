@@ -2,12 +2,14 @@ package wasm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,12 +55,13 @@ type Backend struct {
 	cache    wazero.CompilationCache
 	cacheDir string // "" when the cache is in memory only
 
-	mu       sync.Mutex
-	modules  map[string]*program // by sha256 of the module bytes
-	files    map[fileKey]string  // host file identity -> sha256
-	compiles map[string]*compileCall
-	stubs    map[string]bool // host stub modules instantiated
-	compiled atomic.Int64    // compilations done (cache misses in memory)
+	mu        sync.Mutex
+	modules   map[string]*program // by sha256 of the module bytes
+	files     map[fileKey]string  // host file identity -> sha256
+	compiles  map[string]*compileCall
+	stubs     map[string]bool // host stub modules instantiated
+	sandboxes map[string]bool // live sandbox IDs of this backend
+	compiled  atomic.Int64    // compilations done (cache misses in memory)
 }
 
 // New returns a wasm backend. Nothing is opened until the first Create.
@@ -68,12 +71,13 @@ func New(cfg Config) *Backend {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Backend{
-		cfg:      cfg,
-		log:      log.With("backend", "wasm"),
-		modules:  map[string]*program{},
-		files:    map[fileKey]string{},
-		compiles: map[string]*compileCall{},
-		stubs:    map[string]bool{},
+		cfg:       cfg,
+		log:       log.With("backend", "wasm"),
+		modules:   map[string]*program{},
+		files:     map[fileKey]string{},
+		compiles:  map[string]*compileCall{},
+		stubs:     map[string]bool{},
+		sandboxes: map[string]bool{},
 	}
 }
 
@@ -178,8 +182,10 @@ var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 const tempPrefix = "airlock-wasm-"
 
 // Cleanup implements sandbox.Backend: it removes private directories of
-// sandboxes not in keep (left by a crashed process). Running modules live in
-// this process, so nothing else can be left behind.
+// sandboxes not in keep whose process has ended (a crashed server or CLI).
+// Directories of a live process are never touched, whatever keep says:
+// another airlock process may own them. Running modules live in their
+// process, so nothing else can be left behind.
 func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 	dir := b.cfg.TempDir
 	if dir == "" {
@@ -195,8 +201,8 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 		if !e.IsDir() || !strings.HasPrefix(name, tempPrefix) {
 			continue
 		}
-		id, ok := idFromTemp(name)
-		if !ok || keep[id] {
+		id, pid, ok := parseTempName(name)
+		if !ok || keep[id] || (pid == os.Getpid() && b.live(id)) || (pid != os.Getpid() && processAlive(pid)) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
@@ -206,18 +212,39 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("wasm cleanup: %v", errs)
+		return fmt.Errorf("wasm cleanup: %w", errors.Join(errs...))
 	}
 	return nil
 }
 
-// idFromTemp parses "airlock-wasm-<id>.<random>" (os.MkdirTemp pattern
-// tempPrefix+id+".*").
-func idFromTemp(name string) (string, bool) {
+// live reports whether this backend has a sandbox id that is not destroyed.
+func (b *Backend) live(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sandboxes[id]
+}
+
+// tempPattern is the os.MkdirTemp pattern of a sandbox's private
+// directories: prefix, sandbox ID, owning PID, random suffix.
+func tempPattern(id string) string {
+	return tempPrefix + id + "." + strconv.Itoa(os.Getpid()) + ".*"
+}
+
+// parseTempName parses a name made from tempPattern.
+func parseTempName(name string) (id string, pid int, ok bool) {
 	rest := strings.TrimPrefix(name, tempPrefix)
 	i := strings.LastIndexByte(rest, '.')
 	if i <= 0 {
-		return "", false
+		return "", 0, false
 	}
-	return rest[:i], true
+	rest = rest[:i]
+	j := strings.LastIndexByte(rest, '.')
+	if j <= 0 {
+		return "", 0, false
+	}
+	pid, err := strconv.Atoi(rest[j+1:])
+	if err != nil || pid <= 0 {
+		return "", 0, false
+	}
+	return rest[:j], pid, true
 }

@@ -22,7 +22,7 @@ var _ sandbox.Files = (*files)(nil)
 
 // at resolves p for op, checking the sandbox is alive and, for writes,
 // that the mount is writable.
-func (f *files) at(op, p string, write bool) (*mount, string, error) {
+func (f *files) at(op, p string, a access) (*mount, string, error) {
 	if f.s.isClosed() {
 		return nil, "", fmt.Errorf("%s %q in %q: %w", op, p, f.s.id, sandbox.ErrClosed)
 	}
@@ -30,8 +30,11 @@ func (f *files) at(op, p string, write bool) (*mount, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("%s in %q: %w", op, f.s.id, err)
 	}
-	if write && m.readOnly {
+	if a != accessRead && m.readOnly {
 		return nil, "", fmt.Errorf("%s %q in %q: read-only: %w", op, p, f.s.id, sandbox.ErrPermission)
+	}
+	if e := m.rules.check(m.root, rel, a); e != 0 {
+		return nil, "", fmt.Errorf("%s %q in %q: denied by policy: %w", op, p, f.s.id, sandbox.ErrPermission)
 	}
 	return m, rel, nil
 }
@@ -56,13 +59,17 @@ func (f *files) kindErr(op, p string, err error) error {
 }
 
 func (f *files) ReadFile(ctx context.Context, p string) (io.ReadCloser, error) {
-	m, rel, err := f.at("read", p, false)
+	m, rel, err := f.at("read", p, accessRead)
 	if err != nil {
 		return nil, err
 	}
 	file, err := m.root.Open(rel)
 	if err != nil {
 		return nil, f.kindErr("read", p, err)
+	}
+	if e := m.rules.checkOpened(m.root, file, accessRead); e != 0 {
+		file.Close()
+		return nil, fmt.Errorf("read %q in %q: denied by policy: %w", p, f.s.id, sandbox.ErrPermission)
 	}
 	st, err := file.Stat()
 	if err != nil || st.IsDir() {
@@ -76,7 +83,7 @@ func (f *files) ReadFile(ctx context.Context, p string) (io.ReadCloser, error) {
 }
 
 func (f *files) WriteFile(ctx context.Context, p string, r io.Reader, mode fs.FileMode, mkdirs bool) error {
-	m, rel, err := f.at("write", p, true)
+	m, rel, err := f.at("write", p, accessWrite)
 	if err != nil {
 		return err
 	}
@@ -91,8 +98,21 @@ func (f *files) WriteFile(ctx context.Context, p string, r io.Reader, mode fs.Fi
 			return f.kindErr("write", p, err)
 		}
 	}
-	file, err := m.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode&fs.ModePerm)
+	if m.rules.active(accessWrite) {
+		if fi, err := m.root.Lstat(rel); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("write %q in %q: through a symlink where the policy protects paths: %w", p, f.s.id, sandbox.ErrPermission)
+		}
+	}
+	file, err := m.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE, mode&fs.ModePerm)
 	if err != nil {
+		return f.kindErr("write", p, err)
+	}
+	if e := m.rules.checkOpened(m.root, file, accessWrite); e != 0 {
+		file.Close()
+		return fmt.Errorf("write %q in %q: denied by policy: %w", p, f.s.id, sandbox.ErrPermission)
+	}
+	if err := file.Truncate(0); err != nil {
+		file.Close()
 		return f.kindErr("write", p, err)
 	}
 	n, err := io.Copy(file, r)
@@ -125,7 +145,7 @@ func (f *files) info(m *mount, p, rel string, fi fs.FileInfo) sandbox.FileInfo {
 }
 
 func (f *files) Stat(ctx context.Context, p string) (sandbox.FileInfo, error) {
-	m, rel, err := f.at("stat", p, false)
+	m, rel, err := f.at("stat", p, accessRead)
 	if err != nil {
 		return sandbox.FileInfo{}, err
 	}
@@ -137,7 +157,7 @@ func (f *files) Stat(ctx context.Context, p string) (sandbox.FileInfo, error) {
 }
 
 func (f *files) List(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
-	m, rel, err := f.at("list", p, false)
+	m, rel, err := f.at("list", p, accessRead)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +173,7 @@ func (f *files) List(ctx context.Context, p string) ([]sandbox.FileInfo, error) 
 	out := make([]sandbox.FileInfo, 0, len(entries))
 	for _, e := range entries {
 		childRel := path.Join(rel, e.Name())
-		if denied(m.deny, childRel) {
+		if denied(m.rules.deny, childRel) {
 			continue
 		}
 		fi, err := e.Info()
@@ -166,7 +186,7 @@ func (f *files) List(ctx context.Context, p string) ([]sandbox.FileInfo, error) 
 }
 
 func (f *files) Mkdir(ctx context.Context, p string, mode fs.FileMode, parents bool) error {
-	m, rel, err := f.at("mkdir", p, true)
+	m, rel, err := f.at("mkdir", p, accessWrite)
 	if err != nil {
 		return err
 	}
@@ -185,7 +205,7 @@ func (f *files) Mkdir(ctx context.Context, p string, mode fs.FileMode, parents b
 }
 
 func (f *files) Remove(ctx context.Context, p string, recursive bool) error {
-	m, rel, err := f.at("remove", p, true)
+	m, rel, err := f.at("remove", p, accessRemove)
 	if err != nil {
 		return err
 	}
@@ -208,11 +228,11 @@ func (f *files) Remove(ctx context.Context, p string, recursive bool) error {
 }
 
 func (f *files) Rename(ctx context.Context, from, to string) error {
-	mf, relFrom, err := f.at("rename", from, true)
+	mf, relFrom, err := f.at("rename", from, accessRemove)
 	if err != nil {
 		return err
 	}
-	mt, relTo, err := f.at("rename", to, true)
+	mt, relTo, err := f.at("rename", to, accessRemove)
 	if err != nil {
 		return err
 	}

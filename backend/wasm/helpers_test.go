@@ -53,12 +53,9 @@ func testBackend(t testing.TB) *Backend {
 	t.Helper()
 	g := guestModule(t)
 	sharedOnce.Do(func() {
-		cache, err := os.MkdirTemp("", "airlock-wasm-cache-")
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The default on-disk compilation cache, shared with the CLI:
+		// ruby compiles once per machine, not once per test run.
 		shared = New(Config{
-			CacheDir: cache,
 			AssetDir: repoAssetDir(),
 			Commands: map[string]string{"guest": g},
 		})

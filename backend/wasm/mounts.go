@@ -21,7 +21,18 @@ type mount struct {
 	host     string
 	root     *os.Root
 	readOnly bool
-	deny     []string // cleaned paths relative to host
+	private  bool // a directory this sandbox made (its layout is ours)
+	rules    mountRules
+	quota    *quota // nil: no disk limit
+}
+
+// mountOpts says how to mount a directory.
+type mountOpts struct {
+	readOnly bool
+	private  bool
+	deny     []string // absolute host paths
+	protect  []string // absolute host paths
+	disk     int64    // bytes the guest may write into it; 0: no limit
 }
 
 // mountTable is a sandbox's filesystem view. Longest guest prefix wins, as
@@ -37,24 +48,31 @@ func (t *mountTable) close() {
 }
 
 // add opens host as a mount at guest. A later mount at the same guest path
-// replaces an earlier one only when it is read-write (never widens a
-// read-only grant of the same path by accident: RW must be explicit).
-func (t *mountTable) add(guest, host string, readOnly bool, deny []string) error {
+// replaces an earlier one only when it is read-write (read-write must be
+// explicit, it never comes from a read-only grant of the same path).
+func (t *mountTable) add(guest, host string, o mountOpts) error {
 	root, err := os.OpenRoot(host)
 	if err != nil {
 		return err
 	}
-	m := &mount{guest: path.Clean("/" + filepath.ToSlash(guest)), host: host, root: root, readOnly: readOnly}
-	for _, d := range deny {
-		rel, err := filepath.Rel(host, d)
-		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			continue
-		}
-		m.deny = append(m.deny, filepath.ToSlash(rel))
+	real, err := filepath.EvalSymlinks(host)
+	if err != nil {
+		real = ""
+	}
+	m := &mount{
+		guest:    path.Clean("/" + filepath.ToSlash(guest)),
+		host:     host,
+		root:     root,
+		readOnly: o.readOnly,
+		private:  o.private,
+		rules:    mountRules{deny: relRules(host, o.deny), protect: relRules(host, o.protect), real: real},
+	}
+	if o.disk > 0 && !o.readOnly {
+		m.quota = &quota{limit: o.disk}
 	}
 	for i, old := range t.mounts {
 		if old.guest == m.guest {
-			if !readOnly {
+			if !o.readOnly {
 				old.root.Close()
 				t.mounts[i] = m
 			} else {
@@ -68,13 +86,55 @@ func (t *mountTable) add(guest, host string, readOnly bool, deny []string) error
 	return nil
 }
 
-// fsConfig is the WASI preopen configuration of the table.
-func (t *mountTable) fsConfig() wazero.FSConfig {
+// has reports whether a mount sits exactly at guest.
+func (t *mountTable) has(guest string) bool {
+	for _, m := range t.mounts {
+		if m.guest == guest {
+			return true
+		}
+	}
+	return false
+}
+
+// scaffold creates, inside each private mount, the directories leading to
+// the mounts nested in it, so that walking a path component by component
+// (realpath, require_relative, os.Getwd) finds every mount point, as in a
+// container's root filesystem. Host mounts already have them: they are
+// seen at their host paths.
+func (t *mountTable) scaffold() error {
+	for _, outer := range t.mounts {
+		if !outer.private {
+			continue
+		}
+		for _, inner := range t.mounts {
+			if inner == outer || !under(inner.guest, outer.guest) {
+				continue
+			}
+			rel := strings.TrimPrefix(strings.TrimPrefix(inner.guest, outer.guest), "/")
+			if err := outer.root.MkdirAll(rel, 0o755); err != nil {
+				return fmt.Errorf("make mount point %s: %w", inner.guest, err)
+			}
+		}
+	}
+	return nil
+}
+
+// under reports whether p is strictly inside dir (both clean, absolute).
+func under(p, dir string) bool {
+	if dir == "/" {
+		return p != "/"
+	}
+	return strings.HasPrefix(p, dir+"/")
+}
+
+// fsConfig is the WASI preopen configuration of the table for one process
+// holding at most fds open files.
+func (t *mountTable) fsConfig(fds *fdBudget) wazero.FSConfig {
 	cfg := wazero.NewFSConfig().(sysfs.FSConfig)
 	// Shortest first, so the guest's fd 3 is the outermost directory.
 	for i := len(t.mounts) - 1; i >= 0; i-- {
 		m := t.mounts[i]
-		cfg = cfg.WithSysFSMount(&rootFS{root: m.root, readOnly: m.readOnly, deny: m.deny}, m.guest).(sysfs.FSConfig)
+		cfg = cfg.WithSysFSMount(&rootFS{m: m, fds: fds}, m.guest).(sysfs.FSConfig)
 	}
 	return cfg.(wazero.FSConfig)
 }
@@ -105,7 +165,7 @@ func (t *mountTable) resolve(p string) (*mount, string, error) {
 		if rel == "" {
 			rel = "."
 		}
-		if denied(m.deny, rel) {
+		if denied(m.rules.deny, path.Clean(rel)) {
 			return nil, "", fmt.Errorf("path %q: denied by policy: %w", p, sandbox.ErrPermission)
 		}
 		return m, rel, nil

@@ -44,6 +44,7 @@ type process struct {
 	cancel context.CancelCauseFunc
 	exited chan struct{}
 	cfg    wazero.ModuleConfig
+	dir    string
 	status sandbox.ExitStatus
 }
 
@@ -83,7 +84,7 @@ func (s *wasmSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 		timeout = s.pol.Limits.Timeout.D()
 	}
 
-	p := &process{s: s, argv0: name, exited: make(chan struct{})}
+	p := &process{s: s, argv0: name, dir: dir, exited: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancelCause(s.ctx)
 	if timeout > 0 {
 		var stop context.CancelFunc
@@ -152,7 +153,7 @@ func (s *wasmSandbox) moduleConfig(p *process, req sandbox.ExecRequest, dir stri
 		WithStdin(p.stdin).
 		WithStdout(stdout).
 		WithStderr(stderr).
-		WithFSConfig(s.mounts.fsConfig()).
+		WithFSConfig(s.mounts.fsConfig(&fdBudget{limit: int64(s.pol.Limits.OpenFiles)})).
 		WithSysWalltime().
 		WithSysNanotime().
 		WithNanosleep(func(ns int64) {
@@ -244,7 +245,7 @@ func (p *process) run(prog *program, args []string, stderr io.Writer) {
 	start := time.Now()
 	mod, err := s.b.rt.InstantiateModule(ctx, prog.cm, p.cfg)
 	if err == nil && prog.kind == kindRuby {
-		err = runRuby(ctx, mod, args)
+		err = runRuby(ctx, mod, args, p.dir)
 	}
 	cause := context.Cause(p.ctx)
 	if mod != nil {
@@ -288,11 +289,13 @@ func (p *process) exitStatus(err, cause error, stderr io.Writer) sandbox.ExitSta
 	case p.mem.exceeded.Load():
 		st.OOM, st.Code, st.Signal = true, killedCode, sandbox.SIGKILL
 		fmt.Fprintf(stderr, "airlock: %s stopped: memory limit of %d MiB exceeded\n", p.argv0, p.mem.limit>>20)
-	case err == nil:
 	case errors.Is(cause, errTimedOut):
+		// Also when the module then ended by itself: stopping it (e.g.
+		// ending its stdin) is what made it end.
 		st.TimedOut, st.Code, st.Signal = true, killedCode, sandbox.SIGKILL
 	case cause != nil:
 		st.Code, st.Signal = killedCode, sandbox.SIGKILL
+	case err == nil:
 	case errors.As(err, &exit):
 		st.Code = int(exit.ExitCode())
 		if st.Code > 255 || st.Code < 0 {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"path"
 	"strings"
 	"time"
 
@@ -12,31 +11,31 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 )
 
-// rootFS is the WASI view of one preopened directory. Every operation goes
-// through an os.Root, so a guest path with ".." or a symbolic link that
-// leads out of the directory fails (EPERM) instead of reaching the host.
-// wazero's own DirFS follows such paths, which is why it is not used.
+// rootFS is the WASI view of one preopened directory for one process.
+// Every operation goes through the mount's os.Root, so a guest path with
+// ".." or a symbolic link that leads out of the directory fails (EPERM)
+// instead of reaching the host; wazero's own DirFS follows such links,
+// which is why it is not used. The mount's rules (deny, protect_config,
+// disk quota) and the process's open-file budget apply on top.
 type rootFS struct {
 	experimentalsys.UnimplementedFS
-	root     *os.Root
-	readOnly bool
-	// deny holds cleaned paths relative to root that the policy denies.
-	deny []string
+	m   *mount
+	fds *fdBudget
 }
 
 var _ experimentalsys.FS = (*rootFS)(nil)
 
 // rel turns a guest path relative to the preopen into the path given to
-// os.Root, refusing denied paths. It returns an errno on refusal.
-func (r *rootFS) rel(p string) (string, experimentalsys.Errno) {
+// os.Root and checks the rules for access a.
+func (r *rootFS) rel(p string, a access) (string, experimentalsys.Errno) {
 	p = strings.TrimPrefix(p, "/")
 	if p == "" {
 		p = "."
 	}
-	if denied(r.deny, path.Clean(p)) {
-		return "", experimentalsys.EACCES
+	if a != accessRead && r.m.readOnly {
+		return "", experimentalsys.EROFS
 	}
-	return p, 0
+	return p, r.m.rules.check(r.m.root, p, a)
 }
 
 // denied reports whether clean (a cleaned relative path) is one of deny or
@@ -59,6 +58,10 @@ func errno(err error) experimentalsys.Errno {
 	if isEscape(err) {
 		return experimentalsys.EPERM
 	}
+	var e experimentalsys.Errno
+	if errors.As(err, &e) {
+		return e
+	}
 	return experimentalsys.UnwrapOSError(err)
 }
 
@@ -80,12 +83,21 @@ const writeFlags = experimentalsys.O_WRONLY | experimentalsys.O_RDWR | experimen
 	experimentalsys.O_TRUNC | experimentalsys.O_APPEND
 
 func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
-	rel, e := r.rel(p)
+	a := accessRead
+	if flag&writeFlags != 0 {
+		a = accessWrite
+	}
+	rel, e := r.rel(p, a)
 	if e != 0 {
 		return nil, e
 	}
-	if r.readOnly && flag&writeFlags != 0 {
-		return nil, experimentalsys.EROFS
+	rules := &r.m.rules
+	if a == accessWrite && flag&experimentalsys.O_CREAT != 0 && rules.active(a) {
+		// Creating through a symlink could create a protected file before
+		// the opened file can be checked: refuse it.
+		if fi, err := r.m.root.Lstat(rel); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, experimentalsys.EPERM
+		}
 	}
 	f := 0
 	switch {
@@ -102,6 +114,11 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 	}
 	if flag&experimentalsys.O_TRUNC != 0 {
 		f |= os.O_TRUNC
+		if rules.active(a) {
+			// Truncating is a write: check the target before the open
+			// does it.
+			f &^= os.O_TRUNC
+		}
 	}
 	if flag&experimentalsys.O_APPEND != 0 {
 		f |= os.O_APPEND
@@ -110,25 +127,54 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 		f |= os.O_SYNC
 	}
 	f = platformOflags(flag, f)
-	file, err := r.root.OpenFile(rel, f, perm)
+	if !r.fds.acquire() {
+		return nil, errTooManyFiles
+	}
+	var before int64
+	if r.m.quota != nil && flag&experimentalsys.O_TRUNC != 0 {
+		if fi, err := r.m.root.Stat(rel); err == nil && fi.Mode().IsRegular() {
+			before = fi.Size()
+		}
+	}
+	file, err := r.m.root.OpenFile(rel, f, perm)
 	if err != nil {
+		r.fds.release()
 		return nil, errno(err)
+	}
+	fail := func(e experimentalsys.Errno) (experimentalsys.File, experimentalsys.Errno) {
+		file.Close()
+		r.fds.release()
+		return nil, e
+	}
+	if e := rules.checkOpened(r.m.root, file, a); e != 0 {
+		return fail(e)
 	}
 	if flag&experimentalsys.O_DIRECTORY != 0 {
 		if st, err := file.Stat(); err != nil || !st.IsDir() {
-			file.Close()
-			return nil, experimentalsys.ENOTDIR
+			return fail(experimentalsys.ENOTDIR)
 		}
 	}
-	return newRootFile(r.root, rel, file, flag&experimentalsys.O_APPEND != 0)
+	if flag&experimentalsys.O_TRUNC != 0 {
+		if err := file.Truncate(0); err != nil {
+			return fail(errno(err))
+		}
+		r.m.quota.give(before)
+	}
+	rf, e := newRootFile(r.m.root, rel, file, flag&experimentalsys.O_APPEND != 0)
+	if e != 0 {
+		r.fds.release()
+		return nil, e
+	}
+	rf.quota, rf.fds = r.m.quota, r.fds
+	return rf, 0
 }
 
 func (r *rootFS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
-	rel, e := r.rel(p)
+	rel, e := r.rel(p, accessRead)
 	if e != 0 {
 		return sys.Stat_t{}, e
 	}
-	fi, err := r.root.Lstat(rel)
+	fi, err := r.m.root.Lstat(rel)
 	if err != nil {
 		return sys.Stat_t{}, errno(err)
 	}
@@ -136,98 +182,108 @@ func (r *rootFS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
 }
 
 func (r *rootFS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
-	rel, e := r.rel(p)
+	rel, e := r.rel(p, accessRead)
 	if e != 0 {
 		return sys.Stat_t{}, e
 	}
-	fi, err := r.root.Stat(rel)
+	fi, err := r.m.root.Stat(rel)
 	if err != nil {
 		return sys.Stat_t{}, errno(err)
 	}
 	return sys.NewStat_t(fi), 0
 }
 
-// mutating runs op on p's relative path unless the mount is read-only.
-func (r *rootFS) mutating(p string, op func(rel string) error) experimentalsys.Errno {
-	rel, e := r.rel(p)
+// mutating runs op on p's relative path after the checks for access a.
+func (r *rootFS) mutating(p string, a access, op func(rel string) error) experimentalsys.Errno {
+	rel, e := r.rel(p, a)
 	if e != 0 {
 		return e
-	}
-	if r.readOnly {
-		return experimentalsys.EROFS
 	}
 	return errno(op(rel))
 }
 
 func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
-	return r.mutating(p, func(rel string) error { return r.root.Mkdir(rel, perm) })
+	return r.mutating(p, accessWrite, func(rel string) error { return r.m.root.Mkdir(rel, perm) })
 }
 
 func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
-	return r.mutating(p, func(rel string) error { return r.root.Chmod(rel, perm) })
+	return r.mutating(p, accessWrite, func(rel string) error { return r.m.root.Chmod(rel, perm) })
 }
 
 func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
-	toRel, e := r.rel(to)
+	toRel, e := r.rel(to, accessRemove)
 	if e != 0 {
 		return e
 	}
-	return r.mutating(from, func(rel string) error { return r.root.Rename(rel, toRel) })
+	return r.mutating(from, accessRemove, func(rel string) error { return r.m.root.Rename(rel, toRel) })
+}
+
+// removed credits the quota with a file about to be removed.
+func (r *rootFS) removed(fi fs.FileInfo) {
+	if r.m.quota != nil && fi.Mode().IsRegular() && sys.NewStat_t(fi).Nlink <= 1 {
+		r.m.quota.give(fi.Size())
+	}
 }
 
 func (r *rootFS) Rmdir(p string) experimentalsys.Errno {
-	return r.mutating(p, func(rel string) error {
-		fi, err := r.root.Lstat(rel)
+	return r.mutating(p, accessRemove, func(rel string) error {
+		fi, err := r.m.root.Lstat(rel)
 		if err != nil {
 			return err
 		}
 		if !fi.IsDir() {
-			return &os.PathError{Op: "rmdir", Path: rel, Err: experimentalsys.ENOTDIR}
+			return experimentalsys.ENOTDIR
 		}
-		return r.root.Remove(rel)
+		return r.m.root.Remove(rel)
 	})
 }
 
 func (r *rootFS) Unlink(p string) experimentalsys.Errno {
-	return r.mutating(p, func(rel string) error {
-		fi, err := r.root.Lstat(rel)
+	return r.mutating(p, accessRemove, func(rel string) error {
+		fi, err := r.m.root.Lstat(rel)
 		if err != nil {
 			return err
 		}
 		if fi.IsDir() {
-			return &os.PathError{Op: "unlink", Path: rel, Err: experimentalsys.EISDIR}
+			return experimentalsys.EISDIR
 		}
-		return r.root.Remove(rel)
+		if err := r.m.root.Remove(rel); err != nil {
+			return err
+		}
+		r.removed(fi)
+		return nil
 	})
 }
 
+// Link refuses links to protected files (a hard link is an alias the
+// rules would not see by name).
 func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
-	oldRel, e := r.rel(oldPath)
+	oldRel, e := r.rel(oldPath, accessWrite)
 	if e != 0 {
 		return e
 	}
-	return r.mutating(newPath, func(rel string) error { return r.root.Link(oldRel, rel) })
+	return r.mutating(newPath, accessWrite, func(rel string) error { return r.m.root.Link(oldRel, rel) })
 }
 
 // Symlink creates a link with any target text; following it is still
-// confined to the root, so a link pointing out of it is harmless.
+// confined to the root and checked against the rules.
 func (r *rootFS) Symlink(oldPath, linkName string) experimentalsys.Errno {
-	return r.mutating(linkName, func(rel string) error { return r.root.Symlink(oldPath, rel) })
+	return r.mutating(linkName, accessWrite, func(rel string) error { return r.m.root.Symlink(oldPath, rel) })
 }
 
 func (r *rootFS) Readlink(p string) (string, experimentalsys.Errno) {
-	rel, e := r.rel(p)
+	rel, e := r.rel(p, accessRead)
 	if e != 0 {
 		return "", e
 	}
-	s, err := r.root.Readlink(rel)
+	s, err := r.m.root.Readlink(rel)
 	return s, errno(err)
 }
 
 func (r *rootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
-	return r.mutating(p, func(rel string) error {
+	return r.mutating(p, accessWrite, func(rel string) error {
 		if atim == experimentalsys.UTIME_OMIT || mtim == experimentalsys.UTIME_OMIT {
-			fi, err := r.root.Stat(rel)
+			fi, err := r.m.root.Stat(rel)
 			if err != nil {
 				return err
 			}
@@ -239,6 +295,7 @@ func (r *rootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
 				mtim = st.Mtim
 			}
 		}
-		return r.root.Chtimes(rel, time.Unix(0, atim), time.Unix(0, mtim))
+		return r.m.root.Chtimes(rel, time.Unix(0, atim), time.Unix(0, mtim))
 	})
 }
+

@@ -137,7 +137,7 @@ func (c rubyCommand) initArgs(argv0 string) []string {
 // bootstrap is the Ruby code that runs the program and exits. Program text
 // and paths travel hex-encoded, so nothing the caller passes is parsed as
 // part of the bootstrap.
-func (c rubyCommand) bootstrap() string {
+func (c rubyCommand) bootstrap(dir string) string {
 	lit := func(s string) string {
 		return "['" + hex.EncodeToString([]byte(s)) + "'].pack('H*').force_encoding(Encoding::UTF_8)"
 	}
@@ -146,7 +146,7 @@ func (c rubyCommand) bootstrap() string {
 	case rubyFromEval:
 		run = "TOPLEVEL_BINDING.eval(" + lit(c.code) + ", '-e', 1)"
 	case rubyFromScript:
-		run = "$0 = " + lit(c.code) + "; load($0)"
+		run = "$0 = " + lit(c.code) + "; TOPLEVEL_BINDING.eval(File.read($0), $0, 1)"
 	case rubyFromStdin:
 		run = "TOPLEVEL_BINDING.eval($stdin.read, '-', 1)"
 	case rubyNoProgram:
@@ -154,6 +154,7 @@ func (c rubyCommand) bootstrap() string {
 	}
 	return `__airlock_status = 0
 begin
+  Dir.chdir(` + lit(dir) + `)
   ` + run + `
 rescue SystemExit => e
   __airlock_status = e.status
@@ -168,8 +169,9 @@ exit!(__airlock_status)
 
 // runRuby runs the command line args (args[0] is the command name) in an
 // initialized ruby module. It returns the module's exit as an error, like
-// a WASI command's _start.
-func runRuby(ctx context.Context, mod api.Module, args []string) error {
+// a WASI command's _start. dir is the working directory (wasi-libc starts
+// in "/").
+func runRuby(ctx context.Context, mod api.Module, args []string, dir string) error {
 	cmd := parseRubyArgs(args[1:])
 	realloc := mod.ExportedFunction("cabi_realloc")
 	mem := mod.Memory()
@@ -208,7 +210,7 @@ func runRuby(ctx context.Context, mod api.Module, args []string) error {
 	if _, err := mod.ExportedFunction(rubyInitExport).Call(ctx, uint64(list), uint64(len(init))); err != nil {
 		return err
 	}
-	boot := cmd.bootstrap()
+	boot := cmd.bootstrap(dir)
 	p, err := str(boot)
 	if err != nil {
 		return err

@@ -74,6 +74,13 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		done:   make(chan struct{}),
 		procs:  map[*process]struct{}{},
 	}
+	b.mu.Lock()
+	if b.sandboxes[spec.ID] {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("create sandbox %q: %w", spec.ID, sandbox.ErrExists)
+	}
+	b.sandboxes[spec.ID] = true
+	b.mu.Unlock()
 	defer func() {
 		if err != nil {
 			s.release()
@@ -99,39 +106,39 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 // buildFS opens the mounts the policy grants.
 func (s *wasmSandbox) buildFS(spec sandbox.Spec) error {
 	fsp := spec.Policy.Filesystem
-	deny := make([]string, 0, len(fsp.Deny))
-	for _, d := range fsp.Deny {
-		deny = append(deny, filepath.Clean(d))
-	}
+	rules := mountOpts{deny: fsp.Deny, protect: spec.Policy.ProtectedPaths()}
 	if fsp.Rootfs != "" {
-		if err := s.mounts.add("/", fsp.Rootfs, true, deny); err != nil {
+		o := rules
+		o.readOnly = true
+		if err := s.mounts.add("/", fsp.Rootfs, o); err != nil {
 			return fmt.Errorf("open rootfs: %w: %w", err, sandbox.ErrInvalid)
 		}
 	}
 	for _, p := range fsp.ReadOnly {
-		if err := s.grant(p, true, deny); err != nil {
+		if err := s.grant(p, true, rules); err != nil {
 			return err
 		}
 	}
 	for _, p := range fsp.ReadWrite {
-		if err := s.grant(p, false, deny); err != nil {
+		if err := s.grant(p, false, rules); err != nil {
 			return err
 		}
 	}
-	switch ws := fsp.Workspace; ws {
-	case "", "none":
+	disk := int64(spec.Policy.Limits.DiskBytes)
+	switch ws := fsp.WorkspacePath(); ws {
+	case "":
 		dir, err := s.privateDir("workspace")
 		if err != nil {
 			return err
 		}
-		if err := s.mounts.add("/workspace", dir, false, nil); err != nil {
+		if err := s.mounts.add("/workspace", dir, mountOpts{private: true, disk: disk}); err != nil {
 			return fmt.Errorf("open workspace: %w", err)
 		}
 	default:
 		if !filepath.IsAbs(ws) {
 			return fmt.Errorf("workspace %q: not absolute (policy not resolved): %w", ws, sandbox.ErrInvalid)
 		}
-		if err := s.mounts.add(ws, ws, false, deny); err != nil {
+		if err := s.mounts.add(ws, ws, rules); err != nil {
 			return fmt.Errorf("open workspace: %w: %w", err, sandbox.ErrInvalid)
 		}
 	}
@@ -140,17 +147,31 @@ func (s *wasmSandbox) buildFS(spec sandbox.Spec) error {
 		if err != nil {
 			return err
 		}
-		if err := s.mounts.add(t, dir, false, nil); err != nil {
+		if err := s.mounts.add(t, dir, mountOpts{private: true, disk: disk}); err != nil {
 			return fmt.Errorf("open private %s: %w", t, err)
 		}
 	}
-	return s.injectFiles(spec.Files)
+	if err := s.injectFiles(spec.Files); err != nil {
+		return err
+	}
+	// Without a rootfs, / is an empty read-only directory holding only the
+	// way to each mount point.
+	if !s.mounts.has("/") {
+		dir, err := s.privateDir("root")
+		if err != nil {
+			return err
+		}
+		if err := s.mounts.add("/", dir, mountOpts{private: true, readOnly: true}); err != nil {
+			return fmt.Errorf("open private /: %w", err)
+		}
+	}
+	return s.mounts.scaffold()
 }
 
 // grant mounts one read_only/read_write path. WASI preopens are
 // directories: a path that is a file, or does not exist, is not granted
 // (the sandbox sees less, never more) and the omission is logged.
-func (s *wasmSandbox) grant(p string, readOnly bool, deny []string) error {
+func (s *wasmSandbox) grant(p string, readOnly bool, o mountOpts) error {
 	if !filepath.IsAbs(p) {
 		return fmt.Errorf("path %q: not absolute (policy not resolved): %w", p, sandbox.ErrInvalid)
 	}
@@ -159,7 +180,8 @@ func (s *wasmSandbox) grant(p string, readOnly bool, deny []string) error {
 		s.log.Warn("policy path not granted: wasm preopens are directories", "path", p, "read_only", readOnly, "err", err)
 		return nil
 	}
-	if err := s.mounts.add(p, p, readOnly, deny); err != nil {
+	o.readOnly = readOnly
+	if err := s.mounts.add(p, p, o); err != nil {
 		return fmt.Errorf("open %s: %w: %w", p, err, sandbox.ErrInvalid)
 	}
 	return nil
@@ -171,7 +193,7 @@ func (s *wasmSandbox) privateDir(what string) (string, error) {
 	if base == "" {
 		base = os.TempDir()
 	}
-	dir, err := os.MkdirTemp(base, tempPrefix+s.id+".*")
+	dir, err := os.MkdirTemp(base, tempPattern(s.id))
 	if err != nil {
 		return "", fmt.Errorf("make private %s: %w: %w", what, err, sandbox.ErrUnavailable)
 	}
@@ -210,7 +232,7 @@ func (s *wasmSandbox) injectFiles(files []sandbox.File) error {
 				return fmt.Errorf("inject file %q: %w", f.Path, err)
 			}
 		}
-		if err := s.mounts.add(d, host, true, nil); err != nil {
+		if err := s.mounts.add(d, host, mountOpts{private: true, readOnly: true}); err != nil {
 			return fmt.Errorf("inject files in %s: %w", d, err)
 		}
 	}
@@ -221,8 +243,8 @@ func (s *wasmSandbox) defaultWorkdir(p *policy.Policy) string {
 	if p.Process.Workdir != "" {
 		return path.Clean(p.Process.Workdir)
 	}
-	switch ws := p.Filesystem.Workspace; ws {
-	case "", "none":
+	switch ws := p.Filesystem.WorkspacePath(); ws {
+	case "":
 		return "/workspace"
 	default:
 		return filepath.ToSlash(ws)
@@ -288,6 +310,11 @@ func (s *wasmSandbox) Destroy(ctx context.Context) error {
 
 // release closes the mounts and removes private directories.
 func (s *wasmSandbox) release() error {
+	defer func() {
+		s.b.mu.Lock()
+		delete(s.b.sandboxes, s.id)
+		s.b.mu.Unlock()
+	}()
 	s.mounts.close()
 	var errs []error
 	for _, d := range s.private {
