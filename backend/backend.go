@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 
+	"github.com/airlock-dev/airlock/backend/gvisor"
+	"github.com/airlock-dev/airlock/backend/native"
 	"github.com/airlock-dev/airlock/backend/wasm"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -38,9 +41,9 @@ func Open(name string, opts Options) (sandbox.Backend, error) {
 	}
 	switch name {
 	case "", "native":
-		return openNative(opts)
+		return native.New(native.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "native")}), nil
 	case "gvisor":
-		return openGvisor(opts)
+		return gvisor.New(gvisor.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "gvisor")}), nil
 	case "wasm":
 		return wasm.New(wasm.Config{Log: opts.Log}), nil
 	}
@@ -79,4 +82,12 @@ func Auto(ctx context.Context, isolation string, opts Options) (sandbox.Backend,
 		}
 	}
 	return nil, fmt.Errorf("no backend with isolation %s on this host (%s): %w", isolation, strings.Join(why, "; "), sandbox.ErrUnavailable)
+}
+
+// sub is dir/name, or "" (the backend's default) when dir is empty.
+func sub(dir, name string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, name)
 }
