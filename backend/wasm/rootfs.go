@@ -298,4 +298,3 @@ func (r *rootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
 		return r.m.root.Chtimes(rel, time.Unix(0, atim), time.Unix(0, mtim))
 	})
 }
-
