@@ -1,0 +1,261 @@
+package gvisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Each attack first works unconfined (on the host, as this test process),
+// then fails from inside a sandbox.
+
+func TestDenyPathUnreadable(t *testing.T) {
+	b := testBackend(t)
+	ws := workspace(t)
+	secretDir := filepath.Join(ws, "secrets")
+	os.Mkdir(secretDir, 0o755)
+	os.WriteFile(filepath.Join(secretDir, "key"), []byte("TOPSECRET"), 0o644)
+	os.WriteFile(filepath.Join(ws, "token"), []byte("TOPSECRET"), 0o644)
+	if data, err := os.ReadFile(filepath.Join(secretDir, "key")); err != nil || string(data) != "TOPSECRET" {
+		t.Fatalf("unconfined read failed: %v", err)
+	}
+	pol := testPolicy(t, ws, func(p *policy.Policy) {
+		p.Filesystem.Deny = append(p.Filesystem.Deny, secretDir, filepath.Join(ws, "token"))
+	})
+	sb := create(t, b, sandbox.Spec{Policy: pol})
+	for _, attack := range []string{
+		"cat secrets/key", "cat token", "cat /etc/shadow",
+		`python3 -c "import os; print(os.listdir('secrets'))"`,
+		"chmod 644 token && cat token", "mv token t2 && cat t2", "rm -f token; cat token",
+	} {
+		st, out := sh(t, sb, attack)
+		if st.Code == 0 || strings.Contains(out, "TOPSECRET") || strings.Contains(out, "root:") {
+			t.Errorf("%q inside: status %+v output %q: denied path readable", attack, st, out)
+		}
+	}
+	if _, err := sb.Files().ReadFile(context.Background(), secretDir+"/key"); err == nil {
+		t.Error("Files().ReadFile of a denied path succeeded")
+	}
+	// Host files are untouched.
+	if data, _ := os.ReadFile(filepath.Join(ws, "token")); string(data) != "TOPSECRET" {
+		t.Errorf("denied file changed on the host: %q", data)
+	}
+}
+
+func TestWritesConfinedToWorkspace(t *testing.T) {
+	b := testBackend(t)
+	ws := workspace(t)
+	roDir := t.TempDir()
+	hidden := t.TempDir()
+	for _, d := range []string{roDir, hidden} {
+		if err := os.WriteFile(filepath.Join(d, "probe"), []byte("host"), 0o644); err != nil {
+			t.Fatalf("unconfined write to %s failed: %v", d, err)
+		}
+	}
+	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, roDir) })
+	sb := create(t, b, sandbox.Spec{Policy: pol})
+	if st, out := sh(t, sb, "echo in > inside.txt && cat inside.txt"); st.Code != 0 || out != "in" {
+		t.Fatalf("write to the workspace: %+v %q", st, out)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, "inside.txt")); string(data) != "in\n" {
+		t.Fatalf("workspace write not on the host: %q", data)
+	}
+	for _, attack := range []string{
+		"echo x > " + roDir + "/probe", "rm " + roDir + "/probe", "touch " + roDir + "/new",
+		"echo x > /usr/airlock-escape", "echo x > /etc/airlock-escape", "touch /airlock-escape",
+		"mkdir /.airlock/x", "echo x > /.airlock/airlock", "cat " + hidden + "/probe",
+		"umount " + roDir, "mount -o remount,rw " + roDir,
+	} {
+		if st, out := sh(t, sb, attack); st.Code == 0 {
+			t.Errorf("%q inside succeeded: %q", attack, out)
+		}
+	}
+	if st, out := sh(t, sb, "cat "+roDir+"/probe"); st.Code != 0 || out != "host" {
+		t.Errorf("read_only path not readable: %+v %q", st, out)
+	}
+	if data, _ := os.ReadFile(filepath.Join(roDir, "probe")); string(data) != "host" {
+		t.Errorf("read-only file changed on the host: %q", data)
+	}
+	for _, p := range []string{"/usr/airlock-escape", "/etc/airlock-escape", "/airlock-escape"} {
+		if _, err := os.Stat(p); err == nil {
+			os.Remove(p)
+			t.Errorf("%s created on the host", p)
+		}
+	}
+}
+
+func TestProtectedConfigReadOnly(t *testing.T) {
+	b := testBackend(t)
+	ws := workspace(t)
+	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
+	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(ws, ".git", "hooks", "probe"), nil, 0o755); err != nil {
+		t.Fatalf("unconfined hook write: %v", err)
+	}
+	os.Remove(filepath.Join(ws, ".git", "hooks", "probe"))
+	id := newID(t)
+	sb := create(t, b, sandbox.Spec{ID: id, Policy: testPolicy(t, ws, nil)})
+	for _, attack := range []string{
+		"echo '[core] hooksPath=/tmp' >> .git/config", "echo evil > .git/hooks/pre-commit",
+		"echo evil >> .bashrc", "mv .git .git2", "rm -rf .git/hooks", "mkdir -p .vscode && echo {} > .vscode/tasks.json",
+	} {
+		if st, out := sh(t, sb, attack); st.Code == 0 {
+			t.Errorf("%q inside succeeded: %q", attack, out)
+		}
+	}
+	if st, out := sh(t, sb, "echo ok > .git/HEAD && cat .git/HEAD"); st.Code != 0 || out != "ok" {
+		t.Errorf("the rest of .git is not writable: %+v %q", st, out)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(data) != "[core]\n" {
+		t.Errorf(".git/config changed on the host: %q", data)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".bashrc")); err != nil {
+		t.Errorf("no .bashrc placeholder while the sandbox runs: %v", err)
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{".bashrc", ".vscode", ".claude", ".envrc"} {
+		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
+			t.Errorf("placeholder %s left in the workspace", p)
+		}
+	}
+	if err := leaks(b, id); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestNoNetwork(t *testing.T) {
+	b := testBackend(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HOSTLISTENER"))
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	c, err := net.DialTimeout("tcp", ln.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("unconfined connect failed: %v", err)
+	}
+	c.Close()
+	sb := create(t, b, sandbox.Spec{Policy: testPolicy(t, workspace(t), nil)})
+	script := fmt.Sprintf(`python3 - <<'EOF'
+import socket
+s = socket.socket(); s.settimeout(3)
+try:
+    s.connect(("127.0.0.1", %d)); print("CONNECTED", s.recv(20))
+except Exception as e:
+    print("refused", e)
+for dst in [("1.1.1.1", 53), ("8.8.8.8", 53)]:
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        u.connect(dst); u.send(b"x"); print("SENT", dst)
+    except Exception as e:
+        print("no route", e)
+print(open("/proc/net/dev").read())
+EOF`, port)
+	st, out := sh(t, sb, script)
+	t.Logf("inside: %s", out)
+	if st.Code != 0 || strings.Contains(out, "CONNECTED") || strings.Contains(out, "HOSTLISTENER") || strings.Contains(out, "SENT") {
+		t.Fatalf("network reachable from inside: %+v %q", st, out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if name, _, ok := strings.Cut(strings.TrimSpace(l), ":"); ok && !strings.Contains(name, " ") && name != "lo" && !strings.Contains(l, "|") {
+			t.Errorf("interface %q inside, want only lo", name)
+		}
+	}
+}
+
+func TestMemoryLimitEndsSandbox(t *testing.T) {
+	b := testBackend(t)
+	pol := testPolicy(t, workspace(t), func(p *policy.Policy) { p.Limits.Memory = 128 << 20 })
+	id := newID(t)
+	sb := create(t, b, sandbox.Spec{ID: id, Policy: pol})
+	// Well under the limit works.
+	if st, out := sh(t, sb, `python3 -c 'a = bytearray(16 << 20); print("ok")'`); st.Code != 0 || out != "ok" {
+		t.Fatalf("16 MiB under a 128 MiB limit: %+v %q", st, out)
+	}
+	st, out := sh(t, sb, `python3 -c 'a = bytearray(1 << 30); a[::4096] = b"x" * len(a[::4096]); print("allocated 1 GiB")'`)
+	t.Logf("over the limit: status %+v output %q", st, out)
+	if st.Code == 0 || strings.Contains(out, "allocated") {
+		t.Fatalf("allocated 1 GiB under a 128 MiB limit: %+v %q", st, out)
+	}
+	select {
+	case <-sb.Done():
+		if !st.OOM {
+			t.Errorf("the sandbox ended without the status saying OOM: %+v", st)
+		}
+		if _, err := sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"/bin/true"}}); !errors.Is(err, sandbox.ErrClosed) || !errors.Is(err, sandbox.ErrLimit) {
+			t.Errorf("exec after the memory limit ended the sandbox: %v, want ErrClosed and ErrLimit", err)
+		}
+	case <-time.After(5 * time.Second):
+		// gVisor refused the allocation itself (ENOMEM) and lives on.
+		t.Logf("the sandbox survived: gVisor refused the allocation")
+	}
+	sb.Destroy(context.Background())
+	if err := leaks(b, id); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBadSpecLeavesNothing(t *testing.T) {
+	b := testBackend(t)
+	ws := workspace(t)
+	cases := map[string]func(*sandbox.Spec){
+		"missing read_only path": func(sp *sandbox.Spec) {
+			sp.Policy.Filesystem.ReadOnly = append(sp.Policy.Filesystem.ReadOnly, "/nonexistent/airlock-test")
+		},
+		"missing read_write path": func(sp *sandbox.Spec) {
+			sp.Policy.Filesystem.ReadWrite = append(sp.Policy.Filesystem.ReadWrite, filepath.Join(ws, "missing"))
+		},
+		"relative file path": func(sp *sandbox.Spec) {
+			sp.Files = []sandbox.File{{Path: "etc/x", Data: []byte("x")}}
+		},
+		"bad id":           func(sp *sandbox.Spec) { sp.ID = "../escape" },
+		"negative uid":     func(sp *sandbox.Spec) { u := -5; sp.Policy.Process.UID = &u },
+		"missing rootfs":   func(sp *sandbox.Spec) { sp.Image = "/nonexistent/rootfs" },
+		"relative workdir": func(sp *sandbox.Spec) { sp.Policy.Filesystem.Workspace = "rel" },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			pol := testPolicy(t, ws, nil)
+			sp := sandbox.Spec{ID: newID(t), Policy: pol}
+			id := sp.ID
+			mutate(&sp)
+			sb, err := b.Create(context.Background(), sp)
+			if err == nil {
+				sb.Destroy(context.Background())
+				t.Fatal("Create succeeded")
+			}
+			if !errors.Is(err, sandbox.ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
+			}
+			if err := leaks(b, id); err != nil {
+				t.Errorf("failed Create left %v", err)
+			}
+			ents, _ := os.ReadDir(ws)
+			if len(ents) > 0 {
+				t.Errorf("failed Create left %d entries in the workspace (placeholders)", len(ents))
+			}
+		})
+	}
+}
