@@ -137,6 +137,16 @@ func TestProtectedConfigPaths(t *testing.T) {
 			t.Errorf("bad entry %q", r)
 		}
 	}
+	kinds := map[string]bool{}
+	for _, e := range ProtectedConfig() {
+		kinds[e.Path] = e.Dir
+	}
+	if !kinds[".git/hooks"] || !kinds[".idea"] || kinds[".git/config"] || kinds[".bashrc"] || len(kinds) != len(rel) {
+		t.Errorf("ProtectedConfig kinds: %v", kinds)
+	}
+	if a := ProtectedConfigAnchors(); !slices.Equal(a, []string{".claude", ".config", ".cursor", ".gemini", ".git", ".vscode"}) {
+		t.Errorf("ProtectedConfigAnchors = %q", a)
+	}
 	rel[0] = "mutated"
 	if ProtectedConfigPaths()[0] == "mutated" {
 		t.Error("ProtectedConfigPaths returns shared state")
