@@ -227,7 +227,8 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	failRes := func(err error) (runResult, int) {
 		res.Error = err.Error()
 		res.DurationMS = ms(time.Since(start))
-		return res, fail("run", err)
+		res.ExitCode = fail("run", err)
+		return res, res.ExitCode
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
