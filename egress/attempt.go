@@ -27,6 +27,7 @@ type attempt struct {
 	start   time.Time
 
 	sent, recv atomic.Int64
+	requests   atomic.Int64 // HTTP requests relayed (plain or intercepted)
 	secrets    []string // names of secrets injected
 	leaked     []string // names of secrets whose placeholders went elsewhere
 
@@ -182,6 +183,9 @@ func (p *Proxy) emit(a *attempt, allowed bool) {
 	}
 	if a.mitm {
 		f["tls_intercepted"] = true
+	}
+	if n := a.requests.Load(); n > 0 {
+		f["requests"] = n
 	}
 	if len(a.secrets) > 0 {
 		f["secrets_injected"] = a.secrets

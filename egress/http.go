@@ -247,6 +247,7 @@ func (p *Proxy) forward(c *client, req *http.Request, up *upstream, plain bool) 
 	// The origin sees the canonical form of the host that was checked.
 	req.RequestURI = ""
 	req.Host = canonicalAuthority(up.a.host, up.a.port, plain)
+	up.a.requests.Add(1)
 	if err := req.Write(up.conn); err != nil {
 		return false, err
 	}

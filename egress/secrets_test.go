@@ -132,7 +132,7 @@ func TestSecretInjection(t *testing.T) {
 	e := h.rec.wait(t, "injection event", func(e audit.Event) bool {
 		return egressEvent("allow", "api.test", "")(e) && e.Fields["tls_intercepted"] == true
 	})
-	if fmt.Sprint(e.Fields["secrets_injected"]) != "[API_KEY]" {
+	if fmt.Sprint(e.Fields["secrets_injected"]) != "[API_KEY]" || e.Fields["requests"] != int64(2) {
 		t.Errorf("event %v", e.Fields)
 	}
 
