@@ -28,8 +28,8 @@ type attempt struct {
 
 	sent, recv atomic.Int64
 	requests   atomic.Int64 // HTTP requests relayed (plain or intercepted)
-	secrets    []string // names of secrets injected
-	leaked     []string // names of secrets whose placeholders went elsewhere
+	secrets    []string     // names of secrets injected
+	leaked     []string     // names of secrets whose placeholders went elsewhere
 
 	mu      sync.Mutex
 	closers []func()
