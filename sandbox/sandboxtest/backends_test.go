@@ -40,7 +40,9 @@ func TestConformanceNative(t *testing.T) {
 	testutil.RequireLinux(t)
 	testutil.RequireRoot(t)
 	state := t.TempDir()
-	b := native.New(native.Config{AgentBinary: testutil.AirlockBinary(t), StateDir: state})
+	// Own state dir and cgroup parent: lifecycle/cleanup sweeps everything
+	// of the backend instance that it is not told to keep.
+	b := native.New(native.Config{AgentBinary: testutil.AirlockBinary(t), StateDir: state, CgroupParent: "airlock-sbt"})
 	if p := b.Probe(t.Context()); !p.Available {
 		testutil.Skip(t, "native backend unavailable: "+p.Reason)
 	}

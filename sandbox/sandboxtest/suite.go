@@ -72,7 +72,10 @@ type suite struct {
 	bin  string // helper binary on the host
 }
 
-// Run runs the whole conformance suite against b as subtests of t.
+// Run runs the whole conformance suite against b as subtests of t. The
+// lifecycle/cleanup check calls b.Cleanup, which removes everything of b's
+// that is not kept: give the suite a Backend with its own state directory
+// and cgroup parent, never one shared with other running sandboxes.
 func Run(t *testing.T, b sandbox.Backend, opts Options) {
 	t.Helper()
 	if opts.Spec == nil {

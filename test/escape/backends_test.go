@@ -2,20 +2,27 @@ package escape
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/backend/gvisor"
 	"github.com/airlock-dev/airlock/backend/native"
 	"github.com/airlock-dev/airlock/backend/wasm"
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // backendsUnderTest lists every backend this build has, probed. Add each
-// new backend here: the suite then runs every attack against it.
+// new backend here: the suite then runs every attack against it. Each gets
+// its own state dir and cgroup parent, so the final Cleanup cannot touch
+// sandboxes of anything else running on the host.
 func backendsUnderTest(t *testing.T, f *fixture) []backendUnderTest {
+	wasmTmp := filepath.Join(f.root, "wasm-tmp")
+	must(t, os.MkdirAll(wasmTmp, 0o755))
 	list := []backendUnderTest{
-		{b: native.New(native.Config{AgentBinary: f.agentBin})},
-		{b: wasm.New(wasm.Config{}), wasm: true},
+		{b: native.New(native.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-native"), CgroupParent: "airlock-escape"})},
+		{b: gvisor.New(gvisor.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-gvisor"), CgroupParent: "airlock-escape-gvisor"})},
+		{b: wasm.New(wasm.Config{TempDir: wasmTmp}), wasm: true},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -24,5 +31,3 @@ func backendsUnderTest(t *testing.T, f *fixture) []backendUnderTest {
 	}
 	return list
 }
-
-var _ sandbox.Backend = (*native.Backend)(nil)
