@@ -248,6 +248,11 @@ func TestExecOutputLimit(t *testing.T) {
 	if len(r.stdout)+len(r.stderr) != 1000 || !r.status.Truncated {
 		t.Fatalf("got %d+%d bytes, status %+v", len(r.stdout), len(r.stderr), r.status)
 	}
+	// Exactly at the limit in one write, then more later.
+	r = mustRun(t, g.client, sh("head -c 1000 /dev/zero; sleep 0.1; echo more; sleep 60"))
+	if len(r.stdout) != 1000 || !r.status.Truncated || r.status.Signal != 9 {
+		t.Fatalf("got %d bytes, status %+v", len(r.stdout), r.status)
+	}
 	// Under the limit nothing happens.
 	r = mustRun(t, g.client, sh("head -c 1000 /dev/zero"))
 	if len(r.stdout) != 1000 || r.status.Truncated || r.status.Code != 0 {
@@ -326,6 +331,23 @@ func TestExecTTY(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "40 100") || !strings.Contains(out.String(), "[typed]") {
 		t.Fatalf("got %q", out.String())
+	}
+	// A resize is signalled (SIGWINCH) to the foreground process.
+	var wout syncBuffer
+	p, err = g.client.Exec(ctx, sandbox.ExecRequest{
+		Args:   []string{"/bin/sh", "-c", "trap 'stty size; exit 0' WINCH; echo ready; while :; do sleep 0.05; done"},
+		TTY:    true,
+		Stdout: &wout,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return strings.Contains(wout.String(), "ready") })
+	if err := p.Resize(ctx, 33, 77); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := p.Wait(ctx); err != nil || st.Code != 0 || !strings.Contains(wout.String(), "33 77") {
+		t.Fatalf("status %+v err %v out %q", st, err, wout.String())
 	}
 	// The process leads its own session with the pty as controlling terminal.
 	r = mustRun(t, g.client, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", "ps -o sid= -o tty= -p $$; echo $$"}, TTY: true})

@@ -101,9 +101,11 @@ func (g *guest) exec(st *yamux.Stream, req *request, cfg *GuestConfig) {
 			respondErr(st, fmt.Errorf("allocate terminal: %v: %w", err, sandbox.ErrUnavailable))
 			return
 		}
-		if er.Rows > 0 && er.Cols > 0 {
-			setWinsize(master, er.Rows, er.Cols)
+		rows, cols := er.Rows, er.Cols
+		if rows == 0 || cols == 0 {
+			rows, cols = 24, 80 // a 0x0 terminal confuses programs
 		}
+		setWinsize(master, rows, cols)
 		childFiles = []*os.File{slave}
 		p.outputs = []*os.File{master}
 		p.stdin = master

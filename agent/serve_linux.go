@@ -221,6 +221,15 @@ func (g *guest) hello(st *yamux.Stream, req *request) {
 		respondErr(st, err)
 		return
 	}
+	if cfg.Workdir != "" {
+		if fi, err := os.Stat(cfg.Workdir); err != nil {
+			respondErr(st, fmt.Errorf("working directory %q: %w", cfg.Workdir, errnoKind(err)))
+			return
+		} else if !fi.IsDir() {
+			respondErr(st, fmt.Errorf("working directory %q is not a directory: %w", cfg.Workdir, sandbox.ErrInvalid))
+			return
+		}
+	}
 	g.mu.Lock()
 	if g.cfg != nil {
 		g.mu.Unlock()

@@ -91,9 +91,10 @@ func TestHello(t *testing.T) {
 		{UID: -2, GID: -1},
 		{EgressAddr: "localhost:80", UID: -1, GID: -1},
 		{Timeout: -1, UID: -1, GID: -1},
+		{Workdir: "/no/such/dir", UID: -1, GID: -1},
 	}
 	for _, cfg := range bad {
-		if err := g.client.Hello(ctx, cfg); !errors.Is(err, sandbox.ErrInvalid) {
+		if err := g.client.Hello(ctx, cfg); !errors.Is(err, sandbox.ErrInvalid) && !errors.Is(err, sandbox.ErrNotFound) {
 			t.Errorf("hello %+v: %v", cfg, err)
 		}
 	}
