@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
+)
+
+// sbServe starts a real `airlock serve` with backend for the CLI tests and
+// returns its socket.
+func sbServe(t *testing.T, backend string) string {
+	t.Helper()
+	testutil.RequireLinux(t)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "airlock.sock")
+	cmd := exec.Command(testutil.AirlockBinary(t), "serve", "--socket", sock, "--data", filepath.Join(dir, "data"), "--backend", backend)
+	var logb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logb, &logb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			return sock
+		}
+		if time.Now().After(deadline) || cmd.ProcessState != nil {
+			t.Fatalf("airlock serve did not start: %s", logb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sbCLI runs `airlock sandbox ARGS` against sock.
+func sbCLI(t *testing.T, sock string, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(testutil.AirlockBinary(t), append([]string{"sandbox"}, args...)...)
+	cmd.Env = append(os.Environ(), "AIRLOCK_HOST=unix://"+sock)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	code := 0
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// The CLI's lifecycle and file commands against a real server (the wasm
+// backend runs everywhere).
+func TestSandboxCLIFiles(t *testing.T) {
+	sock := sbServe(t, "wasm")
+	id, errOut, code := sbCLI(t, sock, "", "create", "--label", "cli=yes", "--timeout", "5m")
+	id = strings.TrimSpace(id)
+	if code != 0 || !strings.HasPrefix(id, "sb-") {
+		t.Fatalf("create: %d %q %q", code, id, errOut)
+	}
+	out, _, code := sbCLI(t, sock, "", "ls", "--label", "cli=yes")
+	if code != 0 || !strings.Contains(out, id) {
+		t.Fatalf("ls: %d %q", code, out)
+	}
+	if out, _, _ := sbCLI(t, sock, "", "ls", "--label", "cli=no"); strings.Contains(out, id) {
+		t.Fatalf("ls with another label lists %s", id)
+	}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "tree", "sub"), 0o755)
+	os.WriteFile(filepath.Join(dir, "tree", "sub", "f.txt"), []byte("nested\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "one.bin"), []byte{0, 1, 2, 255}, 0o644)
+	for _, args := range [][]string{
+		{"cp", filepath.Join(dir, "one.bin"), id + ":/tmp/one.bin"},
+		{"cp", filepath.Join(dir, "tree"), id + ":/tmp/tree"},
+		{"cp", id + ":/tmp/one.bin", filepath.Join(dir, "back.bin")},
+		{"cp", id + ":/tmp/tree", filepath.Join(dir, "treeback")},
+	} {
+		if _, errOut, code := sbCLI(t, sock, "", args...); code != 0 {
+			t.Fatalf("%v: %d %s", args, code, errOut)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "back.bin")); !bytes.Equal(b, []byte{0, 1, 2, 255}) {
+		t.Fatalf("file round trip: %v", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "treeback", "sub", "f.txt")); string(b) != "nested\n" {
+		t.Fatalf("tree round trip: %q", b)
+	}
+	out, _, code = sbCLI(t, sock, "", "inspect", id)
+	if code != 0 || !strings.Contains(out, `"state": "running"`) {
+		t.Fatalf("inspect: %d %s", code, out)
+	}
+	out, _, code = sbCLI(t, sock, "", "logs", id)
+	if code != 0 || !strings.Contains(out, `"type":"file"`) {
+		t.Fatalf("logs: %d %s", code, out)
+	}
+	if _, errOut, code := sbCLI(t, sock, "", "rm", id); code != 0 {
+		t.Fatalf("rm: %d %s", code, errOut)
+	}
+	_, errOut, code = sbCLI(t, sock, "", "cp", filepath.Join(dir, "one.bin"), id+":/tmp/x")
+	if code != exitAirlock || !strings.Contains(errOut, "not found") {
+		t.Fatalf("cp into a removed sandbox: %d %q", code, errOut)
+	}
+	_, errOut, code = sbCLI(t, sock, "", "create", "--backend", "nope")
+	if code != exitAirlock || !strings.Contains(errOut, "unknown backend") {
+		t.Fatalf("unknown backend: %d %q", code, errOut)
+	}
+}
+
+// exec passes stdout, stderr, stdin and the exit status through.
+func TestSandboxCLIExec(t *testing.T) {
+	testutil.RequireRoot(t)
+	sock := sbServe(t, "native")
+	id, errOut, code := sbCLI(t, sock, "", "create")
+	id = strings.TrimSpace(id)
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	out, errOut, code := sbCLI(t, sock, "", "exec", id, "--", "sh", "-c", "echo out; echo err >&2; exit 7")
+	if code != 7 || out != "out\n" || errOut != "err\n" {
+		t.Fatalf("exec: %d %q %q", code, out, errOut)
+	}
+	out, _, code = sbCLI(t, sock, "piped input\n", "exec", "-i", id, "--", "cat")
+	if code != 0 || out != "piped input\n" {
+		t.Fatalf("exec -i: %d %q", code, out)
+	}
+	_, _, code = sbCLI(t, sock, "", "exec", id, "--", "/no/such/command")
+	if code != exitNotFound {
+		t.Fatalf("missing command: exit %d, want %d", code, exitNotFound)
+	}
+}
