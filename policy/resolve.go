@@ -19,16 +19,22 @@ type ResolveEnv struct {
 	// Exists reports whether a host path exists; built-in optional paths
 	// (system dirs, agent config dirs) that do not are dropped. Nil: os.Stat.
 	Exists func(path string) bool
+	// GuardCwd refuses an implicit workspace (the current directory, when
+	// the policy names none) that is the home directory, a parent of it or
+	// a system directory: a CLI runs wherever the user happens to be, and
+	// `airlock run` from ~ would otherwise make ~/.ssh writable. Naming
+	// such a directory as the workspace still works. HostEnv sets it.
+	GuardCwd bool
 }
 
-// HostEnv returns the ResolveEnv of this process.
+// HostEnv returns the ResolveEnv of this process, for a CLI (GuardCwd on).
 func HostEnv() (ResolveEnv, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return ResolveEnv{}, fmt.Errorf("resolve policy: current directory: %w", err)
 	}
 	home, _ := os.UserHomeDir()
-	return ResolveEnv{Cwd: cwd, Home: home, Environ: os.Environ(), UID: os.Getuid(), GID: os.Getgid()}, nil
+	return ResolveEnv{Cwd: cwd, Home: home, Environ: os.Environ(), UID: os.Getuid(), GID: os.Getgid(), GuardCwd: true}, nil
 }
 
 // Resolve returns a new policy with every path expanded (~, $HOME), made
@@ -75,9 +81,32 @@ func (p *Policy) Resolve(env ResolveEnv) (*Policy, error) {
 }
 
 type resolver struct {
-	p    *Policy
-	env  ResolveEnv
-	errs []*Error
+	p          *Policy
+	env        ResolveEnv
+	errs       []*Error
+	implicitWS bool // the workspace is the current directory by default
+}
+
+// unsafeImplicitWorkspace says why a directory must not become the
+// workspace just because airlock was started there: the home directory
+// (or a parent of it) holds the very credentials the sandbox hides, and a
+// system directory would become writable on the host.
+func unsafeImplicitWorkspace(ws, home string) string {
+	if isAbs(home) && home != "/" {
+		home = cleanPath(home)
+		if ws == home {
+			return "your home directory"
+		}
+		if strings.HasPrefix(home, ws+"/") {
+			return "a parent of your home directory"
+		}
+	}
+	for _, d := range append([]string{"/proc", "/sys", "/dev", "/boot", "/var", "/run"}, SystemDirs...) {
+		if ws == d || strings.HasPrefix(d, ws+"/") {
+			return "a system directory"
+		}
+	}
+	return ""
 }
 
 func (r *resolver) add(field, format string, args ...any) {
@@ -101,6 +130,7 @@ func (r *resolver) expand(field, s string) string {
 func (r *resolver) resolve() {
 	p := r.p
 	fs := &p.Filesystem
+	r.implicitWS = fs.Workspace == "" && r.env.GuardCwd
 	if fs.Rootfs != "" {
 		fs.Rootfs = r.expand("filesystem.rootfs", fs.Rootfs)
 	}
@@ -116,7 +146,11 @@ func (r *resolver) resolve() {
 		fs.Workspace = r.expand("filesystem.workspace", ws)
 	}
 	if fs.Workspace == "/" {
-		r.add("filesystem.workspace", "refusing to use / as the workspace (it would make the whole host writable)")
+		r.add("filesystem.workspace", "refusing to use / as the workspace (it would make the whole host writable); run from a project directory or set workspace: none")
+	} else if r.implicitWS {
+		if why := unsafeImplicitWorkspace(fs.Workspace, r.env.Home); why != "" {
+			r.add("filesystem.workspace", "the current directory %s is %s: refusing to make it writable by default; run from a project directory, or name it explicitly as the workspace", fs.Workspace, why)
+		}
 	}
 
 	fs.ReadOnly = r.paths("filesystem.read_only", fs.ReadOnly, fs.Rootfs != "")

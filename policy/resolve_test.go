@@ -178,6 +178,10 @@ func TestResolveErrors(t *testing.T) {
 		{"no home", &Policy{Filesystem: Filesystem{ReadOnly: []string{"~/x"}}}, ResolveEnv{Cwd: "/w", UID: -1, GID: -1}, `filesystem.read_only[0]: "~/x": no home directory to expand it`},
 		{"no cwd", &Policy{}, ResolveEnv{Home: "/h", UID: -1, GID: -1}, `filesystem.workspace: no absolute current directory`},
 		{"relative cwd", &Policy{}, ResolveEnv{Cwd: "w", Home: "/h"}, `filesystem.workspace: no absolute current directory`},
+		{"cwd is home", &Policy{}, ResolveEnv{Cwd: "/home/alice/", Home: "/home/alice", GuardCwd: true}, `filesystem.workspace: the current directory /home/alice is your home directory: refusing to make it writable by default`},
+		{"cwd is /home", &Policy{}, ResolveEnv{Cwd: "/home", Home: "/home/alice", GuardCwd: true}, `the current directory /home is a parent of your home directory`},
+		{"cwd is /etc", &Policy{}, ResolveEnv{Cwd: "/etc", Home: "/home/alice", GuardCwd: true}, `the current directory /etc is a system directory`},
+		{"cwd is /usr", &Policy{}, ResolveEnv{Cwd: "/usr", Home: "/root", GuardCwd: true}, `the current directory /usr is a system directory`},
 		{"workspace is /", &Policy{Filesystem: Filesystem{Workspace: "x/.."}}, ResolveEnv{Cwd: "/"}, `filesystem.workspace: refusing to use / as the workspace`},
 		{"workspace read-only", &Policy{Filesystem: Filesystem{Workspace: "/w", ReadOnly: []string{"/w/"}}}, testEnv(), `filesystem.read_only[0]: /w is the workspace`},
 		{"bad version", &Policy{Version: 3}, testEnv(), `version: unsupported version 3`},
@@ -268,5 +272,24 @@ func TestValidateResolved(t *testing.T) {
 	bad.Limits.Memory = Unlimited
 	if err := bad.ValidateResolved(); err == nil || !strings.Contains(err.Error(), "limits.memory: must not be negative") {
 		t.Errorf("Unlimited left in: %v", err)
+	}
+}
+
+// Naming the home directory (or a system directory) as the workspace is the
+// user's choice; only the implicit current-directory default refuses it.
+func TestResolveExplicitWorkspace(t *testing.T) {
+	for _, ws := range []string{"~", "/home/alice", ".", "/usr/local/src"} {
+		p := &Policy{Filesystem: Filesystem{Workspace: ws}}
+		if _, err := p.Resolve(ResolveEnv{Cwd: "/home/alice", Home: "/home/alice", GuardCwd: true}); err != nil {
+			t.Errorf("workspace %q: %v", ws, err)
+		}
+	}
+	if _, err := (&Policy{}).Resolve(ResolveEnv{Cwd: "/usr/local/src/x", Home: "/home/alice", GuardCwd: true}); err != nil {
+		t.Errorf("a project under /usr/local: %v", err)
+	}
+	// Without GuardCwd (a server that makes a fresh workspace and uses it
+	// as HOME too), the current directory may be the home directory.
+	if _, err := (&Policy{}).Resolve(ResolveEnv{Cwd: "/srv/ws/1", Home: "/srv/ws/1"}); err != nil {
+		t.Errorf("server-style env: %v", err)
 	}
 }

@@ -136,7 +136,7 @@ func (f *runFlags) policy() (*policy.Policy, error) {
 		return nil, fmt.Errorf("get working directory: %w", err)
 	}
 	home, _ := os.UserHomeDir()
-	return p.Resolve(policy.ResolveEnv{Cwd: cwd, Home: home, Environ: os.Environ(), UID: os.Getuid(), GID: os.Getgid()})
+	return p.Resolve(policy.ResolveEnv{Cwd: cwd, Home: home, Environ: os.Environ(), UID: os.Getuid(), GID: os.Getgid(), GuardCwd: true})
 }
 
 // apply layers flags over p: lists append, scalars override.
