@@ -2,10 +2,16 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/yamux"
+
+	"github.com/airlock-dev/airlock/sandbox"
 )
 
 func FuzzHeader(f *testing.F) {
@@ -93,6 +99,37 @@ func FuzzCheckPath(f *testing.F) {
 			if p != "/" && (len(seg) == 0 || string(seg) == "." || string(seg) == "..") {
 				t.Fatalf("accepted %q", p)
 			}
+		}
+	})
+}
+
+// FuzzClientExec feeds arbitrary guest output to the host's exec state
+// machine (frames, credit, exit reports): it must end Wait with a status or
+// an error, never panic or hang.
+func FuzzClientExec(f *testing.F) {
+	f.Add(append(rawFrame(frameStdout, 2, []byte("hi")), rawFrame(frameExit, 10, []byte(`{"code":0}`))...))
+	f.Add(rawFrame(frameCredit, 4, []byte{0, 0, 0, 3}))
+	f.Add(rawFrame(frameError, 16, []byte(`{"kind":"limit"}`)))
+	f.Add(append(rawFrame(frameStderr, 5, []byte("12345")), rawFrame(frameStdout, 1, []byte("x"))...))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := fakeGuest(t, ClientOptions{OutputLimit: 4}, func(st *yamux.Stream, _ *request) {
+			st.Write(rawHeader(&response{PID: 1}))
+			st.Write(data)
+			st.Close()
+			io.Copy(io.Discard, st)
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var out bytes.Buffer
+		p, err := c.Exec(ctx, sandbox.ExecRequest{Args: []string{"x"}, Stdout: &out, Stderr: &out, Stdin: bytes.NewReader([]byte("in"))})
+		if err != nil {
+			return
+		}
+		if _, err := p.Wait(ctx); errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal("Wait hung")
+		}
+		if out.Len() > 4 {
+			t.Fatalf("%d bytes copied past the output limit", out.Len())
 		}
 	})
 }
