@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"regexp"
 	"sort"
 	"sync"
 	"syscall"
@@ -22,7 +21,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+// validSandboxID: 1-128 of [A-Za-z0-9_.-], not starting with . _ or -
+// (IDs name cgroup and state files; no regexp to keep process start cheap).
+func validSandboxID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // egressAddr is where the in-sandbox agent listens for proxy clients.
 const egressAddr = "127.0.0.1:3128"
@@ -46,7 +59,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 }
 
 func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directIO) (_ *nativeSandbox, err error) {
-	if !validID.MatchString(spec.ID) {
+	if !validSandboxID(spec.ID) {
 		return nil, fmt.Errorf("create sandbox %q: invalid id: %w", spec.ID, sandbox.ErrInvalid)
 	}
 	wrap := func(format string, args ...any) error {
@@ -66,6 +79,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		sink = audit.Discard
 	}
 	feats := HostFeatures()
+	t0 := time.Now()
 
 	// Fail closed on anything the policy needs that the host lacks.
 	var degraded []string
@@ -187,6 +201,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		cmd.Stderr = stderr
 	}
 	cmd.SysProcAttr = sysProcAttr(uid, gid, feats.Rootless, cg)
+	tPrep := time.Now()
 	if err := cmd.Start(); err != nil {
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, os.ErrNotExist) {
 			return nil, wrap("start init %s: %v: %w", b.cfg.AgentBinary, err, sandbox.ErrUnavailable)
@@ -204,6 +219,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 	if err := cg.joinV1(cmd.Process.Pid); err != nil {
 		return nil, wrap("%v: %w", err, sandbox.ErrUnavailable)
 	}
+	tStart := time.Now()
 	listener, err := handshake(ctx, ctlHost, waited)
 	if err != nil {
 		if errors.Is(err, errInitExited) {
@@ -217,6 +233,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		return nil, wrap("%w", err)
 	}
 	ctlHost.Close()
+	tSetup := time.Now()
 
 	s := &nativeSandbox{
 		id: spec.ID, b: b, log: log, audit: sink, cmd: cmd, cg: cg,
@@ -253,6 +270,8 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 	} else {
 		chHost.Close()
 	}
+	log.Debug("sandbox started", "prepare", tPrep.Sub(t0), "clone", tStart.Sub(tPrep),
+		"init_setup", tSetup.Sub(tStart), "hello", time.Since(tSetup))
 	go s.watch()
 	if t := pol.Limits.Timeout.D(); t > 0 {
 		s.timer = time.AfterFunc(t, s.timeout)

@@ -274,6 +274,9 @@ func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) 
 		if strings.HasPrefix(rel, ".git/") && !hasGit {
 			continue // not a git repository (or a worktree's .git file)
 		}
+		if coveredBy(p, ph) {
+			continue // below a read-only placeholder directory made already
+		}
 		fi, err := os.Lstat(p)
 		switch {
 		case err == nil && fi.Mode()&fs.ModeSymlink != 0:
@@ -286,49 +289,54 @@ func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) 
 		case !errors.Is(err, fs.ErrNotExist):
 			return ops, ph, fmt.Errorf("protect %s: %w", p, err)
 		}
-		// Create missing parents (inside the workspace) and the placeholder.
 		made, err := makePlaceholder(ws, p, protectedDirs[rel])
-		ph = append(ph, made...)
+		if errors.Is(err, fs.ErrExist) {
+			continue // a shared missing parent already made for a sibling
+		}
 		if err != nil {
 			return ops, ph, fmt.Errorf("protect %s: create placeholder: %w", p, err)
 		}
-		ops = append(ops, mountOp{Kind: opBind, Src: p, Dst: p, RO: true, Dir: protectedDirs[rel]})
+		ph = append(ph, made)
+		ops = append(ops, mountOp{Kind: opBind, Src: made.Path, Dst: made.Path, RO: true, Dir: made.Dir})
 	}
 	return ops, ph, nil
 }
 
-func makePlaceholder(ws, p string, dir bool) ([]placeholder, error) {
-	var made []placeholder
-	parent := filepath.Dir(p)
-	var missing []string
-	for d := parent; d != ws && len(d) > len(ws); d = filepath.Dir(d) {
+// makePlaceholder creates the mount point for a missing protected path. When
+// a parent is missing too, the topmost missing parent becomes the (empty,
+// read-only) placeholder instead: nothing can then be created below it.
+func makePlaceholder(ws, p string, dir bool) (placeholder, error) {
+	for d := filepath.Dir(p); d != ws && len(d) > len(ws); d = filepath.Dir(d) {
 		fi, err := os.Lstat(d)
 		if err == nil {
 			if !fi.IsDir() {
-				return made, fmt.Errorf("%s is not a directory", d)
+				return placeholder{}, fmt.Errorf("%s is not a directory", d)
 			}
 			break
 		}
-		missing = append(missing, d)
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o755); err != nil {
-			return made, err
-		}
-		made = append(made, placeholder{Path: missing[i], Dir: true})
+		p, dir = d, true
 	}
 	if dir {
 		if err := os.Mkdir(p, 0o755); err != nil {
-			return made, err
+			return placeholder{}, err
 		}
-	} else {
-		fd, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		if err != nil {
-			return made, err
-		}
-		fd.Close()
+		return placeholder{Path: p, Dir: true}, nil
 	}
-	return append(made, placeholder{Path: p, Dir: dir}), nil
+	fd, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return placeholder{}, err
+	}
+	fd.Close()
+	return placeholder{Path: p}, nil
+}
+
+func coveredBy(p string, ph []placeholder) bool {
+	for _, x := range ph {
+		if x.Dir && strings.HasPrefix(p, x.Path+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // removePlaceholders removes, newest first, the placeholders that are still

@@ -78,7 +78,7 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 			continue
 		}
 		for _, e := range ents {
-			if !e.IsDir() || keep[e.Name()] || !validID.MatchString(e.Name()) {
+			if !e.IsDir() || keep[e.Name()] || !validSandboxID(e.Name()) {
 				continue
 			}
 			dir := filepath.Join(p, e.Name())
