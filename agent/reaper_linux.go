@@ -76,8 +76,9 @@ func spawn(argv0 string, argv []string, attr *syscall.ProcAttr) (int, <-chan sys
 }
 
 // killChild signals pid (and its process group when group is set) unless it
-// was already reaped.
-func killChild(pid int, sig syscall.Signal, group bool) error {
+// was already reaped; then, still under the reaper's lock, it calls
+// onKilled (if not nil).
+func killChild(pid int, sig syscall.Signal, group bool, onKilled func()) error {
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
 	if _, ok := reaper.waiters[pid]; !ok {
@@ -88,5 +89,9 @@ func killChild(pid int, sig syscall.Signal, group bool) error {
 		// stays reserved while any member lives, even after the leader died.
 		unix.Kill(-pid, sig)
 	}
-	return unix.Kill(pid, sig)
+	err := unix.Kill(pid, sig)
+	if err == nil && onKilled != nil {
+		onKilled()
+	}
+	return err
 }

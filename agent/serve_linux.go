@@ -277,7 +277,7 @@ func (g *guest) shutdown() {
 	ln := g.egress
 	g.mu.Unlock()
 	for _, p := range procs {
-		killChild(p.pid, syscall.SIGKILL, true)
+		killChild(p.pid, syscall.SIGKILL, true, nil)
 	}
 	if ln != nil {
 		ln.Close()
