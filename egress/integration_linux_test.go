@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +89,7 @@ func TestSandboxEgress(t *testing.T) {
 			"127.0.0.1/32:443", fmt.Sprintf("127.0.0.1/32:%d", webPort)},
 	}
 	rec := newRecorder()
+	var dialMu sync.Mutex
 	var dialed []netip.AddrPort
 	p, err := New(Config{
 		SandboxID: "sb-egress-it",
@@ -101,7 +103,9 @@ func TestSandboxEgress(t *testing.T) {
 		Getenv:  func(k string) string { return map[string]string{"HOST_API_KEY": realKey}[k] },
 		RootCAs: ca.pool,
 		Dial: func(ctx context.Context, network string, ap netip.AddrPort) (net.Conn, error) {
+			dialMu.Lock()
 			dialed = append(dialed, ap)
+			dialMu.Unlock()
 			if ap.Port() == 443 { // the test cannot listen on 443
 				ap = netip.AddrPortFrom(ap.Addr(), tlsPort)
 			}
@@ -282,6 +286,8 @@ func TestSandboxEgress(t *testing.T) {
 	}
 
 	// Nothing denied was ever dialed.
+	dialMu.Lock()
+	defer dialMu.Unlock()
 	for _, ap := range dialed {
 		if ap.Addr() != loopback || (ap.Port() != 443 && ap.Port() != webPort) {
 			t.Errorf("proxy dialed %v", ap)

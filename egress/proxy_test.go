@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/airlock-dev/airlock/audit"
@@ -521,5 +523,74 @@ func TestBytesCounted(t *testing.T) {
 	}
 	if s := h.p.Stats(); s.BytesSent < 2*up || s.BytesReceived < 2*down {
 		t.Errorf("stats %+v", s)
+	}
+}
+
+// rebinder answers differently on every lookup, like a DNS-rebinding name.
+type rebinder struct {
+	mu    sync.Mutex
+	calls int
+	seq   [][]netip.Addr
+}
+
+func (r *rebinder) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.seq[min(r.calls, len(r.seq)-1)]
+	r.calls++
+	return a, nil
+}
+
+// The proxy resolves once per connection, checks every answer, skips the
+// refused ones and dials exactly an address it checked.
+func TestResolveOnceDialChecked(t *testing.T) {
+	port := startHTTP(t, http.HandlerFunc(hello))
+	r := &rebinder{seq: [][]netip.Addr{
+		{netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("8.8.8.8"), loopback},
+		{netip.MustParseAddr("127.0.0.2")},
+	}}
+	h := newHarness(t, Config{
+		Network:    allowlist("rebind.test", "127.0.0.1/32"),
+		Resolver:   r,
+		LocalAddrs: func() ([]netip.Addr, error) { return []netip.Addr{netip.MustParseAddr("8.8.8.8")}, nil },
+	}, 0)
+	resp, err := h.client(nil).Get(fmt.Sprintf("http://rebind.test:%d/", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	r.mu.Lock()
+	if r.calls != 1 {
+		t.Errorf("resolved %d times for one connection", r.calls)
+	}
+	r.mu.Unlock()
+	if d := h.dialed(); len(d) != 1 || d[0] != netip.AddrPortFrom(loopback, port) {
+		t.Errorf("dialed %v, want only 127.0.0.1:%d", d, port)
+	}
+	// The second answer (127.0.0.2, not covered by the CIDR) is refused.
+	resp, err = h.client(nil).Get(fmt.Sprintf("http://rebind.test:%d/", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("second lookup: %d", resp.StatusCode)
+	}
+	// Only the host's own address, a public-looking one, is refused too.
+	r.mu.Lock()
+	r.seq = append(r.seq, []netip.Addr{netip.MustParseAddr("8.8.8.8")})
+	r.calls = 2
+	r.mu.Unlock()
+	resp, err = h.client(nil).Get("http://rebind.test/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h.rec.wait(t, "deny own address", egressEvent("deny", "rebind.test", "address of this host"))
+	if len(h.dialed()) != 1 {
+		t.Errorf("dialed %v", h.dialed())
 	}
 }
