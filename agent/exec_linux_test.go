@@ -350,12 +350,17 @@ func TestExecTTY(t *testing.T) {
 		t.Fatalf("status %+v err %v out %q", st, err, wout.String())
 	}
 	// The process leads its own session with the pty as controlling terminal.
-	r = mustRun(t, g.client, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", "ps -o sid= -o tty= -p $$; echo $$"}, TTY: true})
+	r = mustRun(t, g.client, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", statScript}, TTY: true})
 	f := strings.Fields(r.stdout)
-	if len(f) < 3 || f[0] != f[2] || !strings.HasPrefix(f[1], "pts/") {
-		t.Fatalf("session/tty: %q", r.stdout)
+	if len(f) != 3 || f[0] != f[1] || f[2] == "0" {
+		t.Fatalf("pid, session, tty: %q", r.stdout)
 	}
 }
+
+// statScript prints the shell's pid, session id and controlling terminal
+// (tty_nr, 0 for none) from /proc/self/stat (fields 1, 6, 7; the shell's
+// name has no spaces).
+const statScript = `set -- $(cat /proc/$$/stat); echo $1 $6 $7`
 
 func TestExecNoLeakedDescriptors(t *testing.T) {
 	// The agent's channel (a socket) and its own files must not reach
@@ -381,10 +386,10 @@ func TestExecNoLeakedDescriptors(t *testing.T) {
 		t.Fatalf("unexpected listing %q", r.stdout)
 	}
 	// Each process has its own session (no TIOCSTI into a shared terminal).
-	r = mustRun(t, g.client, sh(`ps -o sid= -p $$; echo $$`))
+	r = mustRun(t, g.client, sh(statScript))
 	f := strings.Fields(r.stdout)
-	if len(f) != 2 || f[0] != f[1] {
-		t.Fatalf("not a session leader: %q", r.stdout)
+	if len(f) != 3 || f[0] != f[1] || f[2] != "0" {
+		t.Fatalf("pid, session, tty: %q", r.stdout)
 	}
 }
 
