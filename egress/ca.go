@@ -32,6 +32,9 @@ type authority struct {
 
 const caValidity = 90 * 24 * time.Hour
 
+// maxLeaves bounds the leaf certificate cache.
+const maxLeaves = 1024
+
 func newAuthority(sandboxID string, hosts []Rule) (*authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -109,6 +112,10 @@ func (a *authority) leaf(host string) (*tls.Certificate, error) {
 		return nil, fmt.Errorf("mint certificate for %q: %w", host, err)
 	}
 	c := &tls.Certificate{Certificate: [][]byte{der, a.certDER}, PrivateKey: a.leafKey}
+	if len(a.cache) >= maxLeaves {
+		// Wildcard secret hosts let a sandbox name many hosts: bound memory.
+		clear(a.cache)
+	}
 	a.cache[host] = c
 	return c, nil
 }
