@@ -237,7 +237,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 
 	s := &nativeSandbox{
 		id: spec.ID, b: b, log: log, audit: sink, cmd: cmd, cg: cg,
-		placeholders: plan.Placeholders, waited: waited, done: make(chan struct{}),
+		placeholders: plan.Placeholders, waited: waited, done: make(chan struct{}), stderr: stderr,
 	}
 	if listener >= 0 {
 		sup, err := newSupervisor(listener, s.violation)

@@ -30,6 +30,7 @@ type nativeSandbox struct {
 	sup          *supervisor
 	client       *agent.Client
 	placeholders []placeholder
+	stderr       *boundedBuffer
 	timer        *time.Timer
 
 	waited   <-chan struct{} // closed when the init has been reaped
@@ -108,6 +109,9 @@ func (s *nativeSandbox) Destroy(ctx context.Context) error {
 // watch ends the sandbox when the init exits on its own.
 func (s *nativeSandbox) watch() {
 	<-s.waited
+	if !s.closed.Load() {
+		s.log.Warn("sandbox init exited", "state", s.cmd.ProcessState.String(), "stderr", s.stderr.String())
+	}
 	s.end("init exited")
 }
 

@@ -1,0 +1,232 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// leaks lists what sandbox id left on the host: cgroup directories, state,
+// processes whose command line carries marker.
+func leaks(b *Backend, id, marker string) []string {
+	var out []string
+	h := hostCgroups()
+	dirs := []string{}
+	if p := h.v2Parent(b.cfg.CgroupParent); p != "" {
+		dirs = append(dirs, filepath.Join(p, id))
+	}
+	for c := range h.v1Mount {
+		dirs = append(dirs, filepath.Join(h.v1Parent(c, b.cfg.CgroupParent), id))
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(d); err == nil {
+			out = append(out, "cgroup "+d)
+		}
+	}
+	if _, err := os.Stat(b.statePath(id)); err == nil {
+		out = append(out, "state "+b.statePath(id))
+	}
+	if marker != "" {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err == nil && strings.Contains(string(cmd), marker) {
+				out = append(out, "process "+e.Name()+" "+strings.ReplaceAll(string(cmd), "\x00", " "))
+			}
+		}
+	}
+	return out
+}
+
+func TestDaemonDoesNotSurviveDestroy(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	const marker = "86399.123"
+	out := f.attack(t, "daemon", marker)
+	mustOK(t, "daemonise", out)
+	if got := leaks(f.b, "", marker); len(got) == 0 {
+		t.Fatal("daemon not running before destroy: the check below would be vacuous")
+	}
+	id := f.sb.ID()
+	if err := f.sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaks(f.b, id, marker); len(got) > 0 {
+		t.Fatalf("left behind: %v", got)
+	}
+	if _, err := f.sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("exec after destroy: %v, want ErrClosed", err)
+	}
+	if err := f.sb.Destroy(context.Background()); err != nil {
+		t.Fatalf("second destroy: %v", err)
+	}
+}
+
+func TestWallTimeout(t *testing.T) {
+	events := newEventLog()
+	b := testBackend(t)
+	ws := workspace(t)
+	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Limits.Timeout = policy.Duration(time.Second) })
+	ctx := context.Background()
+	sb, err := b.Create(ctx, sandbox.Spec{ID: newID(t), Policy: pol, Audit: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	p, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"/bin/sleep", "60"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	st, err := p.Wait(wctx)
+	if err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	if !st.TimedOut || st.Signal != sandbox.SIGKILL {
+		t.Fatalf("status %+v, want timed out by SIGKILL", st)
+	}
+	select {
+	case <-sb.Done():
+	case <-wctx.Done():
+		t.Fatal("Done not closed after the timeout")
+	}
+	if events.count(audit.TypeLimit) == 0 {
+		t.Fatal("no limit event for the timeout")
+	}
+	if got := leaks(b, sb.ID(), ""); len(got) > 0 {
+		t.Fatalf("left behind: %v", got)
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	if HostFeatures().CgroupReason != "" && !strings.Contains(strings.Join(HostFeatures().CgroupControllers, ","), "memory") {
+		t.Skip("no memory controller") // RequireRoot already ran; a root host without memcg is not CI
+	}
+	f := newFixture(t, func(ws string, p *policy.Policy) { p.Limits.Memory = 64 << 20 }, nil)
+	f.b.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	mustOK(t, "unconfined alloc", unconfined(t, f.att, "alloc", "200"))
+	ctx := context.Background()
+	p, err := f.sb.Exec(ctx, sandbox.ExecRequest{Args: []string{f.att, "alloc", "200"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.OOM || st.Signal != sandbox.SIGKILL {
+		t.Fatalf("status %+v, want OOM kill", st)
+	}
+	stats, _ := f.sb.Stats(ctx)
+	if stats.MemoryPeakBytes < 32<<20 || stats.MemoryPeakBytes > 80<<20 {
+		t.Fatalf("peak memory %d, want about the 64 MiB limit", stats.MemoryPeakBytes)
+	}
+	// The sandbox (and the host) carry on.
+	if st, out := sh(t, f.sb, "echo alive"); st.Code != 0 || out != "alive" {
+		t.Fatalf("after OOM: %+v %q", st, out)
+	}
+	if f.audit.count(audit.TypeLimit) == 0 {
+		t.Fatal("no limit event for the OOM kill")
+	}
+}
+
+func TestPidsLimit(t *testing.T) {
+	f := newFixture(t, func(ws string, p *policy.Policy) { p.Limits.Pids = 24 }, nil)
+	mustOK(t, "unconfined fork", unconfined(t, f.att, "fork", "40"))
+	mustDeny(t, "fork bomb", f.attack(t, "fork", "40"), "resource temporarily unavailable")
+	if st, out := sh(t, f.sb, "echo alive"); st.Code != 0 || out != "alive" {
+		t.Fatalf("after fork limit: %+v %q", st, out)
+	}
+}
+
+func TestCreateFailureLeavesNothing(t *testing.T) {
+	b := testBackend(t)
+	cases := []struct {
+		name string
+		edit func(ws string, p *policy.Policy)
+		spec func(s *sandbox.Spec)
+		kind error
+	}{
+		{"missing read_only path", func(ws string, p *policy.Policy) {
+			p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, "/nonexistent/airlock")
+		}, nil, sandbox.ErrInvalid},
+		{"missing rootfs", func(ws string, p *policy.Policy) { p.Filesystem.Rootfs = "/nonexistent/rootfs" }, nil, sandbox.ErrInvalid},
+		{"init fails mid-setup", nil, func(s *sandbox.Spec) {
+			// A file under a read-only tree where no mount point exists:
+			// the init fails after the cgroup and placeholders were made.
+			s.Files = []sandbox.File{{Path: "/usr/airlock-missing-dir/ca.pem", Data: []byte("x")}}
+		}, sandbox.ErrUnavailable},
+		{"bad id", nil, func(s *sandbox.Spec) { s.ID = "../evil" }, sandbox.ErrInvalid},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ws := workspace(t)
+			pol := testPolicy(t, ws, func(p *policy.Policy) {
+				if c.edit != nil {
+					c.edit(ws, p)
+				}
+			})
+			spec := sandbox.Spec{ID: newID(t), Policy: pol}
+			if c.spec != nil {
+				c.spec(&spec)
+			}
+			_, err := b.Create(context.Background(), spec)
+			if !errors.Is(err, c.kind) {
+				t.Fatalf("err %v, want %v", err, c.kind)
+			}
+			t.Logf("error: %v", err)
+			if got := leaks(b, spec.ID, ""); len(got) > 0 {
+				t.Fatalf("left behind: %v", got)
+			}
+			ents, _ := os.ReadDir(ws)
+			if len(ents) != 0 {
+				t.Fatalf("workspace not empty after failed create: %v", ents)
+			}
+		})
+	}
+}
+
+func TestCleanupRemovesLeftovers(t *testing.T) {
+	b := testBackend(t)
+	ws := workspace(t)
+	pol := testPolicy(t, ws, nil)
+	id := newID(t)
+	// Simulate a crashed host: state and cgroup exist, no sandbox object.
+	plan, err := buildPlan(pol, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.writeState(id, plan.Placeholders); err != nil {
+		t.Fatal(err)
+	}
+	cg, _, err := newCgroup(hostCgroups(), "", id, cgroupLimits{Pids: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cg
+	keepID := newID(t)
+	if err := b.writeState(keepID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Cleanup(context.Background(), map[string]bool{keepID: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := leaks(b, id, ""); len(got) > 0 {
+		t.Fatalf("left behind: %v", got)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Fatalf("placeholders left: %v", ents)
+	}
+	if _, err := os.Stat(b.statePath(keepID)); err != nil {
+		t.Fatalf("kept sandbox's state removed: %v", err)
+	}
+}
