@@ -23,7 +23,12 @@ type Options struct {
 	AgentBinary string
 	// StateDir holds backend state (runsc root, caches); empty: defaults.
 	StateDir string
-	Log      *slog.Logger
+	// CgroupParent is where native and gvisor make sandbox cgroups (and
+	// what their Cleanup sweeps); empty: each backend's default. A server
+	// sets its own so that its crash recovery never touches sandboxes of
+	// another airlock process.
+	CgroupParent string
+	Log          *slog.Logger
 }
 
 // Isolation levels, weakest first; `auto` picks the fastest backend meeting
@@ -41,9 +46,9 @@ func Open(name string, opts Options) (sandbox.Backend, error) {
 	}
 	switch name {
 	case "", "native":
-		return native.New(native.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "native")}), nil
+		return native.New(native.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "native"), CgroupParent: cgroupSub(opts.CgroupParent, "native")}), nil
 	case "gvisor":
-		return gvisor.New(gvisor.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "gvisor")}), nil
+		return gvisor.New(gvisor.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "gvisor"), CgroupParent: cgroupSub(opts.CgroupParent, "gvisor")}), nil
 	case "wasm":
 		return wasm.New(wasm.Config{Log: opts.Log}), nil
 	}
@@ -90,4 +95,13 @@ func sub(dir, name string) string {
 		return ""
 	}
 	return filepath.Join(dir, name)
+}
+
+// cgroupSub names a backend's own cgroup parent next to (not under) parent:
+// a flat name needs no controller delegation through an extra level.
+func cgroupSub(parent, name string) string {
+	if parent == "" {
+		return ""
+	}
+	return parent + "-" + name
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
@@ -225,7 +226,7 @@ func openServeBackends(names []string, data string, log *slog.Logger) (map[strin
 		// Each server keeps its backends' state under its own data
 		// directory, so that its crash recovery (Cleanup) finds its own
 		// leftovers.
-		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(data, "backends", n)})
+		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(data, "backends"), CgroupParent: cgroupParentFor(data)})
 		if err == nil {
 			if p := b.Probe(context.Background()); !p.Available {
 				err = fmt.Errorf("backend %q: %s: %w", n, p.Reason, sandbox.ErrUnavailable)
@@ -244,6 +245,18 @@ func openServeBackends(names []string, data string, log *slog.Logger) (map[strin
 		return nil, fmt.Errorf("no backend available on this host (see airlock doctor): %w", sandbox.ErrUnavailable)
 	}
 	return out, nil
+}
+
+// cgroupParentFor names this server's cgroup parent after its data
+// directory: two servers (or a server and `airlock run`) never sweep each
+// other's sandboxes on crash recovery.
+func cgroupParentFor(data string) string {
+	abs, err := filepath.Abs(data)
+	if err != nil {
+		abs = data
+	}
+	h := sha256.Sum256([]byte(abs))
+	return fmt.Sprintf("airlock-serve-%x", h[:4])
 }
 
 // listenUnix listens on path with mode 0660 (and group), replacing a stale
