@@ -80,10 +80,12 @@ func (s *nativeSandbox) Files() sandbox.Files {
 	return s.client.Files()
 }
 
-// Stats reads the cgroup and the violation count.
+// Stats reads the cgroup and the violation count. After the sandbox ended
+// it returns the figures captured at the end with an ErrClosed error.
 func (s *nativeSandbox) Stats(ctx context.Context) (sandbox.Stats, error) {
+	closed := s.closed.Load()
 	var cs cgroupStats
-	if s.closed.Load() {
+	if closed {
 		s.statMu.Lock()
 		cs = s.lastStat
 		s.statMu.Unlock()
@@ -96,6 +98,9 @@ func (s *nativeSandbox) Stats(ctx context.Context) (sandbox.Stats, error) {
 	}
 	if s.sup != nil {
 		st.Violations = int(s.sup.count.Load())
+	}
+	if closed {
+		return st, s.errClosed("stats")
 	}
 	return st, nil
 }

@@ -1,0 +1,42 @@
+package native
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
+	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/sandbox/sandboxtest"
+)
+
+func TestConformance(t *testing.T) {
+	testutil.RequireLinux(t)
+	testutil.RequireRoot(t)
+	// Own cgroup parent and state dir: the suite's Cleanup check removes
+	// everything of this backend that it does not keep.
+	parent := fmt.Sprintf("airlock-conformance-%d", os.Getpid())
+	b := New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(), CgroupParent: parent})
+	t.Cleanup(func() {
+		h := hostCgroups()
+		if p := h.v2Parent(parent); p != "" {
+			os.Remove(p)
+		}
+		for c := range h.v1Mount {
+			os.Remove(h.v1Parent(c, parent))
+		}
+	})
+	sandboxtest.Run(t, b, sandboxtest.Options{
+		Spec: func(t *testing.T) sandbox.Spec {
+			ws := workspace(t)
+			return sandbox.Spec{Policy: testPolicy(t, ws, nil)}
+		},
+		LeakCheck: func(t *testing.T, id string) error {
+			if got := leaks(b, id, ""); len(got) > 0 {
+				return fmt.Errorf("left behind: %s", strings.Join(got, ", "))
+			}
+			return nil
+		},
+	})
+}
