@@ -58,7 +58,7 @@ func TestE2EFullFlow(t *testing.T) {
 	out.Reset()
 	ex, err = c.Output(ctx, sb.ID, p.ID, client.OutputOptions{Follow: true, Stdout: &out})
 	if err != nil || ex.Code != 0 || out.String() != "line 1\nline 2\nline 3\nline 4\nline 5\n" {
-		t.Fatalf("follow: %v %+v %q", err, ex, out.String())
+		t.Fatalf("follow: %v %+v %q\n%s", err, ex, out.String(), shared.logText())
 	}
 	var tail bytes.Buffer
 	if _, err := c.Output(ctx, sb.ID, p.ID, client.OutputOptions{Offset: int64(out.Len() - 7), Stdout: &tail}); err != nil || tail.String() != "line 5\n" {
@@ -121,15 +121,25 @@ func TestE2EFullFlow(t *testing.T) {
 	if err != nil || string(r.Stdout) != hex.EncodeToString(sum[:])+"  -\nsmall\n" {
 		t.Fatalf("archive round trip: %v %q", err, r.Stdout)
 	}
-	if err := c.Rename(ctx, sb.ID, path, "/tmp/moved.bin"); err != nil {
+	if err := c.Rename(ctx, sb.ID, path, sb.Workdir+"/moved.bin"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Remove(ctx, sb.ID, "/tmp/restored", true); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := c.ListDir(ctx, sb.ID, "/tmp")
-	if err != nil || len(ls) != 1 || ls[0].Name != "moved.bin" {
-		t.Fatalf("list /tmp: %v %+v", err, ls)
+	if err := c.Remove(ctx, sb.ID, sb.Workdir+"/data", true); err != nil {
+		t.Fatal(err)
+	}
+	ls, err := c.ListDir(ctx, sb.ID, sb.Workdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]int64{}
+	for _, f := range ls {
+		names[f.Name] = f.Size
+	}
+	if _, ok := names["data"]; ok || names["moved.bin"] != int64(len(big)) {
+		t.Fatalf("list workdir after rename and remove: %v", names)
 	}
 
 	// PTY: a terminal of the asked size, then resized.
@@ -377,6 +387,9 @@ func TestE2EBadInput(t *testing.T) {
 	if r, err := c.Run(ctx, sb.ID, "ln", "-s", "/", sb.Workdir+"/root-link"); err != nil || r.Code != 0 {
 		t.Fatalf("ln: %v %+v", err, r)
 	}
+	if r, err := c.Run(ctx, sb.ID, "ln", "-s", "/etc", sb.Workdir+"/etc-link"); err != nil || r.Code != 0 {
+		t.Fatalf("ln: %v %+v", err, r)
+	}
 	huge := make([]string, 5000)
 	for i := range huge {
 		huge[i] = "x"
@@ -399,7 +412,7 @@ func TestE2EBadInput(t *testing.T) {
 		}},
 		{"symlink out (read)", func() error { _, err := c.ReadFile(ctx, sb.ID, sb.Workdir+"/link-out"); return err }},
 		{"symlink out (write)", func() error {
-			return c.WriteFile(ctx, sb.ID, sb.Workdir+"/root-link"+hostDir+"/planted", strings.NewReader("x"), 0)
+			return c.WriteFile(ctx, sb.ID, sb.Workdir+"/etc-link/airlock-planted", strings.NewReader("x"), 0)
 		}},
 	}
 	for _, tc := range cases {
@@ -415,8 +428,15 @@ func TestE2EBadInput(t *testing.T) {
 	if err != nil || len(after) != len(before) {
 		t.Errorf("bad requests changed the sandbox list: %d -> %d (%v)", len(before), len(after), err)
 	}
+	if _, err := readHost("/etc/airlock-planted"); err == nil {
+		t.Error("a write through a symlink landed in the host's /etc")
+	}
+	// A link to "/" resolves to the sandbox's own root: a write through it
+	// to a host path lands (if anywhere) in the sandbox's private /tmp,
+	// never on the host.
+	c.WriteFile(ctx, sb.ID, sb.Workdir+"/root-link"+hostDir+"/planted", strings.NewReader("x"), 0)
 	if _, err := readHost(hostDir + "/planted"); err == nil {
-		t.Error("a write through a symlink landed on the host")
+		t.Error("a write through a symlink to / landed on the host")
 	}
 }
 
