@@ -146,7 +146,7 @@ func attackProcEnviron(p params) {
 			continue
 		}
 		if len(b) > 0 {
-			escaped("read /proc/%d/environ: %d bytes", pid, len(b))
+			escaped("read /proc/%d/environ: %d bytes: %s", pid, len(b), short(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
 		}
 		errs = append(errs, "/proc/"+strconv.Itoa(pid)+"/environ empty")
 	}
