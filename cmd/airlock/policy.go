@@ -15,8 +15,9 @@ func init() {
 
 const policyUsage = `usage:
   airlock policy check FILE...              validate policy files ("FILE: ok" or the errors)
-  airlock policy show [--profile NAME] [--unresolved] [FILE]
-                                            print the resolved policy as YAML
+  airlock policy show [--profile NAME] [--unresolved] [--env] [FILE]
+                                            print the resolved policy as YAML (--env: the
+                                            environment a sandbox would start with)
   airlock policy profiles                   list the built-in profiles
 `
 
@@ -87,6 +88,7 @@ func runPolicyShow(args []string) int {
 	fs := newFlagSet("policy show")
 	profile := fs.String("profile", "", "built-in profile to start from (overrides the file's profile:)")
 	unresolved := fs.Bool("unresolved", false, "show the merged policy before Resolve (~ not expanded, no defaults)")
+	showEnv := fs.Bool("env", false, "print the sandbox's base environment from this shell's instead (K=V lines)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -123,6 +125,12 @@ func runPolicyShow(args []string) int {
 			return exitAirlock
 		}
 		return fail("policy show", err)
+	}
+	if *showEnv {
+		for _, kv := range p.Environ(os.Environ()) {
+			fmt.Println(kv)
+		}
+		return 0
 	}
 	out, err := p.YAML()
 	if err != nil {

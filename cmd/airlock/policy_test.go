@@ -108,6 +108,17 @@ func TestPolicyShowCLI(t *testing.T) {
 		t.Errorf("show unknown profile: exit %d stderr %q", code, errOut)
 	}
 
+	env := exec.Command(testutil.AirlockBinary(t), "policy", "show", "--env")
+	env.Dir = dir
+	env.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "LANG=C.UTF-8", "OPENAI_API_KEY=sk-secret", "GITHUB_TOKEN=ghp_secret", "UNLISTED=1"}
+	got, err := env.Output()
+	if err != nil {
+		t.Fatalf("show --env: %v", err)
+	}
+	if want := "HOME=" + home + "\nLANG=C.UTF-8\nPATH=/usr/bin:/bin\n"; string(got) != want {
+		t.Errorf("show --env =\n%s\nwant\n%s", got, want)
+	}
+
 	out, _, code = runAirlock(t, dir, "policy", "profiles")
 	if code != 0 || !strings.Contains(out, "default ") || !strings.Contains(out, "coding-agent ") || !strings.Contains(out, "strict ") {
 		t.Errorf("profiles: exit %d\n%s", code, out)
