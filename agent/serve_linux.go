@@ -180,22 +180,28 @@ func (g *guest) handle(st *yamux.Stream) {
 		respond(st, &response{})
 	case opExec:
 		g.exec(st, &req, cfg)
-	case opRead:
-		g.readFile(st, &req)
-	case opWrite:
-		g.writeFile(st, &req)
-	case opStat:
-		g.stat(st, &req)
-	case opList:
-		g.list(st, &req)
-	case opMkdir:
-		g.mkdir(st, &req)
-	case opRemove:
-		g.remove(st, &req)
-	case opRename:
-		g.rename(st, &req)
 	default:
-		respondErr(st, fmt.Errorf("unknown operation %q: %w", truncate(req.Op, 32), sandbox.ErrNotSupported))
+		fileOp, ok := g.fileOps()[req.Op]
+		if !ok {
+			respondErr(st, fmt.Errorf("unknown operation %q: %w", truncate(req.Op, 32), sandbox.ErrNotSupported))
+			return
+		}
+		// File operations run with the identity processes have.
+		if err := g.asUser(func() { fileOp(st, &req) }); err != nil {
+			respondErr(st, err)
+		}
+	}
+}
+
+func (g *guest) fileOps() map[string]func(*yamux.Stream, *request) {
+	return map[string]func(*yamux.Stream, *request){
+		opRead:   g.readFile,
+		opWrite:  g.writeFile,
+		opStat:   g.stat,
+		opList:   g.list,
+		opMkdir:  g.mkdir,
+		opRemove: g.remove,
+		opRename: g.rename,
 	}
 }
 
