@@ -3,9 +3,11 @@ package gvisor
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,8 +22,79 @@ const debianPackage = "runsc"
 // Info returns what runsc offers on this host (found once per Backend).
 // Info.Err says why sandboxes cannot be created.
 func (b *Backend) Info(ctx context.Context) Info {
-	b.infoOnce.Do(func() { b.info = discover(ctx, b.cfg) })
+	b.infoOnce.Do(func() {
+		// Asking runsc costs two process starts; a one-shot `airlock run`
+		// reuses what an earlier one found for the same runsc binary.
+		if info, ok := readInfoCache(b.cfg); ok {
+			b.info = info
+			return
+		}
+		b.info = discover(ctx, b.cfg)
+		writeInfoCache(b.cfg, b.info)
+	})
 	return b.info
+}
+
+// infoCache is what the state dir remembers about one runsc binary.
+type infoCache struct {
+	Path      string    `json:"path"`
+	Size      int64     `json:"size"`
+	ModTime   time.Time `json:"mod_time"`
+	Want      string    `json:"want_platform"`
+	Version   string    `json:"version"`
+	Platforms []string  `json:"platforms"`
+}
+
+func infoCachePath(cfg Config) string { return filepath.Join(cfg.StateDir, "runsc-info.json") }
+
+func readInfoCache(cfg Config) (Info, bool) {
+	if os.Geteuid() != 0 {
+		return Info{}, false
+	}
+	p, err := exec.LookPath(cfg.Runsc)
+	if err != nil {
+		return Info{}, false
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return Info{}, false
+	}
+	b, err := os.ReadFile(infoCachePath(cfg))
+	if err != nil {
+		return Info{}, false
+	}
+	var c infoCache
+	if json.Unmarshal(b, &c) != nil || c.Path != p || c.Size != fi.Size() || !c.ModTime.Equal(fi.ModTime()) || c.Want != cfg.Platform || c.Version == "" {
+		return Info{}, false
+	}
+	info := Info{Path: p, Version: c.Version, Platforms: c.Platforms}
+	_, err = os.Stat("/dev/kvm")
+	info.KVMDevice = err == nil
+	info.Platform, info.Err = choosePlatform(cfg.Platform, info.Platforms, info.KVMDevice)
+	return info, info.Err == nil
+}
+
+func writeInfoCache(cfg Config, info Info) {
+	if info.Err != nil || info.Path == "" {
+		return
+	}
+	fi, err := os.Stat(info.Path)
+	if err != nil {
+		return
+	}
+	b, _ := json.Marshal(infoCache{Path: info.Path, Size: fi.Size(), ModTime: fi.ModTime(), Want: cfg.Platform, Version: info.Version, Platforms: info.Platforms})
+	if os.MkdirAll(cfg.StateDir, 0o700) != nil {
+		return
+	}
+	f, err := os.CreateTemp(cfg.StateDir, ".runsc-info-*")
+	if err != nil {
+		return
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil && cerr == nil && os.Rename(f.Name(), infoCachePath(cfg)) == nil {
+		return
+	}
+	os.Remove(f.Name())
 }
 
 // RunscInfo reports the runsc at path ("" = from PATH) as the backend would
