@@ -34,7 +34,7 @@ type testServer struct {
 	dir    string
 }
 
-func newTestServer(t *testing.T, mod func(*Config)) *testServer {
+func newTestServer(t testing.TB, mod func(*Config)) *testServer {
 	t.Helper()
 	dir := t.TempDir()
 	st, err := OpenStore(context.Background(), dir)
@@ -55,7 +55,7 @@ func newTestServerWithStore(t *testing.T, dir string, st *Store) *testServer {
 	return newTestServerOpts(t, dir, st, fake, nil)
 }
 
-func newTestServerOpts(t *testing.T, dir string, st *Store, fake *sandboxfake.Backend, mod func(*Config)) *testServer {
+func newTestServerOpts(t testing.TB, dir string, st *Store, fake *sandboxfake.Backend, mod func(*Config)) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	if fake == nil {
@@ -94,7 +94,7 @@ func newTestServerOpts(t *testing.T, dir string, st *Store, fake *sandboxfake.Ba
 }
 
 // local returns a client on the trusted unix socket (tenant "local").
-func (ts *testServer) local(t *testing.T) *client.Client {
+func (ts *testServer) local(t testing.TB) *client.Client {
 	t.Helper()
 	c, err := client.New("unix://" + ts.socket)
 	if err != nil {
