@@ -209,6 +209,7 @@ func (f files) List(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
 	defer stop()
 	fr := newFrameReader(st, MaxFramePayload)
 	var out []sandbox.FileInfo
+	size := 0 // bytes held for the listing, bounded by MaxListBytes
 	for {
 		typ, payload, err := fr.next()
 		if err != nil {
@@ -226,6 +227,10 @@ func (f files) List(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
 			for i := range ents {
 				if err := checkName(ents[i].Name); err != nil {
 					return nil, f.c.wrapErr(ctx, op, err)
+				}
+				size += listEntryOverhead + 2*len(ents[i].Name) + len(p) + len(ents[i].Link)
+				if size > MaxListBytes {
+					return nil, fmt.Errorf("%s: listing larger than %d bytes: %w", op, MaxListBytes, sandbox.ErrLimit)
 				}
 				out = append(out, toFileInfo(&ents[i], ents[i].Name, path.Join(p, ents[i].Name)))
 			}

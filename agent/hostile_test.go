@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -159,6 +160,30 @@ func TestHostileGuest(t *testing.T) {
 				}
 			},
 			call: func(c *Client) error { _, err := c.Files().List(ctx, "/"); return err },
+			kind: sandbox.ErrLimit,
+		},
+		{
+			name: "listing of huge links",
+			behave: func(st *yamux.Stream, _ *request) {
+				st.Write(rawHeader(&response{}))
+				ents := make([]wireFileInfo, 200)
+				for i := range ents {
+					ents[i] = wireFileInfo{Name: "f", Link: strings.Repeat("l", MaxPathLen)}
+				}
+				b, _ := json.Marshal(ents)
+				for {
+					if _, err := st.Write(rawFrame(frameEntries, uint32(len(b)), b)); err != nil {
+						return
+					}
+				}
+			},
+			call: func(c *Client) error {
+				_, err := c.Files().List(ctx, "/")
+				if err != nil && !strings.Contains(err.Error(), "bytes") {
+					return fmt.Errorf("not the byte bound: %w", err)
+				}
+				return err
+			},
 			kind: sandbox.ErrLimit,
 		},
 		{

@@ -29,6 +29,10 @@ const (
 	MaxEnv  = 1 << 14
 	// MaxListEntries bounds one directory listing as read by the host.
 	MaxListEntries = 100000
+	// MaxListBytes bounds the memory one listing may take on the host
+	// (names, paths and link targets, plus a fixed overhead per entry).
+	MaxListBytes      = 32 << 20
+	listEntryOverhead = 128
 	// MaxPathLen bounds a path in a request (PATH_MAX).
 	MaxPathLen = 4096
 
