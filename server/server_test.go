@@ -444,3 +444,40 @@ func TestArchiveRefusesLinksAndTraversal(t *testing.T) {
 		}
 	}
 }
+
+func TestNetworkChangeIsAudited(t *testing.T) {
+	ts := newTestServer(t, nil)
+	c := ts.local(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Mode none: no proxy variables in processes.
+	if r, err := c.Run(ctx, sb.ID, "printenv", "HTTPS_PROXY"); err != nil || r.Code != 1 {
+		t.Fatalf("HTTPS_PROXY with network none: %v %+v", err, r)
+	}
+	if err := c.SetNetwork(ctx, sb.ID, api.NetworkRequest{Mode: "allowlist", Allow: []string{"example.com:443"}}); err != nil {
+		t.Fatal(err)
+	}
+	// New processes see the proxy now.
+	if r, err := c.Run(ctx, sb.ID, "printenv", "HTTPS_PROXY"); err != nil || r.Code != 0 || !strings.Contains(string(r.Stdout), "127.0.0.1") {
+		t.Fatalf("HTTPS_PROXY after opening: %v %+v", err, r)
+	}
+	if err := c.SetNetwork(ctx, sb.ID, api.NetworkRequest{Mode: "allowlist", Allow: []string{"not a host!"}}); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Fatalf("bad rule: %v", err)
+	}
+	evs, err := c.Events(ctx, sb.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Type == "policy" {
+			n++
+		}
+	}
+	if n < 1 {
+		t.Fatalf("no policy event after a network change: %+v", evs)
+	}
+}
