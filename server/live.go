@@ -20,6 +20,7 @@ type live struct {
 	memory    int64
 	pooled    bool
 	proxy     *egress.Proxy // the sandbox's egress proxy; rules change only through the API
+	netless   bool          // created with network mode none: no in-sandbox egress listener
 
 	mu        sync.Mutex
 	rec       *Record // nil while pooled

@@ -209,6 +209,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	}
 	l := newLive(sb, backend.Name(), profile, ws, workdir, int64(pol.Limits.Memory))
 	l.proxy = proxy
+	l.netless = pol.Network.Mode == "" || pol.Network.Mode == policy.NetworkNone
 	return l, polJSON, nil
 }
 
@@ -456,6 +457,13 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(req.Allow)+len(req.Deny) > 1024 {
 		s.writeError(w, r, errBadRequest("network: at most 1024 rules"))
+		return
+	}
+	if l.netless && req.Mode != policy.NetworkNone {
+		// Backends start the in-sandbox proxy listener only for sandboxes
+		// created with a network; rules can narrow or widen it later, but
+		// not conjure it.
+		s.writeError(w, r, fmt.Errorf("set network of %q: created with network mode none, it has no egress path; create it with mode allowlist (and no allow entries) to change rules later: %w", l.sb.ID(), sandbox.ErrNotSupported))
 		return
 	}
 	n := policy.Network{Mode: req.Mode, Allow: req.Allow, Deny: req.Deny}
