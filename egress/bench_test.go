@@ -83,10 +83,11 @@ func BenchmarkHTTPSRequest(b *testing.B) {
 	})
 }
 
-// BenchmarkThroughput moves 16 MiB per operation over loopback: direct,
-// through a CONNECT tunnel, and through an intercepted TLS connection.
+// BenchmarkThroughput moves 16 MiB per operation over loopback: plain HTTP
+// direct and through a CONNECT tunnel; HTTPS direct and through an
+// intercepted TLS connection (decrypted and re-encrypted by the proxy).
 func BenchmarkThroughput(b *testing.B) {
-	hs, ca, _, plainPort := benchSetup(b)
+	hs, ca, tlsPort, plainPort := benchSetup(b)
 	pu, _ := url.Parse("http://" + hs.addr)
 	keep := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu), TLSClientConfig: &tls.Config{RootCAs: poolWith(b, hs.p.CAPEM())}}}
 	direct := &http.Client{Transport: &http.Transport{}}
@@ -103,7 +104,13 @@ func BenchmarkThroughput(b *testing.B) {
 		}
 		return c, nil
 	}}}
-	_ = ca
+	directTLS := &http.Client{Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: ca.pool},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, fmt.Sprintf("127.0.0.1:%d", tlsPort))
+		},
+	}}
 	for _, tc := range []struct {
 		name string
 		c    *http.Client
@@ -111,6 +118,7 @@ func BenchmarkThroughput(b *testing.B) {
 	}{
 		{"direct", direct, "http://127.0.0.1:" + plainPort + "/big"},
 		{"proxy-tunnel", tunnel, "http://other.test:" + plainPort + "/big"},
+		{"direct-tls", directTLS, "https://api.test/big"},
 		{"proxy-intercept", keep, "https://api.test/big"},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
