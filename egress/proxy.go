@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -261,6 +262,14 @@ func (p *Proxy) ServeEgress(ctx context.Context, sandboxID string, conn io.ReadW
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer conn.Close()
+	defer func() {
+		// A bug reached by sandbox input must not take the host process
+		// down with every other sandbox: this connection ends, loudly.
+		if r := recover(); r != nil {
+			p.log.Error("egress: panic serving a connection", "panic", r, "stack", string(debug.Stack()))
+			p.deny(&attempt{proto: "unknown", reason: fmt.Sprintf("internal error: %v", r)})
+		}
+	}()
 	if sandboxID != p.id {
 		p.log.Warn("egress stream for another sandbox refused", "stream_sandbox", sandboxID)
 		p.deny(&attempt{proto: "unknown", rawHost: "", reason: "stream for sandbox " + sandboxID})
