@@ -146,3 +146,20 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("refused policies created %d sandboxes", n-created)
 	}
 }
+
+func rawDoAccept(t *testing.T, ts *testServer, path, accept string) (*http.Response, []byte) {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", ts.socket)
+	}}}
+	req, _ := http.NewRequest("GET", "http://airlock"+path, nil)
+	req.Header.Set("Accept", accept)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}

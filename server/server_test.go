@@ -488,3 +488,45 @@ func TestNetworkChangeIsAudited(t *testing.T) {
 		t.Fatalf("%d policy events after two network changes: %+v", n, evs)
 	}
 }
+
+func TestEventsFollowUntilDestroyed(t *testing.T) {
+	ts := newTestServer(t, nil)
+	c := ts.local(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan api.Event, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.FollowEvents(ctx, sb.ID, 0, func(e api.Event) error { got <- e; return nil })
+	}()
+	if _, err := c.Run(ctx, sb.ID, "true"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("follow ended with %v", err)
+	}
+	close(got)
+	var types []string
+	var last int64
+	for e := range got {
+		if e.Seq <= last {
+			t.Fatalf("sequence not increasing: %d after %d", e.Seq, last)
+		}
+		last = e.Seq
+		types = append(types, e.Type)
+	}
+	if strings.Join(types, ",") != "start,exec,destroy" {
+		t.Fatalf("followed events %v", types)
+	}
+	// SSE framing for the same events.
+	resp, body := rawDoAccept(t, ts, "/v1/sandboxes/"+sb.ID+"/events", "text/event-stream")
+	if resp.Header.Get("Content-Type") != "text/event-stream" || strings.Count(string(body), "event: event\ndata: {") != 3 {
+		t.Fatalf("SSE: %s %q", resp.Header.Get("Content-Type"), body)
+	}
+}
