@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,11 +40,19 @@ func clientHello(t testing.TB, serverName string) []byte {
 }
 
 type countSink struct {
-	mu sync.Mutex
-	n  int
+	mu    sync.Mutex
+	n     int
+	panic string
 }
 
-func (c *countSink) Emit(audit.Event) { c.mu.Lock(); c.n++; c.mu.Unlock() }
+func (c *countSink) Emit(e audit.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	if r, _ := e.Fields["reason"].(string); strings.HasPrefix(r, "internal error") {
+		c.panic = r
+	}
+}
 
 // FuzzParseRequest feeds arbitrary bytes to the proxy as an egress stream:
 // HTTP proxy requests, CONNECT (with a TLS ClientHello after it) and SOCKS5.
@@ -115,8 +124,11 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		s := p.Stats()
 		sink.mu.Lock()
-		n := sink.n
+		n, panicked := sink.n, sink.panic
 		sink.mu.Unlock()
+		if panicked != "" {
+			t.Fatalf("ServeEgress panicked on %q: %s", in, panicked)
+		}
 		if s.Active != 0 || int(s.Allowed+s.Denied) != n {
 			t.Fatalf("stats %+v vs %d events", s, n)
 		}
