@@ -57,6 +57,8 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "dial":
 		os.Exit(dialEcho(os.Args[len(os.Args)-1]))
+	case "dial-bulk":
+		os.Exit(dialBulk(os.Args[len(os.Args)-1]))
 	case "naive-init":
 		os.Exit(naiveInit())
 	default:
@@ -81,6 +83,35 @@ func dialEcho(addr string) int {
 		return 1
 	}
 	os.Stdout.Write(b)
+	return 0
+}
+
+// dialBulk sends 8 MiB through addr and checks that the same bytes come
+// back (the echo handler copies them), concurrently in both directions.
+func dialBulk(addr string) int {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer c.Close()
+	const size = 8 << 20
+	data := make([]byte, size)
+	for i := range data {
+		data[i] = byte(i % 253)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.Write(data)
+		c.(*net.TCPConn).CloseWrite()
+		errc <- err
+	}()
+	back, err := io.ReadAll(c)
+	if err != nil || <-errc != nil || !bytes.Equal(back, data) {
+		fmt.Fprintf(os.Stderr, "bulk echo: %d bytes back, err %v\n", len(back), err)
+		return 1
+	}
+	fmt.Print("bulk ok")
 	return 0
 }
 

@@ -64,6 +64,39 @@ func TestEgressTunnel(t *testing.T) {
 	}
 }
 
+// copyEgress echoes bytes back as they come (both directions at once).
+type copyEgress struct{}
+
+func (copyEgress) ServeEgress(ctx context.Context, sandboxID string, conn io.ReadWriteCloser) {
+	io.Copy(conn, conn)
+	conn.Close()
+}
+
+func TestEgressBulkConcurrent(t *testing.T) {
+	cfg := baseConfig()
+	cfg.EgressAddr = freePort(t)
+	g := startGuest(t, guestOptions{config: &cfg, client: ClientOptions{Egress: copyEgress{}}})
+	const n = 4
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			req := dialReq(cfg.EgressAddr)
+			req.Env[modeEnv] = "dial-bulk"
+			r := run(t, g.client, req)
+			if r.err != nil || r.stdout != "bulk ok" {
+				errs <- fmt.Errorf("%+v", r)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
 func TestEgressRefusedWithoutHandler(t *testing.T) {
 	cfg := baseConfig()
 	cfg.EgressAddr = freePort(t)
