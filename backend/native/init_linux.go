@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -97,9 +98,17 @@ func readInitConfig() (*initConfig, error) {
 func setupSandbox(cfg *initConfig, ctl *os.File) error {
 	// Nothing inside may read our memory or ptrace us (same uid).
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	t0 := time.Now()
+	timing := map[string]int64{}
+	mark := func(name string) {
+		now := time.Now()
+		timing[name] = now.Sub(t0).Microseconds()
+		t0 = now
+	}
 	if err := buildRoot(cfg); err != nil {
 		return err
 	}
+	mark("rootfs")
 	if err := stage("loopback", loopbackUp()); err != nil {
 		return err
 	}
@@ -118,14 +127,17 @@ func setupSandbox(cfg *initConfig, ctl *os.File) error {
 			return err
 		}
 	}
+	mark("net_rlimits")
 	if cfg.UseLandlock {
 		if err := stage("landlock", applyLandlock(cfg.Landlock)); err != nil {
 			return err
 		}
 	}
+	mark("landlock")
 	if err := stage("drop capabilities", dropCapabilities()); err != nil {
 		return err
 	}
+	mark("capabilities")
 	listener := -1
 	if len(cfg.Seccomp) > 0 {
 		fd, err := installFilter(cfg.Seccomp, cfg.SeccompNotify)
@@ -134,12 +146,13 @@ func setupSandbox(cfg *initConfig, ctl *os.File) error {
 		}
 		listener = fd
 	}
+	mark("seccomp")
 	// Wait for the host: it has put us in the v1 cgroups by now.
 	buf := make([]byte, 16)
 	if _, err := ctl.Read(buf); err != nil {
 		return stage("wait for host", err)
 	}
-	b, _ := json.Marshal(initStatus{OK: true})
+	b, _ := json.Marshal(initStatus{OK: true, Timing: timing})
 	var oob []byte
 	if listener >= 0 {
 		oob = unix.UnixRights(listener)

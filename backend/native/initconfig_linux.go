@@ -34,6 +34,8 @@ type initStatus struct {
 	OK    bool   `json:"ok"`
 	Stage string `json:"stage,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Timing is microseconds per setup phase, for debug logs.
+	Timing map[string]int64 `json:"timing,omitempty"`
 }
 
 // File descriptors the init inherits.

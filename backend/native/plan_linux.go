@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -39,11 +42,14 @@ type mountOp struct {
 	Link string `json:"l,omitempty"`
 }
 
-// placeholder is a file or directory the host created in the workspace as
-// a mount point for a protected path that did not exist.
+// placeholder is an empty file the host created in the workspace as the
+// mount point for a protected path that did not exist. All placeholders of
+// one sandbox are hard links to one inode (creating inodes is what costs on
+// ext4; links are cheap), so removal can check that a path is still ours.
 type placeholder struct {
 	Path string `json:"path"`
-	Dir  bool   `json:"dir"`
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
 }
 
 // fsPlan is the filesystem part of a sandbox: the mount plan and the
@@ -52,12 +58,6 @@ type fsPlan struct {
 	Mounts       []mountOp
 	Landlock     []llRule
 	Placeholders []placeholder // created on the host, in creation order
-}
-
-// protectedDirs are the protected entries that are directories.
-var protectedDirs = map[string]bool{
-	".git/hooks": true, ".git/modules": true, ".config/git": true, ".config/fish": true,
-	".ssh": true, ".idea": true, ".devcontainer": true,
 }
 
 // buildPlan turns a resolved policy into a mount plan. It checks every
@@ -254,9 +254,11 @@ func sortMounts(ops []mountOp) {
 }
 
 // protectConfig returns read-only self-binds for the workspace's protected
-// config paths, creating empty placeholders (and missing parents) for those
-// that do not exist yet, and makes .git a mount point so it cannot be
-// renamed away. The placeholders are returned even on error, for removal.
+// config paths, making an empty placeholder for those that do not exist
+// yet, and makes .git a mount point so it cannot be renamed away. A missing
+// path whose parent is missing too gets its topmost missing parent as the
+// placeholder: an empty read-only file there blocks creating anything below
+// it. The placeholders are returned even on error, for removal.
 func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) {
 	var ops []mountOp
 	var ph []placeholder
@@ -266,6 +268,7 @@ func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) 
 	if hasGit {
 		ops = append(ops, mountOp{Kind: opBind, Src: gitDir, Dst: gitDir, Dir: true})
 	}
+	seen := map[string]bool{}
 	for _, p := range paths {
 		rel, err := filepath.Rel(ws, p)
 		if err != nil || strings.HasPrefix(rel, "..") {
@@ -275,7 +278,7 @@ func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) 
 			continue // not a git repository (or a worktree's .git file)
 		}
 		if coveredBy(p, ph) {
-			continue // below a read-only placeholder directory made already
+			continue // below a placeholder made for a missing parent
 		}
 		fi, err := os.Lstat(p)
 		switch {
@@ -284,89 +287,87 @@ func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) 
 			// stays in a writable directory. Documented limitation.
 			continue
 		case err == nil:
-			ops = append(ops, mountOp{Kind: opBind, Src: p, Dst: p, RO: true, Dir: fi.IsDir()})
+			if !seen[p] {
+				ops = append(ops, mountOp{Kind: opBind, Src: p, Dst: p, RO: true, Dir: fi.IsDir()})
+				seen[p] = true
+			}
 			continue
-		case !errors.Is(err, fs.ErrNotExist):
+		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
 			return ops, ph, fmt.Errorf("protect %s: %w", p, err)
 		}
-		made, err := makePlaceholder(ws, p, protectedDirs[rel])
-		if errors.Is(err, fs.ErrExist) {
-			continue // a shared missing parent already made for a sibling
+		target := topMissing(ws, p)
+		if seen[target] {
+			continue // shared missing parent, placeholder made already
 		}
+		made, err := makePlaceholder(target, ph)
 		if err != nil {
 			return ops, ph, fmt.Errorf("protect %s: create placeholder: %w", p, err)
 		}
 		ph = append(ph, made)
-		ops = append(ops, mountOp{Kind: opBind, Src: made.Path, Dst: made.Path, RO: true, Dir: made.Dir})
+		seen[target] = true
+		ops = append(ops, mountOp{Kind: opBind, Src: target, Dst: target, RO: true})
 	}
 	return ops, ph, nil
 }
 
-// makePlaceholder creates the mount point for a missing protected path. When
-// a parent is missing too, the topmost missing parent becomes the (empty,
-// read-only) placeholder instead: nothing can then be created below it.
-func makePlaceholder(ws, p string, dir bool) (placeholder, error) {
-	for d := filepath.Dir(p); d != ws && len(d) > len(ws); d = filepath.Dir(d) {
-		fi, err := os.Lstat(d)
-		if err == nil {
-			if !fi.IsDir() {
-				return placeholder{}, fmt.Errorf("%s is not a directory", d)
-			}
-			break
-		}
-		p, dir = d, true
-	}
-	if dir {
-		if err := os.Mkdir(p, 0o755); err != nil {
-			return placeholder{}, err
-		}
-		return placeholder{Path: p, Dir: true}, nil
-	}
-	fd, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return placeholder{}, err
-	}
-	fd.Close()
-	return placeholder{Path: p}, nil
-}
-
 func coveredBy(p string, ph []placeholder) bool {
 	for _, x := range ph {
-		if x.Dir && strings.HasPrefix(p, x.Path+"/") {
+		if strings.HasPrefix(p, x.Path+"/") {
 			return true
 		}
 	}
 	return false
 }
 
-// removePlaceholders removes, newest first, the placeholders that are still
-// empty (something else may have been put there from outside meanwhile).
+// topMissing returns the topmost missing ancestor of p below ws (or p).
+func topMissing(ws, p string) string {
+	top := p
+	for d := filepath.Dir(p); len(d) > len(ws); d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		top = d
+	}
+	return top
+}
+
+// makePlaceholder creates an empty file at p: a hard link to the first
+// placeholder when there is one (same filesystem), else a new file.
+func makePlaceholder(p string, made []placeholder) (placeholder, error) {
+	if len(made) > 0 {
+		if err := os.Link(made[0].Path, p); err == nil {
+			return placeholder{Path: p, Dev: made[0].Dev, Ino: made[0].Ino}, nil
+		}
+	}
+	fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o444)
+	if err != nil {
+		return placeholder{}, &fs.PathError{Op: "create", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Unlink(p)
+		return placeholder{}, &fs.PathError{Op: "stat", Path: p, Err: err}
+	}
+	return placeholder{Path: p, Dev: st.Dev, Ino: st.Ino}, nil
+}
+
+// removePlaceholders removes the placeholders that are still ours: the same
+// inode, still empty (nothing else may have been put there meanwhile).
 func removePlaceholders(ph []placeholder) error {
 	var errs []error
 	for i := len(ph) - 1; i >= 0; i-- {
 		p := ph[i]
-		fi, err := os.Lstat(p.Path)
-		if err != nil {
+		var st unix.Stat_t
+		if err := unix.Lstat(p.Path, &st); err != nil {
 			continue
 		}
-		if p.Dir {
-			if fi.IsDir() {
-				if err := os.Remove(p.Path); err != nil && !isNotEmpty(err) {
-					errs = append(errs, err)
-				}
-			}
+		if st.Dev != p.Dev || st.Ino != p.Ino || st.Size != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			continue
 		}
-		if fi.Mode().IsRegular() && fi.Size() == 0 {
-			if err := os.Remove(p.Path); err != nil {
-				errs = append(errs, err)
-			}
+		if err := unix.Unlink(p.Path); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, &fs.PathError{Op: "remove placeholder", Path: p.Path, Err: err})
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func isNotEmpty(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && (strings.Contains(pe.Err.Error(), "not empty") || strings.Contains(pe.Err.Error(), "exists"))
 }
