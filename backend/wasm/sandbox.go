@@ -54,7 +54,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	if spec.Policy == nil {
 		return nil, fmt.Errorf("create sandbox %q: nil policy: %w", spec.ID, sandbox.ErrInvalid)
 	}
-	if !validID.MatchString(spec.ID) {
+	if !validID(spec.ID) {
 		return nil, fmt.Errorf("create sandbox %q: invalid id: %w", spec.ID, sandbox.ErrInvalid)
 	}
 	if err := b.init(ctx); err != nil {
@@ -189,11 +189,7 @@ func (s *wasmSandbox) grant(p string, readOnly bool, o mountOpts) error {
 
 // privateDir makes a host directory owned by this sandbox.
 func (s *wasmSandbox) privateDir(what string) (string, error) {
-	base := s.b.cfg.TempDir
-	if base == "" {
-		base = os.TempDir()
-	}
-	dir, err := os.MkdirTemp(base, tempPattern(s.id))
+	dir, err := os.MkdirTemp(s.b.tempDir(), tempPattern(s.id))
 	if err != nil {
 		return "", fmt.Errorf("make private %s: %w: %w", what, err, sandbox.ErrUnavailable)
 	}
