@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -14,7 +15,7 @@ func init() {
 }
 
 const policyUsage = `usage:
-  airlock policy check FILE...              validate policy files ("FILE: ok" or the errors)
+  airlock policy check FILE...              validate policy files ("FILE: ok" or the errors; - is stdin)
   airlock policy show [--profile NAME] [--unresolved] [--env] [FILE]
                                             print the resolved policy as YAML (--env: the
                                             environment a sandbox would start with)
@@ -59,7 +60,7 @@ func runPolicyCheck(args []string) int {
 	}
 	code := 0
 	for _, file := range fs.Args() {
-		p, err := policy.LoadFile(file)
+		p, err := loadPolicyArg(file)
 		if err == nil {
 			_, err = p.Resolve(env)
 		}
@@ -71,6 +72,18 @@ func runPolicyCheck(args []string) int {
 		fmt.Printf("%s: ok\n", file)
 	}
 	return code
+}
+
+// loadPolicyArg loads a policy file, or standard input for "-".
+func loadPolicyArg(file string) (*policy.Policy, error) {
+	if file != "-" {
+		return policy.LoadFile(file)
+	}
+	data, err := io.ReadAll(io.LimitReader(os.Stdin, policy.MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read standard input: %w", err)
+	}
+	return policy.Parse("-", data)
 }
 
 // printPolicyError prints one line per problem, each starting with the

@@ -66,6 +66,15 @@ func TestPolicyCheckCLI(t *testing.T) {
 		}
 	}
 
+	stdin := exec.Command(testutil.AirlockBinary(t), "policy", "check", "-")
+	stdin.Dir = dir
+	stdin.Stdin = strings.NewReader("version: 1\nlimits:\n  cpus: many\n")
+	var se bytes.Buffer
+	stdin.Stderr = &se
+	if err := stdin.Run(); err == nil || !strings.Contains(se.String(), `-:3: limits.cpus: want a number, got "many"`) {
+		t.Errorf("check -: %v %q", err, se.String())
+	}
+
 	_, errOut, code = runAirlock(t, dir, "policy", "check", "missing.yaml")
 	if code != 125 || !strings.Contains(errOut, "missing.yaml: open: no such file or directory") {
 		t.Errorf("check missing: exit %d stderr %q", code, errOut)
