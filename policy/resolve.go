@@ -157,11 +157,6 @@ func (r *resolver) resolve() {
 	fs.ReadWrite = r.paths("filesystem.read_write", fs.ReadWrite, false)
 	fs.Deny = r.paths("filesystem.deny", fs.Deny, false)
 	fs.Tmpfs = r.paths("filesystem.tmpfs", fs.Tmpfs, false)
-	for i, s := range fs.ReadOnly {
-		if s == fs.Workspace {
-			r.add(fmt.Sprintf("filesystem.read_only[%d]", i), "%s is the workspace (read-write); set workspace: none and list it here to make it read-only", s)
-		}
-	}
 	fs.ReadWrite = slices.DeleteFunc(fs.ReadWrite, func(s string) bool { return slices.Contains(fs.ReadOnly, s) })
 	if !slices.Contains(fs.Tmpfs, "/tmp") {
 		fs.Tmpfs = append([]string{"/tmp"}, fs.Tmpfs...)
@@ -262,9 +257,13 @@ func (r *resolver) paths(field string, in []string, dropSystem bool) []string {
 		if optionalPaths[s] && homeRelative(s) && !isAbs(r.env.Home) {
 			continue
 		}
-		e := r.expand(fmt.Sprintf("%s[%d]", field, i), s)
+		f := fmt.Sprintf("%s[%d]", field, i)
+		e := r.expand(f, s)
 		if optionalPaths[s] && !r.env.Exists(e) {
 			continue
+		}
+		if field == "filesystem.read_only" && e == r.p.Filesystem.Workspace {
+			r.add(f, "%s is the workspace (read-write); set workspace: none and list it here to make it read-only", e)
 		}
 		if !slices.Contains(out, e) {
 			out = append(out, e)
