@@ -92,7 +92,7 @@ func (p *Policy) check(resolved bool) []*Error {
 		c.add("filesystem.workspace", "contains a NUL byte")
 	case resolved && !isAbs(ws):
 		c.add("filesystem.workspace", "%q must be an absolute path", ws)
-	case cleanPath(ws) == "/" || (resolved && cleanPath(ws) == "/"):
+	case cleanPath(ws) == "/":
 		c.add("filesystem.workspace", "refusing to use / as the workspace (it would make the whole host writable)")
 	}
 	for i, s := range fs.ReadOnly {
