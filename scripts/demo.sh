@@ -31,8 +31,10 @@ echo "== unconfined: python3 probe.py"
 "$py" probe.py "$port"
 rm -f "$tmp/outside/planted.txt"
 echo
-echo "== confined: airlock run -- python3 probe.py   (backend native, profile default)"
-"$OLDPWD/$bin" run --json -- "$py" probe.py "$port"
+echo "== confined: airlock run --env DEMO_HOME --env DEMO_OUTSIDE --env DEMO_API_KEY -- python3 probe.py"
+echo "   (backend native, profile default; *_KEY variables are never passed, even when named)"
+"$OLDPWD/$bin" run --result "$tmp/result.json" --env DEMO_HOME --env DEMO_OUTSIDE --env DEMO_API_KEY -- "$py" probe.py "$port"
 echo
+echo "airlock's result: $(cat "$tmp/result.json")"
 if [ -e "$tmp/outside/planted.txt" ]; then echo "FAIL: the sandbox wrote outside its workspace"; exit 1; fi
 echo "The workspace kept what the sandbox wrote: $(ls "$tmp/workspace" | tr '\n' ' ')"
