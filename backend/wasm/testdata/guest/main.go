@@ -59,6 +59,20 @@ func main() {
 		for _, e := range entries {
 			fmt.Println(e.Name())
 		}
+	case "openmany":
+		// Hold N opens of a file; print how many succeeded.
+		n, _ := strconv.Atoi(args[1])
+		var held []*os.File
+		for i := 0; i < n; i++ {
+			f, err := os.Open(args[0])
+			if err != nil {
+				fmt.Printf("opened %d\n", len(held))
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(3)
+			}
+			held = append(held, f)
+		}
+		fmt.Printf("opened %d\n", len(held))
 	case "stdin":
 		io.Copy(os.Stdout, os.Stdin)
 	case "exit":
