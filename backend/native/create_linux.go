@@ -78,7 +78,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 	if sink == nil {
 		sink = audit.Discard
 	}
-	feats := HostFeatures()
+	feats := b.features()
 	t0 := time.Now()
 
 	// Fail closed on anything the policy needs that the host lacks.

@@ -34,6 +34,9 @@ const InitCommand = "__native-init"
 type Backend struct {
 	cfg Config
 	log *slog.Logger
+	// features reports the host's features; tests replace it to prove
+	// the fail-closed and degraded paths.
+	features func() Features
 }
 
 // New returns the native backend.
@@ -47,7 +50,7 @@ func New(cfg Config) *Backend {
 	if cfg.StateDir == "" {
 		cfg.StateDir = defaultStateDir()
 	}
-	return &Backend{cfg: cfg, log: cfg.Log.With("backend", Name)}
+	return &Backend{cfg: cfg, log: cfg.Log.With("backend", Name), features: HostFeatures}
 }
 
 // Name returns "native".

@@ -1,0 +1,211 @@
+package native
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+func planPolicy(t *testing.T, ws string, edit func(*policy.Policy)) *policy.Policy {
+	t.Helper()
+	p, err := policy.Profile("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Filesystem.Workspace = ws
+	if edit != nil {
+		edit(p)
+	}
+	r, err := p.Resolve(policy.ResolveEnv{Cwd: ws, Home: "/nonexistent-home", UID: 1000, GID: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func findOp(ops []mountOp, kind, dst string) int {
+	for i, o := range ops {
+		if o.Kind == kind && o.Dst == dst {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestBuildPlan(t *testing.T) {
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, "secret"), []byte("x"), 0o644)
+	os.Mkdir(filepath.Join(ws, "private"), 0o755)
+	extra := t.TempDir()
+	pol := planPolicy(t, ws, func(p *policy.Policy) {
+		p.Filesystem.Deny = append(p.Filesystem.Deny, filepath.Join(ws, "secret"), filepath.Join(ws, "private"), "/nonexistent/x")
+		p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, extra)
+	})
+	plan, err := buildPlan(pol, []sandbox.File{{Path: "/etc/airlock-ca.pem", Data: []byte("pem")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removePlaceholders(plan.Placeholders)
+	ops := plan.Mounts
+	wsOp := findOp(ops, opBind, ws)
+	if wsOp < 0 || ops[wsOp].RO {
+		t.Fatalf("workspace not bound read-write: %+v", ops)
+	}
+	if i := findOp(ops, opBind, "/usr"); i < 0 || !ops[i].RO {
+		t.Fatalf("/usr not bound read-only")
+	}
+	if i := findOp(ops, opBind, extra); i < 0 || ops[i].RO {
+		t.Fatalf("read_write path not bound read-write")
+	}
+	tmp := findOp(ops, opTmpfs, "/tmp")
+	if tmp < 0 {
+		t.Fatal("no /tmp tmpfs")
+	}
+	// Parents before children: /tmp (holding the workspace) comes first.
+	if strings.HasPrefix(ws, "/tmp/") && tmp > wsOp {
+		t.Fatalf("/tmp mounted after the workspace below it")
+	}
+	ds, dd := findOp(ops, opDenyFile, filepath.Join(ws, "secret")), findOp(ops, opDenyDir, filepath.Join(ws, "private"))
+	if ds < wsOp || dd < wsOp {
+		t.Fatalf("deny ops missing or before the workspace bind: %d %d (ws %d)", ds, dd, wsOp)
+	}
+	if findOp(ops, opDenyFile, "/nonexistent/x") >= 0 || findOp(ops, opDenyDir, "/nonexistent/x") >= 0 {
+		t.Fatal("deny op for a path that is not visible")
+	}
+	if i := findOp(ops, opFile, "/etc/airlock-ca.pem"); i < 0 || ops[i].Mode&0o222 != 0 {
+		t.Fatal("injected file missing or writable")
+	}
+	// Landlock: workspace writable, /usr read+exec only.
+	rights := map[string]uint64{}
+	for _, r := range plan.Landlock {
+		rights[r.Path] |= r.Access
+	}
+	if rights[ws]&llWriteFile == 0 || rights["/usr"]&llWriteFile != 0 || rights["/usr"]&llExecute == 0 {
+		t.Fatalf("landlock rights wrong: ws %#x /usr %#x", rights[ws], rights["/usr"])
+	}
+	// Protected config: placeholders for missing files, self-binds read-only.
+	if len(plan.Placeholders) == 0 {
+		t.Fatal("no placeholders for missing protected files")
+	}
+	for _, ph := range plan.Placeholders {
+		if i := findOp(ops, opBind, ph.Path); i < 0 || !ops[i].RO {
+			t.Fatalf("placeholder %s not bound read-only", ph.Path)
+		}
+	}
+	if err := removePlaceholders(plan.Placeholders); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(ws)
+	if len(ents) != 2 {
+		t.Fatalf("workspace after removing placeholders: %v", ents)
+	}
+}
+
+func TestBuildPlanErrors(t *testing.T) {
+	ws := t.TempDir()
+	cases := []struct {
+		name  string
+		edit  func(*policy.Policy)
+		files []sandbox.File
+		want  string
+	}{
+		{"missing read_only", func(p *policy.Policy) { p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, "/nonexistent/ro") }, nil, "read_only path /nonexistent/ro"},
+		{"missing read_write", func(p *policy.Policy) { p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, "/nonexistent/rw") }, nil, "read_write path /nonexistent/rw"},
+		{"missing rootfs", func(p *policy.Policy) { p.Filesystem.Rootfs = "/nonexistent/rootfs" }, nil, "rootfs /nonexistent/rootfs"},
+		{"relative file", nil, []sandbox.File{{Path: "etc/x"}}, "not absolute"},
+		{"unclean file", nil, []sandbox.File{{Path: "/etc/../x"}}, "not absolute and clean"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pol := planPolicy(t, ws, c.edit)
+			_, err := buildPlan(pol, c.files)
+			if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want ErrInvalid containing %q", err, c.want)
+			}
+			if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+				t.Fatalf("left in workspace: %v", ents)
+			}
+		})
+	}
+}
+
+func TestSortMounts(t *testing.T) {
+	ops := []mountOp{
+		{Kind: opBind, Dst: "/tmp/a/ws"},
+		{Kind: opDenyFile, Dst: "/etc/shadow"},
+		{Kind: opBind, Dst: "/etc"},
+		{Kind: opTmpfs, Dst: "/tmp"},
+		{Kind: opDenyDir, Dst: "/etc"},
+		{Kind: opBind, Dst: "/etc"},
+	}
+	sortMounts(ops)
+	got := []string{}
+	for _, o := range ops {
+		got = append(got, o.Kind+":"+o.Dst)
+	}
+	want := "bind:/etc tmpfs:/tmp bind:/etc denydir:/etc denyfile:/etc/shadow bind:/tmp/a/ws"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("order %v, want %s", got, want)
+	}
+}
+
+func TestParseMountinfoLine(t *testing.T) {
+	for _, c := range []struct {
+		line         string
+		mp, fs, opts string
+		ok           bool
+	}{
+		{"35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory", "/sys/fs/cgroup/memory", "cgroup", "rw,memory", true},
+		{"41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw", "/sys/fs/cgroup/unified", "cgroup2", "rw", true},
+		{"29 1 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate", "/sys/fs/cgroup", "cgroup2", "rw,nsdelegate", true},
+		{`36 35 0:30 / /mnt/with\040space rw - tmpfs tmpfs rw`, "/mnt/with space", "tmpfs", "rw", true},
+		{"garbage", "", "", "", false},
+		{"1 2 3 - x", "", "", "", false},
+	} {
+		mp, fs, opts, ok := parseMountinfoLine(c.line)
+		if ok != c.ok || mp != c.mp || fs != c.fs || opts != c.opts {
+			t.Errorf("parse %q = %q %q %q %v", c.line, mp, fs, opts, ok)
+		}
+	}
+}
+
+func FuzzParseMountinfoLine(f *testing.F) {
+	f.Add("35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory")
+	f.Add(`36 35 0:30 / /mnt/a\040b\134 rw - tmpfs tmpfs rw`)
+	f.Fuzz(func(t *testing.T, line string) {
+		mp, _, _, ok := parseMountinfoLine(line)
+		if ok && len(mp) > len(line) {
+			t.Fatalf("unescaped mount point longer than the line")
+		}
+	})
+}
+
+func TestDetectCgroups(t *testing.T) {
+	dir := t.TempDir()
+	mi := filepath.Join(dir, "mountinfo")
+	cg := filepath.Join(dir, "cgroup")
+	os.WriteFile(mi, []byte(`31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+`), 0o644)
+	os.WriteFile(cg, []byte("4:memory:/user.slice\n2:cpu,cpuacct:/\n0::/user.slice/x.scope\n"), 0o644)
+	h := detectCgroups(mi, cg)
+	if h.v2Mount != "/sys/fs/cgroup/unified" || h.v1Mount["memory"] != "/sys/fs/cgroup/memory" || h.v1Mount["cpuacct"] != "/sys/fs/cgroup/cpu,cpuacct" {
+		t.Fatalf("mounts: %+v", h)
+	}
+	if h.v1Own["memory"] != "/user.slice" || h.v2Own != "/user.slice/x.scope" {
+		t.Fatalf("own cgroups: %+v", h)
+	}
+	if got := h.v2Parent(""); got != "/sys/fs/cgroup/unified/user.slice/airlock" {
+		t.Fatalf("v2 parent %q", got)
+	}
+	if got := h.v1Parent("memory", "custom"); got != "/sys/fs/cgroup/memory/custom" {
+		t.Fatalf("v1 parent %q", got)
+	}
+}
