@@ -223,6 +223,27 @@ func TestMemoryLimitStopsGrowth(t *testing.T) {
 	if err != nil || st.MemoryPeakBytes > 64<<20 || st.MemoryPeakBytes < 32<<20 {
 		t.Errorf("stats %+v %v: peak should be near the limit, never above", st, err)
 	}
+	// The limit is the sandbox's: two modules share it.
+	p3 := testPolicy(t.TempDir())
+	p3.Limits.Memory = 96 << 20
+	sb3 := newSandbox(t, p3)
+	var held syncBuffer
+	holder, err := sb3.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"guest", "hold", "48"}, Stdout: &held, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; !strings.Contains(held.String(), "held"); i++ {
+		if i > 6000 {
+			t.Fatal("holder never allocated its memory")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r = run(t, sb3, sandbox.ExecRequest{Args: []string{"guest", "hold", "48"}, Timeout: time.Minute})
+	if !r.status.OOM {
+		t.Errorf("second module within its own limit but over the sandbox's: %+v", r.status)
+	}
+	sb3.Destroy(context.Background())
+	holder.Wait(context.Background())
 	// A module needing more than the limit at start does not start.
 	p2 := testPolicy(t.TempDir())
 	p2.Limits.Memory = 64 << 10

@@ -6,15 +6,18 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 )
 
-// memLimit is one process's linear-memory budget. Growing past it fails
-// (memory.grow returns -1 to the guest) and calls onExceed, which stops
-// the module: a guest that ignores the failed grow does not keep running.
+// memLimit is one process's view of its sandbox's memory budget: the
+// linear memories of all the sandbox's running modules together stay
+// within the policy's memory limit, like a cgroup's. Growing past it fails
+// (memory.grow returns -1 to the guest) and calls onExceed, which stops the
+// module: a guest that ignores the failed grow does not keep running.
 type memLimit struct {
-	limit    uint64 // bytes; 0 means wasm32's 4 GiB
+	limit    uint64        // bytes; 0 means wasm32's 4 GiB per module
+	pool     *atomic.Int64 // bytes in use by the sandbox's modules
+	poolPeak *atomic.Int64 // the most pool ever held
 	onExceed func()
 	exceeded atomic.Bool
-	size     atomic.Uint64
-	peak     atomic.Uint64
+	size     atomic.Uint64 // this process's linear memory
 }
 
 // Allocate implements experimental.MemoryAllocator.
@@ -33,11 +36,18 @@ type limitedMemory struct {
 
 // Reallocate implements experimental.LinearMemory.
 func (l *limitedMemory) Reallocate(size uint64) []byte {
-	if l.m.limit > 0 && size > l.m.limit {
-		if !l.m.exceeded.Swap(true) && l.m.onExceed != nil {
-			l.m.onExceed()
+	m := l.m
+	delta := int64(size) - int64(len(l.buf))
+	if m.limit > 0 && delta > 0 {
+		if used := m.pool.Add(delta); used > int64(m.limit) {
+			m.pool.Add(-delta)
+			if !m.exceeded.Swap(true) && m.onExceed != nil {
+				m.onExceed()
+			}
+			return nil
 		}
-		return nil
+	} else {
+		m.pool.Add(delta)
 	}
 	if size <= uint64(cap(l.buf)) {
 		l.buf = l.buf[:size]
@@ -47,9 +57,9 @@ func (l *limitedMemory) Reallocate(size uint64) []byte {
 		copy(nb, l.buf)
 		l.buf = nb
 	}
-	l.m.size.Store(size)
-	if size > l.m.peak.Load() {
-		l.m.peak.Store(size)
+	m.size.Store(size)
+	if used := m.pool.Load(); used > m.poolPeak.Load() {
+		m.poolPeak.Store(used)
 	}
 	return l.buf
 }
@@ -63,6 +73,7 @@ func (l *limitedMemory) limitOr4G() uint64 {
 
 // Free implements experimental.LinearMemory.
 func (l *limitedMemory) Free() {
+	l.m.pool.Add(-int64(len(l.buf)))
 	l.buf = nil
 	l.m.size.Store(0)
 }

@@ -74,10 +74,10 @@ func (s *wasmSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 		return nil, fmt.Errorf("exec %q in %q: %w", name, s.id, err)
 	}
 	limit := uint64(max(s.pol.Limits.Memory, 0))
-	if limit > 0 && uint64(prog.minPages)*65536 > limit {
+	if limit > 0 && uint64(prog.minPages)*65536+uint64(max(s.memUsed.Load(), 0)) > limit {
 		s.violations.Add(1)
-		return nil, fmt.Errorf("exec %q in %q: module needs %d MiB of memory at start, limit is %d MiB: %w",
-			name, s.id, uint64(prog.minPages)>>4, limit>>20, sandbox.ErrLimit)
+		return nil, fmt.Errorf("exec %q in %q: module needs %d MiB of memory at start, the sandbox's limit is %d MiB (%d MiB in use): %w",
+			name, s.id, uint64(prog.minPages)>>4, limit>>20, s.memUsed.Load()>>20, sandbox.ErrLimit)
 	}
 	timeout := req.Timeout
 	if timeout <= 0 {
@@ -92,7 +92,7 @@ func (s *wasmSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 		parentCancel := p.cancel
 		p.cancel = func(cause error) { parentCancel(cause); stop() }
 	}
-	p.mem = &memLimit{limit: limit, onExceed: func() { p.cancel(errMemory) }}
+	p.mem = &memLimit{limit: limit, pool: &s.memUsed, poolPeak: &s.peak, onExceed: func() { p.cancel(errMemory) }}
 	p.out = &outputLimit{limit: int64(max(s.pol.Limits.OutputBytes, 0))}
 	p.stdin = newStdinPump(req.Stdin)
 	stdout, stderr := p.out.writer(req.Stdout), p.out.writer(req.Stderr)
@@ -254,9 +254,6 @@ func (p *process) run(prog *program, args []string, stderr io.Writer) {
 	p.status = p.exitStatus(err, cause, stderr)
 	p.cancel(nil)
 	p.stdin.stop()
-	if peak := int64(p.mem.peak.Load()); peak > s.peak.Load() {
-		s.peak.Store(peak)
-	}
 	fields := map[string]any{"exit_code": p.status.Code, "duration_ms": time.Since(start).Milliseconds()}
 	if p.status.TimedOut || p.status.OOM || p.status.Truncated {
 		s.violations.Add(1)

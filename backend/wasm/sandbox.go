@@ -43,6 +43,7 @@ type wasmSandbox struct {
 
 	peak       atomic.Int64
 	violations atomic.Int64
+	memUsed    atomic.Int64 // linear memory of the running modules
 }
 
 // Create implements sandbox.Backend. The sandbox's filesystem is: the
@@ -265,10 +266,10 @@ func (s *wasmSandbox) Stats(ctx context.Context) (sandbox.Stats, error) {
 		return sandbox.Stats{}, fmt.Errorf("stats %q: %w", s.id, sandbox.ErrClosed)
 	}
 	var st sandbox.Stats
-	for p := range s.procs {
-		st.MemoryBytes += int64(p.mem.size.Load())
+	for range s.procs {
 		st.Pids++
 	}
+	st.MemoryBytes = s.memUsed.Load()
 	st.MemoryPeakBytes = max(s.peak.Load(), st.MemoryBytes)
 	st.Violations = int(s.violations.Load())
 	return st, nil

@@ -96,6 +96,16 @@ func main() {
 				fmt.Fprintf(os.Stderr, "%d MiB\n", i)
 			}
 		}
+	case "hold":
+		// Allocate N MiB, say so, then wait to be stopped.
+		n, _ := strconv.Atoi(args[0])
+		for i := 0; i < n; i++ {
+			b := make([]byte, 1<<20)
+			b[0] = 1
+			sink = append(sink, b)
+		}
+		fmt.Println("held")
+		time.Sleep(time.Hour)
 	case "flood":
 		n, _ := strconv.Atoi(args[0])
 		line := []byte(strings.Repeat("x", 1023) + "\n")
