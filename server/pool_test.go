@@ -122,6 +122,9 @@ func TestMetrics(t *testing.T) {
 	if _, err := c.Run(ctx, sb.ID, "true"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.Run(ctx, sb.ID, "violate"); err != nil {
+		t.Fatal(err)
+	}
 	c.Get(ctx, "sb-missing")
 	resp, body := rawDo(t, ts, "GET", "/metrics", "", nil)
 	if resp.StatusCode != 200 {
@@ -130,7 +133,8 @@ func TestMetrics(t *testing.T) {
 	for _, want := range []string{
 		`airlock_sandboxes{backend="fake",state="running"} 1`,
 		`airlock_create_seconds_count{backend="fake",pooled="false"} 1`,
-		`airlock_exec_seconds_count{backend="fake"} 1`,
+		`airlock_exec_seconds_count{backend="fake"} 2`,
+		`airlock_violations_total{backend="fake"} 1`,
 		`airlock_api_errors_total{code="not_found"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {

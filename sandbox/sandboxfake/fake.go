@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -65,7 +66,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	if b.live[spec.ID] != nil {
 		return nil, fmt.Errorf("create sandbox %q: %w", spec.ID, sandbox.ErrExists)
 	}
-	s := &Sandbox{b: b, id: spec.ID, files: map[string]*node{"/": {dir: true, mode: 0o755}}, done: make(chan struct{}), env: spec.Env}
+	s := &Sandbox{b: b, id: spec.ID, files: map[string]*node{"/": {dir: true, mode: 0o755}}, done: make(chan struct{}), env: spec.Env, audit: spec.Audit}
 	s.files["/tmp"] = &node{dir: true, mode: 0o1777}
 	for _, f := range spec.Files {
 		s.mkdirAll(path.Dir(f.Path))
@@ -124,12 +125,13 @@ type node struct {
 
 // Sandbox is a fake sandbox.
 type Sandbox struct {
-	b    *Backend
-	id   string
-	env  map[string]string
-	mu   sync.Mutex
-	dead bool
-	done chan struct{}
+	b     *Backend
+	id    string
+	env   map[string]string
+	audit audit.Sink
+	mu    sync.Mutex
+	dead  bool
+	done  chan struct{}
 
 	files map[string]*node
 	procs map[*process]bool
@@ -221,7 +223,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Pr
 	}
 	p.stdin = &closableReader{r: stdin, closed: make(chan struct{})}
 	go func() {
-		code := cmd(&proc{p: p, args: req.Args, env: env, stdin: p.stdin, stdout: stdout, stderr: stderr, timeout: req.Timeout})
+		code := cmd(&proc{p: p, args: req.Args, env: env, stdin: p.stdin, stdout: stdout, stderr: stderr, timeout: req.Timeout, audit: s.audit, sandbox: s.id})
 		p.finish(code)
 		s.mu.Lock()
 		delete(s.procs, p)
@@ -319,6 +321,8 @@ type proc struct {
 	stdout  io.Writer
 	stderr  io.Writer
 	timeout time.Duration
+	audit   audit.Sink
+	sandbox string
 }
 
 // sleep waits d or until killed; it returns the kill code or -1.
@@ -407,6 +411,14 @@ var commands = map[string]func(c *proc) int{
 		}
 		c.stdout.Write(b)
 		return 0
+	},
+	// violate reports a policy violation to the sandbox's audit sink, as a
+	// backend does when a process hits a denied operation.
+	"violate": func(c *proc) int {
+		if c.audit != nil {
+			c.audit.Emit(audit.Event{Sandbox: c.sandbox, Type: audit.TypeViolation, Message: "fake violation"})
+		}
+		return 1
 	},
 	// winsize prints the tty size; "winsize wait" then reads one byte of
 	// input and prints it again.
