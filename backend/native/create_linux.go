@@ -69,6 +69,11 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		return nil, wrap("nil policy: %w", sandbox.ErrInvalid)
 	}
 	pol := spec.Policy
+	if spec.Image != "" && pol.Filesystem.Rootfs != spec.Image {
+		// For native, an image is a root filesystem directory.
+		pol = pol.Clone()
+		pol.Filesystem.Rootfs = spec.Image
+	}
 	log := spec.Log
 	if log == nil {
 		log = b.log

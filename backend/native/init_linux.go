@@ -181,6 +181,9 @@ func dropCapabilities() error {
 	)
 	all := func(trap, a1, a2, a3 uintptr) error {
 		if _, _, e := syscall.AllThreadsSyscall(trap, a1, a2, a3); e != 0 {
+			if e == syscall.ENOTSUP {
+				return fmt.Errorf("%w (all-threads syscalls need a CGO_ENABLED=0 build)", e)
+			}
 			return e
 		}
 		return nil

@@ -230,3 +230,34 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 		t.Fatalf("kept sandbox's state removed: %v", err)
 	}
 }
+
+func TestRootfs(t *testing.T) {
+	b := testBackend(t)
+	rootfs := t.TempDir()
+	os.MkdirAll(filepath.Join(rootfs, "bin"), 0o755)
+	os.MkdirAll(filepath.Join(rootfs, "etc"), 0o755)
+	os.WriteFile(filepath.Join(rootfs, "etc", "os-release"), []byte("ID=airlock-test\n"), 0o644)
+	data, _ := os.ReadFile(attackBinary(t))
+	os.WriteFile(filepath.Join(rootfs, "bin", "attack"), data, 0o755)
+	ws := workspace(t)
+	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ReadOnly = nil; p.Filesystem.Deny = nil })
+	ctx := context.Background()
+	sb, err := b.Create(ctx, sandbox.Spec{ID: newID(t), Policy: pol, Image: rootfs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	run := func(args ...string) string {
+		var out strings.Builder
+		p, err := sb.Exec(ctx, sandbox.ExecRequest{Args: args, Stdout: &out, Stderr: &out})
+		if err != nil {
+			return "exec error: " + err.Error()
+		}
+		p.Wait(ctx)
+		return strings.TrimSpace(out.String())
+	}
+	mustOK(t, "read rootfs file", run("/bin/attack", "read", "/etc/os-release"))
+	mustDeny(t, "host /usr is not there", run("/bin/attack", "read", "/usr/bin/env"), "no such file")
+	mustDeny(t, "rootfs is read-only", run("/bin/attack", "write", "/etc/os-release"), "read-only", "permission denied")
+	mustOK(t, "workspace writable", run("/bin/attack", "write", filepath.Join(ws, "x")))
+}
