@@ -178,6 +178,7 @@ func buildSpec(in specInput) *ociSpec {
 		Linux: ociLinux{
 			CgroupsPath: in.Cgroup,
 			Namespaces:  []ociNamespace{{Type: "pid"}, {Type: "network"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}},
+			Seccomp:     seccompProfile(),
 		},
 	}
 	if n := l.OpenFiles; n > 0 {

@@ -60,6 +60,7 @@ type ociLinux struct {
 	Resources   *ociResources  `json:"resources,omitempty"`
 	CgroupsPath string         `json:"cgroupsPath,omitempty"`
 	Namespaces  []ociNamespace `json:"namespaces"`
+	Seccomp     *ociSeccomp    `json:"seccomp,omitempty"`
 }
 
 type ociNamespace struct {

@@ -259,3 +259,33 @@ func TestBadSpecLeavesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestSeccompProfile: the agent (pid 1) cannot be signalled, nested
+// namespaces and io_uring are refused, and ordinary threads still work
+// (a clone3 rule once broke pthread_create).
+func TestSeccompProfile(t *testing.T) {
+	b := testBackend(t)
+	sb := create(t, b, sandbox.Spec{Policy: testPolicy(t, workspace(t), nil)})
+	if st, out := sh(t, sb, "kill -9 1; kill -STOP 1; echo done"); !strings.Contains(out, "done") || st.Code != 0 {
+		t.Fatalf("kill of pid 1: %+v %q", st, out)
+	}
+	if st, out := sh(t, sb, "echo alive"); out != "alive" {
+		t.Fatalf("agent gone after kill -9 1: %+v %q", st, out)
+	}
+	if st, out := sh(t, sb, "cat /proc/1/environ | wc -c"); out != "0" {
+		t.Errorf("agent environment readable: %+v %q", st, out)
+	}
+	script := `python3 - <<'EOF'
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+t = threading.Thread(target=lambda: print("thread ok")); t.start(); t.join()
+for name, nr, args in [("unshare(CLONE_NEWUSER)", 272, (0x10000000,)), ("unshare(CLONE_NEWNS)", 272, (0x20000,)), ("io_uring_setup", 425, (8, ctypes.create_string_buffer(120)))]:
+    r = libc.syscall(nr, *args)
+    print(name, "ALLOWED" if r >= 0 else "denied " + os.strerror(ctypes.get_errno()))
+EOF`
+	st, out := sh(t, sb, script)
+	t.Logf("inside: %s", out)
+	if st.Code != 0 || !strings.Contains(out, "thread ok") || strings.Contains(out, "ALLOWED") {
+		t.Fatalf("status %+v output %q", st, out)
+	}
+}

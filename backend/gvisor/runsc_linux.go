@@ -196,7 +196,7 @@ func choosePlatform(want string, have []string, kvm bool) (string, error) {
 
 // globalArgs are the runsc flags every invocation for one backend shares.
 func (b *Backend) globalArgs(platform string) []string {
-	return []string{"--root", b.runscRoot(), "--network=none", "--platform=" + platform}
+	return []string{"--root", b.runscRoot(), "--network=none", "--oci-seccomp", "--platform=" + platform}
 }
 
 func (b *Backend) runscRoot() string          { return b.cfg.StateDir + "/runsc" }

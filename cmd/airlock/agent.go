@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"syscall"
 
 	"github.com/airlock-dev/airlock/agent"
 )
@@ -20,6 +21,14 @@ func runAgent(args []string) int {
 	if len(args) != 1 || args[0] != "serve" {
 		fmt.Fprintln(os.Stderr, "usage: airlock agent serve")
 		return exitUsageHidden
+	}
+	// A container runtime gives its init an environment (runsc adds HOME),
+	// and gVisor lets processes read /proc/1/environ. The agent needs none
+	// (it trusts only Hello): as pid 1, start again without any.
+	if os.Getpid() == 1 && len(os.Environ()) > 0 {
+		if exe, err := os.Executable(); err == nil {
+			syscall.Exec(exe, os.Args, []string{})
+		}
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	conn, err := agent.StdioConn()
