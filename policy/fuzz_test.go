@@ -29,6 +29,7 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	env := testEnv("/lib32", "/home/alice/.codex")
+	env.Environ = []string{"PATH=/usr/bin:/bin", "HOME=/home/alice", "LANG=C.UTF-8", "GH_TOKEN=x", "LC_ALL=C", "GOFLAGS=-mod=mod"}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse("f.yaml", data)
 		if err != nil {

@@ -39,6 +39,9 @@ func HostEnv() (ResolveEnv, error) {
 
 // Resolve returns a new policy with every path expanded (~, $HOME), made
 // absolute and cleaned, every default filled in and everything validated.
+// When env.Environ is set, process.env of the result holds the sandbox's
+// base environment computed from it (Environ): the allowed, non-secret
+// variables with their values, plus the policy's own settings.
 // Errors wrap ErrInvalid and name the field (and the file and line when
 // the field came from a file). p is not modified. Resolve does not layer
 // profiles: Parse, LoadFile and WithProfile did that.
@@ -180,6 +183,17 @@ func (r *resolver) resolve() {
 
 	pr := &p.Process
 	pr.EnvAllow = dedupe(pr.EnvAllow)
+	if r.env.Environ != nil {
+		// Capture the caller's allowed variables, so the resolved policy
+		// says what the sandbox gets even when a backend runs elsewhere
+		// (a server passes the environment it wants, not its own).
+		env := map[string]string{}
+		for _, kv := range p.Environ(r.env.Environ) {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		pr.Env = env
+	}
 	switch {
 	case pr.Workdir != "":
 		pr.Workdir = r.expand("process.workdir", pr.Workdir)

@@ -293,3 +293,30 @@ func TestResolveExplicitWorkspace(t *testing.T) {
 		t.Errorf("server-style env: %v", err)
 	}
 }
+
+// Resolve captures the caller's environment: the resolved policy carries
+// the values, so a backend computing Environ from its own process (a
+// server) still gives the sandbox what the caller meant.
+func TestResolveCapturesEnviron(t *testing.T) {
+	p, _ := Profile("default")
+	p.Process.Env = map[string]string{"CI": "1"}
+	env := testEnv()
+	env.Environ = []string{"PATH=/opt/bin:/usr/bin", "HOME=/home/alice", "LANG=C.UTF-8", "GITHUB_TOKEN=ghp_x", "OPENAI_API_KEY=sk", "EDITOR=vi"}
+	r, err := p.Resolve(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"PATH": "/opt/bin:/usr/bin", "HOME": "/home/alice", "LANG": "C.UTF-8", "CI": "1"}
+	if !reflect.DeepEqual(r.Process.Env, want) {
+		t.Errorf("env = %v, want %v", r.Process.Env, want)
+	}
+	// A backend's own environment cannot override what was captured.
+	got := r.Environ([]string{"PATH=/server/bin", "HOME=/root", "TERM=xterm", "AWS_SECRET_ACCESS_KEY=x"})
+	wantEnv := []string{"CI=1", "HOME=/home/alice", "LANG=C.UTF-8", "PATH=/opt/bin:/usr/bin", "TERM=xterm"}
+	if !reflect.DeepEqual(got, wantEnv) {
+		t.Errorf("Environ = %q, want %q", got, wantEnv)
+	}
+	if p.Process.Env["PATH"] != "" {
+		t.Error("Resolve modified its receiver's env")
+	}
+}
