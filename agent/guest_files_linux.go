@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -101,7 +102,9 @@ func (g *guest) writeFile(st *yamux.Stream, req *request) {
 		respondErr(st, errnoKind(err))
 		return
 	}
-	if err := f.Chmod(fs.FileMode(mode)); err != nil {
+	// Exactly mode, whatever the umask. Not on someone else's existing
+	// file that we may write but not chmod: then its mode stays.
+	if err := f.Chmod(fs.FileMode(mode)); err != nil && !errors.Is(err, unix.EPERM) {
 		respondErr(st, errnoKind(err))
 		return
 	}

@@ -1,0 +1,49 @@
+package agent
+
+import (
+	"errors"
+	"io"
+	"net"
+	"time"
+)
+
+// serveEgress tunnels each connection accepted on ln to the host.
+func (g *guest) serveEgress(ln net.Listener) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			g.log.Debug("egress accept", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		go g.tunnel(conn)
+	}
+}
+
+func (g *guest) tunnel(conn net.Conn) {
+	defer conn.Close()
+	st, err := g.sess.OpenStream()
+	if err != nil {
+		return
+	}
+	defer st.Close()
+	if err := writeHeader(st, &request{Op: opEgress, Remote: conn.RemoteAddr().String()}, MaxResponseHeader); err != nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		io.Copy(conn, st)
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		} else {
+			conn.Close()
+		}
+		close(done)
+	}()
+	io.Copy(st, conn)
+	st.Close() // half-close: the host reads EOF
+	<-done
+}
