@@ -23,9 +23,11 @@ type eventWriter struct {
 	q       chan audit.Event
 	done    chan struct{}
 
-	mu     sync.Mutex
-	notify chan struct{} // closed and replaced after each stored batch
-	closed bool
+	mu      sync.Mutex
+	notify  chan struct{} // closed and replaced after each stored batch
+	closed  bool
+	pending int // emitted, not yet stored
+	sendMu  sync.RWMutex
 }
 
 func newEventWriter(st *Store, log *slog.Logger, m *metrics) *eventWriter {
@@ -39,6 +41,9 @@ func (w *eventWriter) emit(e audit.Event) {
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
+	// sendMu orders sends before close(w.q): no send on a closed channel.
+	w.sendMu.RLock()
+	defer w.sendMu.RUnlock()
 	w.mu.Lock()
 	closed := w.closed
 	w.mu.Unlock()
@@ -46,6 +51,9 @@ func (w *eventWriter) emit(e audit.Event) {
 		w.log.Warn("audit event after shutdown", "sandbox", e.Sandbox, "type", e.Type, "message", e.Message)
 		return
 	}
+	w.mu.Lock()
+	w.pending++
+	w.mu.Unlock()
 	w.q <- e
 }
 
@@ -69,10 +77,17 @@ func (s sandboxSink) Emit(e audit.Event) {
 	s.w.emit(e)
 }
 
+// batchWindow is how long the writer gathers events before a commit.
+const batchWindow = 5 * time.Millisecond
+
 func (w *eventWriter) run() {
 	defer close(w.done)
 	for e := range w.q {
 		batch := []audit.Event{e}
+		// Gather what arrives within a short window into one transaction:
+		// an exec makes several events in quick succession, and fewer
+		// commits leave the CPU to the sandboxes.
+		window := time.NewTimer(batchWindow)
 	more:
 		for len(batch) < 512 {
 			select {
@@ -81,16 +96,18 @@ func (w *eventWriter) run() {
 					break more
 				}
 				batch = append(batch, e)
-			default:
+			case <-window.C:
 				break more
 			}
 		}
+		window.Stop()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := w.store.AddEvents(ctx, batch); err != nil {
 			w.log.Error("store audit events", "count", len(batch), "err", err)
 		}
 		cancel()
 		w.mu.Lock()
+		w.pending -= len(batch)
 		close(w.notify)
 		w.notify = make(chan struct{})
 		w.mu.Unlock()
@@ -106,20 +123,29 @@ func (w *eventWriter) wait() <-chan struct{} {
 
 // flush waits until every event emitted so far is stored.
 func (w *eventWriter) flush() {
-	for len(w.q) > 0 {
-		<-w.wait()
+	for {
+		w.mu.Lock()
+		n, wake := w.pending, w.notify
+		w.mu.Unlock()
+		if n <= 0 {
+			return
+		}
+		<-wake
 	}
 }
 
 func (w *eventWriter) close() {
+	w.sendMu.Lock()
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
+		w.sendMu.Unlock()
 		return
 	}
 	w.closed = true
 	w.mu.Unlock()
 	close(w.q)
+	w.sendMu.Unlock()
 	<-w.done
 }
 
