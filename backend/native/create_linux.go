@@ -37,6 +37,10 @@ func validSandboxID(id string) bool {
 	return true
 }
 
+// setupTimeout bounds the init's setup when the caller's context has no
+// deadline.
+const setupTimeout = 60 * time.Second
+
 // egressAddr is where the in-sandbox agent listens for proxy clients.
 const egressAddr = "127.0.0.1:3128"
 
@@ -230,7 +234,14 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		return nil, wrap("%v: %w", err, sandbox.ErrUnavailable)
 	}
 	tStart := time.Now()
-	listener, initTiming, err := handshake(ctx, ctlHost, waited)
+	hctx := ctx
+	if _, ok := ctx.Deadline(); !ok {
+		// A setup step that hangs must not hang Create forever.
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(ctx, setupTimeout)
+		defer cancel()
+	}
+	listener, initTiming, err := handshake(hctx, ctlHost, waited)
 	if err != nil {
 		if errors.Is(err, errInitExited) {
 			<-waited

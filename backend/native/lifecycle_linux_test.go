@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -260,4 +261,30 @@ func TestRootfs(t *testing.T) {
 	mustDeny(t, "host /usr is not there", run("/bin/attack", "read", "/usr/bin/env"), "no such file")
 	mustDeny(t, "rootfs is read-only", run("/bin/attack", "write", "/etc/os-release"), "read-only", "permission denied")
 	mustOK(t, "workspace writable", run("/bin/attack", "write", filepath.Join(ws, "x")))
+}
+
+func TestPolicyUID(t *testing.T) {
+	b := testBackend(t)
+	ws := workspace(t)
+	os.Chmod(filepath.Dir(ws), 0o755) // uid 1000 must be able to reach it
+	os.Chmod(filepath.Dir(filepath.Dir(ws)), 0o755)
+	os.Chown(ws, 1000, 1000)
+	pol := testPolicy(t, ws, func(p *policy.Policy) {
+		uid, gid := 1000, 1000
+		p.Process.UID, p.Process.GID = &uid, &gid
+	})
+	ctx := context.Background()
+	sb, err := b.Create(ctx, sandbox.Spec{ID: newID(t), Policy: pol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	st, out := sh(t, sb, "id -u; id -g; touch "+filepath.Join(ws, "mine")+" && stat -c %u "+filepath.Join(ws, "mine"))
+	if st.Code != 0 || out != "1000\n1000\n1000" {
+		t.Fatalf("got %+v %q, want uid/gid 1000 and files owned by 1000", st, out)
+	}
+	var host syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(ws, "mine"), &host); err != nil || host.Uid != 1000 {
+		t.Fatalf("host owner of a file made inside: %d %v", host.Uid, err)
+	}
 }
