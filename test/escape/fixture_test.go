@@ -353,7 +353,18 @@ func (f *fixture) serveProxy(t *testing.T) string {
 				defer c.Close()
 				br := bufio.NewReader(c)
 				req, err := http.ReadRequest(br)
-				if err != nil || req.Method != http.MethodConnect {
+				if err != nil {
+					return
+				}
+				if req.Method != http.MethodConnect { // forward proxying
+					req.RequestURI = ""
+					resp, err := http.DefaultTransport.RoundTrip(req)
+					if err != nil {
+						io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+						return
+					}
+					defer resp.Body.Close()
+					resp.Write(c)
 					return
 				}
 				up, err := net.Dial("tcp", req.Host)

@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -307,16 +308,30 @@ func openPTY() (*os.File, *os.File, error) {
 
 // spec builds the sandbox spec of one run: the default profile resolved
 // against the bait environment, with ws as workspace.
-func (r *runner) spec(t *testing.T, ws string) sandbox.Spec {
+//
+// With allowlist the sandbox gets network through its egress proxy (the
+// real one, egress.Attach) allowed to one outside name only: the network
+// attacks then have a proxy to bypass or abuse.
+func (r *runner) spec(t *testing.T, ws string, allowlist bool) sandbox.Spec {
 	p, err := policy.Profile("default")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if allowlist {
+		p.Network = policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"example.com:443"}}
 	}
 	rp, err := p.Resolve(policy.ResolveEnv{Cwd: ws, Home: r.f.home, Environ: r.f.baitEnviron(), UID: os.Getuid(), GID: os.Getgid()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sandbox.Spec{ID: randToken("esc-")[:16], Policy: rp}
+	spec := sandbox.Spec{ID: randToken("esc-")[:16], Policy: rp}
+	if allowlist {
+		px, err := egress.Attach(&spec, nil, nil)
+		if err != nil || px == nil {
+			t.Fatalf("attach egress: %v (proxy %v)", err, px)
+		}
+	}
+	return spec
 }
 
 // runInside tries a inside a new sandbox of b.
@@ -357,7 +372,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 		neighbour = nb
 	}
 
-	spec := r.spec(t, dir)
+	spec := r.spec(t, dir, a.allowlist)
 	sb, err := bk.b.Create(ctx, spec)
 	if err != nil {
 		return result{Verdict: Error, Evidence: "create sandbox: " + err.Error()}
@@ -500,7 +515,7 @@ func (r *runner) createReady(ctx context.Context, t *testing.T, bk backendUnderT
 	if err := copyFile(src, bin, 0o755); err != nil {
 		return nil, err
 	}
-	sb, err := bk.b.Create(ctx, r.spec(t, dir))
+	sb, err := bk.b.Create(ctx, r.spec(t, dir, false))
 	if err != nil {
 		return nil, err
 	}

@@ -47,8 +47,11 @@ type attackDef struct {
 	tty      bool   // the unconfined proof runs on a terminal it controls
 	wasi     string // "" when the attack is meaningless as a WASI program: why not; "yes" when it runs in wasm
 	exhaust  bool   // resource exhaustion: host and neighbour health checked after
-	outlive  bool   // decided after destroy by looking for its sleepers on the host
-	setup    func(s *side) error
+	// allowlist runs the attack with network through the egress proxy
+	// (allowlist: example.com:443) instead of the default profile's none.
+	allowlist bool
+	outlive   bool // decided after destroy by looking for its sleepers on the host
+	setup     func(s *side) error
 	// check is the attack-specific host evidence (besides the generic
 	// integrity, bait-service and workspace checks): escaped or not.
 	check func(s *side) (bool, string)
@@ -246,37 +249,37 @@ func allAttacks() []attackDef {
 		{name: "cgroup-escape", category: "kernel", goal: "move itself to the root cgroup", cmd: "cgroup-escape", wasi: noSys, args: noArgs},
 
 		// ---- network ----
-		{name: "tcp-direct", category: "network", goal: "open a TCP connection to the host's address, ignoring the proxy", cmd: "tcp", wasi: noNet,
+		{name: "tcp-direct", category: "network", goal: "open a TCP connection to the host's address, ignoring the proxy", cmd: "tcp", wasi: noNet, allowlist: true,
 			args:  func(s *side) []string { return kv("addrs="+s.f.tcpAddr, "token="+s.f.token) },
 			check: serviceReached("tcp")},
-		{name: "udp-direct", category: "network", goal: "send a UDP datagram out and get an answer", cmd: "udp", wasi: noNet,
+		{name: "udp-direct", category: "network", goal: "send a UDP datagram out and get an answer", cmd: "udp", wasi: noNet, allowlist: true,
 			args:  func(s *side) []string { return kv("addr="+s.f.udpAddr, "token="+s.f.token) },
 			check: serviceReached("udp")},
-		{name: "dns-exfiltration", category: "network", goal: "get a DNS query carrying a secret answered", cmd: "dns", wasi: noNet,
+		{name: "dns-exfiltration", category: "network", goal: "get a DNS query carrying a secret answered", cmd: "dns", wasi: noNet, allowlist: true,
 			args:  func(s *side) []string { return kv("servers="+s.f.dnsAddr, "token="+s.f.token) },
 			check: serviceReached("dns")},
-		{name: "af-packet", category: "network", goal: "open a raw AF_PACKET socket", cmd: "af-packet", wasi: noNet, args: noArgs},
-		{name: "af-netlink", category: "network", goal: "see the host's network interfaces over netlink", cmd: "netlink", wasi: noNet,
+		{name: "af-packet", category: "network", goal: "open a raw AF_PACKET socket", cmd: "af-packet", wasi: noNet, allowlist: true, args: noArgs},
+		{name: "af-netlink", category: "network", goal: "see the host's network interfaces over netlink", cmd: "netlink", wasi: noNet, allowlist: true,
 			args: func(s *side) []string { return kv("iface=" + s.f.iface) }},
-		{name: "af-vsock", category: "network", goal: "open an AF_VSOCK socket (no netns confines it)", cmd: "vsock", wasi: noNet, args: noArgs},
-		{name: "unix-docker-sock", category: "network", goal: "connect to docker.sock", cmd: "unix", wasi: noNet,
+		{name: "af-vsock", category: "network", goal: "open an AF_VSOCK socket (no netns confines it)", cmd: "vsock", wasi: noNet, allowlist: true, args: noArgs},
+		{name: "unix-docker-sock", category: "network", goal: "connect to docker.sock", cmd: "unix", wasi: noNet, allowlist: true,
 			args: func(s *side) []string {
 				return kv("paths=" + s.f.dockerSock + ",/var/run/docker.sock,/run/docker.sock")
 			},
 			check: serviceReached("docker.sock")},
-		{name: "unix-ssh-agent", category: "network", goal: "connect to the user's ssh-agent", cmd: "unix", wasi: noNet,
+		{name: "unix-ssh-agent", category: "network", goal: "connect to the user's ssh-agent", cmd: "unix", wasi: noNet, allowlist: true,
 			args:  func(s *side) []string { return kv("paths=" + s.f.sshSock) },
 			check: serviceReached("ssh-agent")},
-		{name: "unix-dbus", category: "network", goal: "connect to D-Bus", cmd: "unix", wasi: noNet,
+		{name: "unix-dbus", category: "network", goal: "connect to D-Bus", cmd: "unix", wasi: noNet, allowlist: true,
 			args:  func(s *side) []string { return kv("paths=" + s.f.dbusSock + ",/run/dbus/system_bus_socket") },
 			check: serviceReached("dbus")},
-		{name: "unix-abstract", category: "network", goal: "connect to a host abstract unix socket", cmd: "unix", wasi: noNet,
+		{name: "unix-abstract", category: "network", goal: "connect to a host abstract unix socket", cmd: "unix", wasi: noNet, allowlist: true,
 			args:  func(s *side) []string { return kv("paths=" + s.f.abstract) },
 			check: serviceReached("abstract")},
-		{name: "host-loopback", category: "network", goal: "reach a service on the host's 127.0.0.1", cmd: "tcp", wasi: noNet,
+		{name: "host-loopback", category: "network", goal: "reach a service on the host's 127.0.0.1", cmd: "tcp", wasi: noNet, allowlist: true,
 			args:  func(s *side) []string { return kv("addrs="+s.f.loopAddr, "token="+s.f.token) },
 			check: serviceReached("loopback")},
-		{name: "proxy-connect", category: "network", goal: "tunnel to the host through the in-sandbox proxy under network: none", cmd: "proxy-connect", wasi: noNet,
+		{name: "proxy-connect-none", category: "network", goal: "tunnel to the host through an in-sandbox proxy under network: none", cmd: "proxy-connect", wasi: noNet,
 			args: func(s *side) []string {
 				proxy := "127.0.0.1:3128"
 				if !s.inside {
@@ -285,6 +288,33 @@ func allAttacks() []attackDef {
 				return kv("proxy="+proxy, "target="+s.f.tcpAddr, "token="+s.f.token)
 			},
 			check: serviceReached("tcp")},
+		{name: "proxy-connect-host", category: "network", goal: "CONNECT through the egress proxy to the host's address (not allowed, private)", cmd: "proxy-connect", wasi: noNet, allowlist: true,
+			args: func(s *side) []string {
+				proxy := "127.0.0.1:3128"
+				if !s.inside {
+					proxy = s.f.proxyAddr
+				}
+				return kv("proxy="+proxy, "target="+s.f.tcpAddr, "token="+s.f.token)
+			},
+			check: serviceReached("tcp")},
+		{name: "proxy-connect-loopback", category: "network", goal: "CONNECT through the egress proxy to 127.0.0.1 (the host's loopback service)", cmd: "proxy-connect", wasi: noNet, allowlist: true,
+			args: func(s *side) []string {
+				proxy := "127.0.0.1:3128"
+				if !s.inside {
+					proxy = s.f.proxyAddr
+				}
+				return kv("proxy="+proxy, "target="+s.f.loopAddr, "token="+s.f.token)
+			},
+			check: serviceReached("loopback")},
+		{name: "proxy-connect-api", category: "network", goal: "CONNECT through the egress proxy to the server's API on the host's loopback", cmd: "proxy-connect", wasi: noNet, allowlist: true,
+			args: func(s *side) []string {
+				proxy := "127.0.0.1:3128"
+				if !s.inside {
+					proxy = s.f.proxyAddr
+				}
+				return kv("proxy="+proxy, "target="+s.f.apiLoop, "token=GET /v1/sandboxes HTTP/1.0\r\n")
+			},
+			check: apiReached},
 
 		// ---- self-defence ----
 		{name: "kill-agent", category: "self-defence", goal: "SIGKILL the in-sandbox agent", cmd: "kill", wasi: noProc,
@@ -320,16 +350,25 @@ func allAttacks() []attackDef {
 			}},
 		{name: "env-secret-leak", category: "self-defence", goal: "find a host secret (GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY) in its environment", cmd: "env-leak", wasi: "yes",
 			args: func(s *side) []string { return kv("token=" + s.f.token) }},
-		{name: "api-widen-policy", category: "self-defence", goal: "call the server API to widen its own policy", cmd: "http", wasi: noNet,
+		{name: "api-widen-policy", category: "self-defence", goal: "call the server API to widen its own policy", cmd: "http", wasi: noNet, allowlist: true,
 			args: func(s *side) []string {
 				return kv("urls=http://"+s.f.apiLoop+"/v1/sandboxes/self/policy,http://"+s.f.apiHost+"/v1/sandboxes/self/policy",
 					"method=PATCH", `body={"network":{"mode":"open"},"filesystem":{"read_write":["/"]}}`)
 			},
 			check: apiReached},
-		{name: "api-create-unconfined", category: "self-defence", goal: "call the server API to create an unconfined sandbox", cmd: "http", wasi: noNet,
+		{name: "api-create-unconfined", category: "self-defence", goal: "call the server API to create an unconfined sandbox", cmd: "http", wasi: noNet, allowlist: true,
 			args: func(s *side) []string {
 				return kv("urls=http://"+s.f.apiLoop+"/v1/sandboxes,http://"+s.f.apiHost+"/v1/sandboxes",
 					"method=POST", `body={"backend":"native","policy":{"filesystem":{"read_write":["/"]},"network":{"mode":"open"}}}`)
+			},
+			check: apiReached},
+		{name: "api-via-proxy", category: "self-defence", goal: "call the server API on the host's loopback through the egress proxy (HTTP forward proxying)", cmd: "http", wasi: noNet, allowlist: true,
+			args: func(s *side) []string {
+				proxy := "http://127.0.0.1:3128"
+				if !s.inside {
+					proxy = "http://" + s.f.proxyAddr
+				}
+				return kv("urls=http://"+s.f.apiLoop+"/v1/sandboxes", "method=POST", "proxy="+proxy, `body={"policy":{"network":{"mode":"open"}}}`)
 			},
 			check: apiReached},
 		{name: "fork-bomb", category: "self-defence", goal: "exhaust the host's processes", cmd: "forkbomb", wasi: noProc, exhaust: true,

@@ -5,12 +5,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -177,9 +177,17 @@ func attackUnix(p params) {
 // attackHTTP calls an HTTP API (the server's own) from inside.
 func attackHTTP(p params) {
 	var errs []string
-	cl := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil}}
-	for _, url := range strings.Split(p.get("urls"), ",") {
-		req, _ := http.NewRequest(p.get("method"), url, strings.NewReader(p["body"]))
+	tr := &http.Transport{Proxy: nil}
+	if px := p["proxy"]; px != "" {
+		u, err := url.Parse(px)
+		if err != nil {
+			fail("proxy %q: %v", px, err)
+		}
+		tr.Proxy = http.ProxyURL(u)
+	}
+	cl := &http.Client{Timeout: 5 * time.Second, Transport: tr}
+	for _, target := range strings.Split(p.get("urls"), ",") {
+		req, _ := http.NewRequest(p.get("method"), target, strings.NewReader(p["body"]))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := cl.Do(req)
 		if err != nil {
@@ -188,7 +196,11 @@ func attackHTTP(p params) {
 		}
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		escaped("%s %s answered %d: %s", p["method"], url, resp.StatusCode, short(b))
+		if resp.StatusCode/100 != 2 {
+			errs = append(errs, fmt.Sprintf("%s %s: %s %s", p["method"], target, resp.Status, short(b)))
+			continue
+		}
+		escaped("%s %s answered %d: %s", p["method"], target, resp.StatusCode, short(b))
 	}
 	blocked("%s", strings.Join(errs, "; "))
 }
@@ -218,7 +230,7 @@ func attackProxyConnect(p params) {
 	}
 	fmt.Fprintf(c, "%s\n", p.get("token"))
 	reply, _ := br.ReadString('\n')
-	if !bytes.Contains([]byte(reply), []byte("ok")) {
+	if !strings.Contains(strings.ToLower(reply), "ok") {
 		blocked("CONNECT %s accepted but nothing came back (%q)", target, reply)
 	}
 	escaped("tunnelled to %s through the proxy, server said %q", target, strings.TrimSpace(reply))
