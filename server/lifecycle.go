@@ -97,6 +97,11 @@ func (s *Server) destroy(l *live, reason string) error {
 	if rerr := os.RemoveAll(l.workspace); rerr != nil && err == nil {
 		err = fmt.Errorf("destroy sandbox %q: remove workspace: %w", id, rerr)
 	}
+	if rec != nil {
+		// Before the sandbox leaves s.live: a follower that no longer
+		// finds it is sure to read this event after a flush.
+		s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: reason})
+	}
 	s.mu.Lock()
 	if s.live[id] == l {
 		delete(s.live, id)
@@ -112,7 +117,6 @@ func (s *Server) destroy(l *live, reason string) error {
 		if serr := s.store.MarkStopped(ctx, id, reason, time.Now()); serr != nil && err == nil {
 			err = serr
 		}
-		s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: reason})
 		s.metrics.lifetime.WithLabelValues(l.backend).Observe(time.Since(rec.CreatedAt).Seconds())
 	}
 	s.log.Info("sandbox destroyed", "sandbox", id, "reason", reason)
