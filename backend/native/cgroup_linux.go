@@ -99,13 +99,14 @@ func newCgroup(h cgroupHost, parent, id string, lim cgroupLimits) (cg *sandboxCg
 		missing = append(missing, cgroupMissing{c, why, need[c]})
 	}
 	// For stats only (peak memory, CPU time), best effort: v1 memory when
-	// no hierarchy provides it yet, v1 cpuacct when there is no cgroup2 dir.
+	// no hierarchy provides it yet, v1 cpuacct when there is no cgroup2 dir
+	// (cgroup2's cpu.stat needs no controller).
 	if _, ok := need["memory"]; !ok && !v2Controllers(cg.v2Dir)["memory"] {
 		if _, ok := h.v1Mount["memory"]; ok {
 			v1Need = append(v1Need, "memory")
 		}
 	}
-	if _, ok := h.v1Mount["cpuacct"]; ok && (len(v1Need) > 0 || cg.v2Dir == "") {
+	if _, ok := h.v1Mount["cpuacct"]; ok && cg.v2Dir == "" {
 		v1Need = append(v1Need, "cpuacct")
 	}
 	for _, c := range v1Need {

@@ -234,11 +234,10 @@ func mountDev(dst string, shmSize int64) error {
 		if err := mountPoint(p, false); err != nil {
 			return err
 		}
+		// No attribute change: nosuid/noexec mean nothing on a device node
+		// (execve needs a regular file), and the node must stay usable.
 		if err := unix.Mount(host("/dev/"+n), p, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("bind %s: %w", p, err)
-		}
-		if err := setattr(p, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC, false); err != nil {
-			return err
 		}
 	}
 	pts := dst + "/pts"
