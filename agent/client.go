@@ -225,7 +225,9 @@ func (c *Client) wrapErr(ctx context.Context, op string, err error) error {
 	if ctx != nil && ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", op, ctx.Err())
 	}
-	if errors.Is(err, errProtocol) {
+	if errors.Is(err, errProtocol) || errors.Is(err, yamux.ErrRemoteGoAway) {
+		// A guest that breaks the protocol or stops taking streams is not
+		// talked to again.
 		c.fail(err)
 		return fmt.Errorf("%s: %v: %w", op, err, sandbox.ErrClosed)
 	}

@@ -269,3 +269,33 @@ func TestHostileGuestTimeoutBackstop(t *testing.T) {
 		t.Fatalf("status %+v err %v", st, err)
 	}
 }
+
+// TestHostileGuestGoAway: a guest that stops accepting streams loses its
+// session instead of leaving the host half-working.
+func TestHostileGuestGoAway(t *testing.T) {
+	hc, gc := net.Pipe()
+	sess, err := yamux.Server(gc, yamuxConfig(discardLogger(nil), 16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	c, err := NewClient(hc, ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sess.GoAway()
+	ctx := testCtx(t)
+	// Nothing serves streams here: a ping before the go-away arrived just
+	// times out, one after it fails and ends the session.
+	waitFor(t, func() bool {
+		short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return errors.Is(c.Ping(short), sandbox.ErrClosed)
+	})
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatal("session not ended after go-away")
+	}
+}
