@@ -131,7 +131,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	// Own process group: a terminal's ^C goes to airlock, not to runsc.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := startPinned(cmd); err != nil {
 		conn.Close()
 		childIn.Close()
 		childOut.Close()
