@@ -241,6 +241,29 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		hctx, cancel = context.WithTimeout(ctx, setupTimeout)
 		defer cancel()
 	}
+	// The agent's Hello is sent now and waits in the channel until the
+	// init serves it: one fewer host<->init wake-up on the start path.
+	var client *agent.Client
+	helloDone := make(chan error, 1)
+	if direct == nil {
+		guestEgress := ""
+		if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
+			guestEgress = egressAddr
+		}
+		client, err = agent.NewClient(chHost, agent.ClientOptions{
+			SandboxID: spec.ID, Log: log, Audit: sink, Egress: spec.Egress,
+			OutputLimit: int64(pol.Limits.OutputBytes),
+		})
+		if err != nil {
+			return nil, wrap("agent: %v: %w", err, sandbox.ErrUnavailable)
+		}
+		undo = append(undo, func() { client.Close() })
+		gc := agent.GuestConfig{Env: env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress}
+		go func() { helloDone <- client.Hello(hctx, gc) }()
+	} else {
+		chHost.Close()
+		helloDone <- nil
+	}
 	listener, initTiming, err := handshake(hctx, ctlHost, waited)
 	if err != nil {
 		if errors.Is(err, errInitExited) {
@@ -257,7 +280,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 	tSetup := time.Now()
 
 	s := &nativeSandbox{
-		id: spec.ID, b: b, log: log, audit: sink, cmd: cmd, cg: cg,
+		id: spec.ID, b: b, log: log, audit: sink, cmd: cmd, cg: cg, client: client,
 		placeholders: plan.Placeholders, waited: waited, done: make(chan struct{}), stderr: stderr,
 	}
 	if listener >= 0 {
@@ -269,27 +292,8 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		s.sup = sup
 		undo = append(undo, sup.stop)
 	}
-	if direct == nil {
-		guestEgress := ""
-		if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
-			guestEgress = egressAddr
-		}
-		client, err := agent.NewClient(chHost, agent.ClientOptions{
-			SandboxID: spec.ID, Log: log, Audit: sink, Egress: spec.Egress,
-			OutputLimit: int64(pol.Limits.OutputBytes),
-		})
-		if err != nil {
-			return nil, wrap("agent: %v: %w", err, sandbox.ErrUnavailable)
-		}
-		undo = append(undo, func() { client.Close() })
-		if err := client.Hello(ctx, agent.GuestConfig{
-			Env: env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress,
-		}); err != nil {
-			return nil, wrap("agent hello: %w", err)
-		}
-		s.client = client
-	} else {
-		chHost.Close()
+	if err := <-helloDone; err != nil {
+		return nil, wrap("agent hello: %w", err)
 	}
 	log.Debug("sandbox started", "plan", tPlan.Sub(t0), "state", tState.Sub(tPlan), "cgroup", tCgroup.Sub(tState), "prepare", tPrep.Sub(t0), "clone", tStart.Sub(tPrep),
 		"init_setup", tSetup.Sub(tStart), "hello", time.Since(tSetup), "init_us", initTiming)
