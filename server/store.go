@@ -23,6 +23,8 @@ import (
 // and audit events. Safe for concurrent use.
 type Store struct {
 	db *sql.DB
+	// Prepared hot statements: SQLite parsing costs more than the writes.
+	insertSB, markStopped, getSB, authKey, getQuota, updateLife *sql.Stmt
 }
 
 // migrations are applied in order; the index+1 is the schema version. Never
@@ -86,7 +88,32 @@ func OpenStore(ctx context.Context, dir string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %q: %w", path, err)
 	}
+	if err := s.prepare(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %q: %w", path, err)
+	}
 	return s, nil
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		st  **sql.Stmt
+		sql string
+	}{
+		{&s.insertSB, `INSERT INTO sandboxes (` + sandboxCols + `) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`},
+		{&s.markStopped, `UPDATE sandboxes SET state = ?, reason = ?, ended_at = ? WHERE id = ? AND state <> ?`},
+		{&s.getSB, `SELECT ` + sandboxCols + ` FROM sandboxes WHERE id = ? AND tenant = ?`},
+		{&s.authKey, `SELECT tenant, hash, revoked_at FROM api_keys WHERE hash = ?`},
+		{&s.getQuota, `SELECT max_sandboxes, max_memory FROM quotas WHERE tenant = ?`},
+		{&s.updateLife, `UPDATE sandboxes SET expires_at = ?, keep_alive = ? WHERE id = ?`},
+	} {
+		st, err := s.db.PrepareContext(ctx, p.sql)
+		if err != nil {
+			return err
+		}
+		*p.st = st
+	}
+	return nil
 }
 
 // Close closes the database.
@@ -168,9 +195,7 @@ func timeOrZero(n int64) time.Time {
 func (s *Store) InsertSandbox(ctx context.Context, r *Record) error {
 	labels, _ := json.Marshal(r.Labels)
 	env, _ := json.Marshal(r.Env)
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sandboxes
-		(id, tenant, backend, profile, image, spec, labels, env, state, reason, memory, keep_alive, created_at, expires_at, ended_at)
-		VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err := s.insertSB.ExecContext(ctx,
 		r.ID, r.Tenant, r.Backend, r.Profile, r.Image, string(r.Spec), string(labels), string(env), r.State, r.Reason,
 		r.Memory, r.KeepAlive, unixOrZero(r.CreatedAt), unixOrZero(r.ExpiresAt), unixOrZero(r.EndedAt))
 	if err != nil {
@@ -181,8 +206,7 @@ func (s *Store) InsertSandbox(ctx context.Context, r *Record) error {
 
 // UpdateLifetime stores r's expiry and keep-alive.
 func (s *Store) UpdateLifetime(ctx context.Context, id string, expires time.Time, keepAlive bool) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET expires_at = ?, keep_alive = ? WHERE id = ?`,
-		unixOrZero(expires), keepAlive, id)
+	_, err := s.updateLife.ExecContext(ctx, unixOrZero(expires), keepAlive, id)
 	if err != nil {
 		return fmt.Errorf("store sandbox %q: %w", id, err)
 	}
@@ -191,8 +215,7 @@ func (s *Store) UpdateLifetime(ctx context.Context, id string, expires time.Time
 
 // MarkStopped records that sandbox id ended, and why.
 func (s *Store) MarkStopped(ctx context.Context, id, reason string, at time.Time) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, reason = ?, ended_at = ? WHERE id = ? AND state <> ?`,
-		StateStopped, reason, unixOrZero(at), id, StateStopped)
+	_, err := s.markStopped.ExecContext(ctx, StateStopped, reason, unixOrZero(at), id, StateStopped)
 	if err != nil {
 		return fmt.Errorf("store sandbox %q: %w", id, err)
 	}
@@ -243,7 +266,7 @@ func scanRecord(sc interface{ Scan(...any) error }) (*Record, error) {
 // GetSandbox returns sandbox id of tenant; ErrNotFound when it does not
 // exist or belongs to another tenant.
 func (s *Store) GetSandbox(ctx context.Context, tenant, id string) (*Record, error) {
-	r, err := scanRecord(s.db.QueryRowContext(ctx, `SELECT `+sandboxCols+` FROM sandboxes WHERE id = ? AND tenant = ?`, id, tenant))
+	r, err := scanRecord(s.getSB.QueryRowContext(ctx, id, tenant))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
 	}
@@ -393,7 +416,7 @@ func (s *Store) Authenticate(ctx context.Context, key string) (string, error) {
 	var tenant string
 	var stored []byte
 	var revoked int64
-	err := s.db.QueryRowContext(ctx, `SELECT tenant, hash, revoked_at FROM api_keys WHERE hash = ?`, h).Scan(&tenant, &stored, &revoked)
+	err := s.authKey.QueryRowContext(ctx, h).Scan(&tenant, &stored, &revoked)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return "", deny
@@ -428,7 +451,7 @@ func (s *Store) SetQuota(ctx context.Context, tenant string, q Quota) error {
 // GetQuota returns tenant's stored quota (zero if none).
 func (s *Store) GetQuota(ctx context.Context, tenant string) (Quota, error) {
 	var q Quota
-	err := s.db.QueryRowContext(ctx, `SELECT max_sandboxes, max_memory FROM quotas WHERE tenant = ?`, tenant).Scan(&q.MaxSandboxes, &q.MaxMemory)
+	err := s.getQuota.QueryRowContext(ctx, tenant).Scan(&q.MaxSandboxes, &q.MaxMemory)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return q, fmt.Errorf("get quota of %q: %w", tenant, err)
 	}
