@@ -32,7 +32,11 @@ func BenchmarkCreatePooledFake(b *testing.B) {
 	ts := newTestServer(b, func(c *Config) { c.Pools = []PoolConfig{{Backend: "fake", Size: 4}} })
 	c := ts.local(b)
 	ctx := context.Background()
-	p := func() *pool { ts.srv.mu.Lock(); defer ts.srv.mu.Unlock(); return ts.srv.pools[poolKey{"fake", "default"}] }()
+	p := func() *pool {
+		ts.srv.mu.Lock()
+		defer ts.srv.mu.Unlock()
+		return ts.srv.pools[poolKey{"fake", "default"}]
+	}()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
