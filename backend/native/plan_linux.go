@@ -280,6 +280,11 @@ func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) 
 		if coveredBy(p, ph) {
 			continue // below a placeholder made for a missing parent
 		}
+		if behindSymlink(ws, p) {
+			// Mounts cannot pin a path whose parent is a symlink the
+			// sandbox can replace; documented limitation. Never follow it.
+			continue
+		}
 		fi, err := os.Lstat(p)
 		switch {
 		case err == nil && fi.Mode()&fs.ModeSymlink != 0:
@@ -299,7 +304,7 @@ func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) 
 		if seen[target] {
 			continue // shared missing parent, placeholder made already
 		}
-		made, err := makePlaceholder(target, ph)
+		made, err := makePlaceholder(ws, target, ph)
 		if err != nil {
 			return ops, ph, fmt.Errorf("protect %s: create placeholder: %w", p, err)
 		}
@@ -319,6 +324,17 @@ func coveredBy(p string, ph []placeholder) bool {
 	return false
 }
 
+// behindSymlink reports whether an existing ancestor of p below ws is a
+// symlink.
+func behindSymlink(ws, p string) bool {
+	for d := filepath.Dir(p); len(d) > len(ws); d = filepath.Dir(d) {
+		if fi, err := os.Lstat(d); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // topMissing returns the topmost missing ancestor of p below ws (or p).
 func topMissing(ws, p string) string {
 	top := p
@@ -331,22 +347,51 @@ func topMissing(ws, p string) string {
 	return top
 }
 
-// makePlaceholder creates an empty file at p: a hard link to the first
-// placeholder when there is one (same filesystem), else a new file.
-func makePlaceholder(p string, made []placeholder) (placeholder, error) {
+// makePlaceholder creates an empty file at p, resolving p beneath ws
+// without following any symlink (a link planted in the workspace by an
+// earlier sandbox must not make the host create files elsewhere): a hard
+// link to the first placeholder when there is one, else a new file.
+func makePlaceholder(ws, p string, made []placeholder) (placeholder, error) {
+	rel, err := filepath.Rel(ws, filepath.Dir(p))
+	if err != nil {
+		return placeholder{}, err
+	}
+	parent, err := unix.Openat2(unix.AT_FDCWD, ws, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC})
+	if err != nil {
+		return placeholder{}, &fs.PathError{Op: "open", Path: ws, Err: err}
+	}
+	if rel != "." {
+		sub, err := unix.Openat2(parent, rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		unix.Close(parent)
+		if err != nil {
+			return placeholder{}, &fs.PathError{Op: "open", Path: filepath.Dir(p), Err: err}
+		}
+		parent = sub
+	}
+	defer unix.Close(parent)
+	base := filepath.Base(p)
 	if len(made) > 0 {
-		if err := os.Link(made[0].Path, p); err == nil {
-			return placeholder{Path: p, Dev: made[0].Dev, Ino: made[0].Ino}, nil
+		if err := unix.Linkat(unix.AT_FDCWD, made[0].Path, parent, base, 0); err == nil {
+			var st unix.Stat_t
+			if err := unix.Fstatat(parent, base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Ino == made[0].Ino && st.Dev == made[0].Dev {
+				return placeholder{Path: p, Dev: st.Dev, Ino: st.Ino}, nil
+			}
+			// Not our inode (the first placeholder was swapped): undo.
+			unix.Unlinkat(parent, base, 0)
+			return placeholder{}, &fs.PathError{Op: "link", Path: p, Err: unix.EXDEV}
 		}
 	}
-	fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o444)
+	fd, err := unix.Openat(parent, base, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o444)
 	if err != nil {
 		return placeholder{}, &fs.PathError{Op: "create", Path: p, Err: err}
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Unlink(p)
+		unix.Unlinkat(parent, base, 0)
 		return placeholder{}, &fs.PathError{Op: "stat", Path: p, Err: err}
 	}
 	return placeholder{Path: p, Dev: st.Dev, Ino: st.Ino}, nil

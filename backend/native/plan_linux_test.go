@@ -209,3 +209,26 @@ func TestDetectCgroups(t *testing.T) {
 		t.Fatalf("v1 parent %q", got)
 	}
 }
+
+// A symlink planted in the workspace (by an earlier sandbox) must not make
+// the host create placeholders outside it.
+func TestPlaceholderNeverFollowsSymlinks(t *testing.T) {
+	ws := t.TempDir()
+	outside := t.TempDir()
+	os.Symlink(outside, filepath.Join(ws, ".claude"))
+	os.Symlink(outside, filepath.Join(ws, ".vscode"))
+	pol := planPolicy(t, ws, nil)
+	plan, err := buildPlan(pol, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removePlaceholders(plan.Placeholders)
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("host created files through a workspace symlink: %v", ents)
+	}
+	for _, ph := range plan.Placeholders {
+		if strings.HasPrefix(ph.Path, filepath.Join(ws, ".claude")+"/") || strings.HasPrefix(ph.Path, filepath.Join(ws, ".vscode")+"/") {
+			t.Fatalf("placeholder behind a symlink: %s", ph.Path)
+		}
+	}
+}
