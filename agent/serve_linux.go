@@ -147,6 +147,7 @@ type guest struct {
 
 	mu          sync.Mutex
 	cfg         *GuestConfig
+	configuring bool // a hello is being applied
 	noSetgroups bool
 	procs       map[*guestProc]struct{}
 	egress      net.Listener
@@ -236,27 +237,31 @@ func (g *guest) hello(st *yamux.Stream, req *request) {
 		}
 	}
 	g.mu.Lock()
-	if g.cfg != nil {
+	if g.cfg != nil || g.configuring {
 		g.mu.Unlock()
 		respondErr(st, fmt.Errorf("hello: already configured: %w", sandbox.ErrInvalid))
 		return
 	}
-	g.cfg = &cfg
-	g.noSetgroups = os.Geteuid() != 0 || setgroupsDenied()
+	g.configuring = true // nothing runs with a half-applied config
 	g.mu.Unlock()
+	var ln net.Listener
 	if cfg.EgressAddr != "" {
-		ln, err := net.Listen("tcp", cfg.EgressAddr)
-		if err != nil {
+		var err error
+		if ln, err = net.Listen("tcp", cfg.EgressAddr); err != nil {
 			g.mu.Lock()
-			g.cfg = nil
+			g.configuring = false
 			g.mu.Unlock()
 			respondErr(st, fmt.Errorf("listen for egress on %s: %v: %w", cfg.EgressAddr, err, sandbox.ErrUnavailable))
 			return
 		}
-		g.mu.Lock()
-		g.egress = ln
-		closed := g.closed
-		g.mu.Unlock()
+	}
+	noSetgroups := os.Geteuid() != 0 || setgroupsDenied()
+	g.mu.Lock()
+	g.cfg, g.noSetgroups, g.configuring = &cfg, noSetgroups, false
+	g.egress = ln
+	closed := g.closed
+	g.mu.Unlock()
+	if ln != nil {
 		if closed {
 			ln.Close()
 		}

@@ -131,6 +131,18 @@ func TestHello(t *testing.T) {
 			t.Errorf("hello %+v: %v", cfg, err)
 		}
 	}
+	// An egress address that cannot be listened on fails the hello and
+	// leaves nothing configured: a correct hello still works afterwards.
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := baseConfig()
+	cfg.EgressAddr = busy.Addr().String()
+	if err := g.client.Hello(ctx, cfg); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Fatalf("hello with a busy egress address: %v", err)
+	}
 	if err := g.client.Hello(ctx, baseConfig()); err != nil {
 		t.Fatal(err)
 	}
