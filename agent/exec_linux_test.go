@@ -293,7 +293,13 @@ func TestExecConcurrent(t *testing.T) {
 }
 
 func TestExecTTY(t *testing.T) {
-	g := startGuest(t, guestOptions{})
+	t.Run("ptypeer", func(t *testing.T) { testExecTTY(t, nil) })
+	// The /dev/pts/N path for kernels without TIOCGPTPEER.
+	t.Run("ptspath", func(t *testing.T) { testExecTTY(t, []string{"AGENT_TEST_NO_PTYPEER=1"}) })
+}
+
+func testExecTTY(t *testing.T, env []string) {
+	g := startGuest(t, guestOptions{extraEnv: env})
 	ctx := testCtx(t)
 	r := mustRun(t, g.client, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", "test -t 0 && test -t 1 && test -t 2 && echo tty; stty size"}, TTY: true, Rows: 30, Cols: 90})
 	if !strings.Contains(r.stdout, "tty\r\n") || !strings.Contains(r.stdout, "30 90") {

@@ -30,6 +30,7 @@ func TestMain(m *testing.M) {
 		// The channel is fd 3 (ExtraFiles[0]).
 		conn := os.NewFile(3, "channel")
 		log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		noPTYPeer = os.Getenv("AGENT_TEST_NO_PTYPEER") != ""
 		if os.Getenv("AGENT_TEST_NO_OPENAT2") != "" {
 			noOpenat2.Store(true)
 		}
