@@ -1,11 +1,15 @@
 package server
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
+	"path"
 	"strconv"
+	"time"
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
@@ -71,23 +75,30 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errTooLarge("file", s.cfg.MaxUpload))
 		return
 	}
+	// Write a hidden sibling and rename it into place: a broken or
+	// oversized upload never leaves a half-written file at path.
+	tmp := path.Join(path.Dir(p), ".airlock-upload-"+newID(""))
+	files := l.sb.Files()
 	body := &countingReader{r: http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload)}
-	err = l.sb.Files().WriteFile(r.Context(), p, body, mode, q.Get("mkdirs") != "false")
-	if err != nil {
-		if isMaxBytes(err) || isMaxBytes(body.err) {
-			s.writeError(w, r, errTooLarge("file", s.cfg.MaxUpload))
-			return
-		}
-		s.writeError(w, r, fmt.Errorf("write %q in %q: %w", p, l.sb.ID(), err))
-		return
+	err = files.WriteFile(r.Context(), tmp, body, mode, q.Get("mkdirs") != "false")
+	if err == nil && body.err != nil {
+		err = body.err // the sandbox accepted a short file: the body broke off
 	}
-	if body.err != nil {
-		// The sandbox accepted a short file: the body broke off.
-		if isMaxBytes(body.err) {
+	if err == nil {
+		err = files.Rename(r.Context(), tmp, p)
+	}
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+		files.Remove(rctx, tmp, false)
+		cancel()
+		switch {
+		case isMaxBytes(err) || isMaxBytes(body.err):
 			s.writeError(w, r, errTooLarge("file", s.cfg.MaxUpload))
-			return
+		case body.err != nil && errors.Is(err, body.err):
+			s.writeError(w, r, errBadRequest("write %q: request body: %v", p, body.err))
+		default:
+			s.writeError(w, r, fmt.Errorf("write %q in %q: %w", p, l.sb.ID(), err))
 		}
-		s.writeError(w, r, errBadRequest("write %q: request body: %v", p, body.err))
 		return
 	}
 	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypeFile, Message: "file written through the API",

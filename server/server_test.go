@@ -530,3 +530,44 @@ func TestEventsFollowUntilDestroyed(t *testing.T) {
 		t.Fatalf("SSE: %s %q", resp.Header.Get("Content-Type"), body)
 	}
 }
+
+func TestOutputBufferDropsOldest(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.ProcessBuffer = 1000; c.MaxUpload = 4096 })
+	c := ts.local(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.Start(ctx, sb.ID, client.ExecOptions{Args: []string{"blob", "5000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Wait(ctx, sb.ID, p.ID); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if _, err := c.Output(ctx, sb.ID, p.ID, client.OutputOptions{Follow: true, Stdout: &out}); err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 1000)
+	for i := range want {
+		want[i] = byte(4000 + i)
+	}
+	if !bytes.Equal(out.Bytes(), want) {
+		t.Fatalf("kept %d bytes, want the last 1000 of 5000", out.Len())
+	}
+	pi, err := c.Process(ctx, sb.ID, p.ID)
+	if err != nil || pi.OutputBytes != 5000 {
+		t.Fatalf("process info: %v %+v", err, pi)
+	}
+	// Uploads over MaxUpload: 413, nothing written.
+	err = c.WriteFile(ctx, sb.ID, "/tmp/big", bytes.NewReader(make([]byte, 5000)), 0)
+	var ce *client.Error
+	if !errors.As(err, &ce) || ce.Status != 413 {
+		t.Fatalf("oversized upload: %v", err)
+	}
+	if _, err := c.Stat(ctx, sb.ID, "/tmp/big"); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("oversized upload left a file: %v", err)
+	}
+}

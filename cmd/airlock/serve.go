@@ -70,6 +70,8 @@ func runServe(args []string) int {
 	idle := fs.Duration("idle-timeout", 0, "destroy sandboxes unused through the API this long (0: never)")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "default per-tenant limit of concurrent sandboxes (0: none)")
 	maxMemory := fs.String("max-memory", "", "default per-tenant limit of total sandbox memory, e.g. 16Gi")
+	maxUpload := fs.String("max-upload", "1Gi", "largest file, archive or stdin upload")
+	procBuffer := fs.String("process-buffer", "1Mi", "output kept per background process")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
@@ -97,6 +99,14 @@ func runServe(args []string) int {
 			return fail("serve", fmt.Errorf("--max-memory: %w", err))
 		}
 		quota.MaxMemory = int64(b)
+	}
+	upload, err := policy.ParseByteSize(*maxUpload)
+	if err != nil || upload <= 0 {
+		return fail("serve", fmt.Errorf("--max-upload %q: want a size such as 1Gi: %w", *maxUpload, sandbox.ErrInvalid))
+	}
+	pbuf, err := policy.ParseByteSize(*procBuffer)
+	if err != nil || pbuf <= 0 || pbuf > 1<<30 {
+		return fail("serve", fmt.Errorf("--process-buffer %q: want a size such as 1Mi: %w", *procBuffer, sandbox.ErrInvalid))
 	}
 	poolCfg, err := parsePools(pools)
 	if err != nil {
@@ -132,7 +142,7 @@ func runServe(args []string) int {
 		Backends: bs, DefaultBackend: *defBackend, Store: store, Policies: server.HostPolicies{},
 		DataDir: *data, ImageDir: *imageDir, Log: log,
 		DefaultTimeout: *defTimeout, MaxTimeout: *maxTimeout, IdleTimeout: *idle,
-		DefaultQuota: quota, Pools: poolCfg,
+		DefaultQuota: quota, Pools: poolCfg, MaxUpload: int64(upload), ProcessBuffer: int(pbuf),
 	})
 	if err != nil {
 		return fail("serve", err)
