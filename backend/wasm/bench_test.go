@@ -108,3 +108,31 @@ func reportQuantiles(b *testing.B, d []time.Duration) {
 	b.ReportMetric(ms(0.5), "p50-ms")
 	b.ReportMetric(ms(0.99), "p99-ms")
 }
+
+// BenchmarkRubyOneLiner is `ruby -e 'puts 1+1'` in a sandbox, the ruby
+// module compiled and cached: instantiate, ruby-init, eval, exit.
+func BenchmarkRubyOneLiner(b *testing.B) {
+	if _, err := os.Stat(filepath.Join(repoAssetDir(), "ruby.wasm")); err != nil {
+		b.Skip("ruby.wasm not installed: run `make wasm-assets`")
+	}
+	sb := newSandbox(b, testPolicy(b.TempDir()))
+	ctx := context.Background()
+	exec := func() {
+		var out bytes.Buffer
+		p, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"ruby", "-e", "puts 1+1"}, Stdout: &out})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st, err := p.Wait(ctx); err != nil || st.Code != 0 || out.String() != "2\n" {
+			b.Fatalf("%+v %v %q", st, err, out.String())
+		}
+	}
+	exec()
+	durations := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		start := time.Now()
+		exec()
+		durations = append(durations, time.Since(start))
+	}
+	reportQuantiles(b, durations)
+}
