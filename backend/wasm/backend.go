@@ -112,6 +112,7 @@ func (b *Backend) Probe(ctx context.Context) sandbox.Probe {
 	p.Details["compilation_cache"] = cache
 	p.Details["engine"] = engineName()
 	p.Details["private_dirs"] = b.tempDir()
+	p.Details["network"] = "none: WASI preview 1 without sockets, whatever the policy allows"
 	return p
 }
 

@@ -100,6 +100,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	}
 	s.workdir = s.defaultWorkdir(spec.Policy)
 	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if m := spec.Policy.Network.Mode; m != "" && m != policy.NetworkNone {
+		s.log.Info("network policy has no effect: wasm modules get no sockets", "mode", m)
+	}
 	s.log.Debug("sandbox created", "mounts", len(s.mounts.mounts), "workdir", s.workdir)
 	return s, nil
 }
