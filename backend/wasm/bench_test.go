@@ -31,7 +31,7 @@ func helloSandbox(tb testing.TB) (*Backend, sandbox.Sandbox) {
 	if err := os.WriteFile(mod, wasmtest.HelloModule(), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	b := New(Config{CacheDir: filepath.Join(dir, "cache"), TempDir: dir, Commands: map[string]string{"hello": mod}})
+	b := New(Config{CacheDir: filepath.Join(dir, "cache"), Commands: map[string]string{"hello": mod}})
 	tb.Cleanup(func() { b.Close(context.Background()) })
 	sb, err := b.Create(context.Background(), sandbox.Spec{ID: "bench", Policy: testPolicy(filepath.Join(dir))})
 	if err != nil {
