@@ -308,6 +308,12 @@ func execAttached(ctx context.Context, sb sandbox.Sandbox, argv []string) (sandb
 	}
 	defer term.restore()
 	p, err := sb.Exec(ctx, req)
+	if req.TTY && errors.Is(err, sandbox.ErrNotSupported) {
+		// The backend has no terminals (wasm): plain streams instead.
+		term.restore()
+		req.TTY, req.Stderr = false, os.Stderr
+		p, err = sb.Exec(ctx, req)
+	}
 	if err != nil {
 		return sandbox.ExitStatus{}, err
 	}
@@ -320,7 +326,9 @@ func execAttached(ctx context.Context, sb sandbox.Sandbox, argv []string) (sandb
 		for {
 			select {
 			case s := <-sigs:
-				_ = p.Signal(ctx, int(s.(syscall.Signal)))
+				if err := p.Signal(ctx, int(s.(syscall.Signal))); errors.Is(err, sandbox.ErrNotSupported) {
+					_ = sb.Destroy(context.Background()) // no signals (wasm): stop the command
+				}
 			case <-term.resized():
 				rows, cols := term.size()
 				_ = p.Resize(ctx, rows, cols)
