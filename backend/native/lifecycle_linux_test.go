@@ -49,6 +49,7 @@ func leaks(b *Backend, id, marker string) []string {
 }
 
 func TestDaemonDoesNotSurviveDestroy(t *testing.T) {
+	mountsBefore, _ := os.ReadFile("/proc/self/mountinfo")
 	f := newFixture(t, nil, nil)
 	const marker = "86399.123"
 	out := f.attack(t, "daemon", marker)
@@ -62,6 +63,15 @@ func TestDaemonDoesNotSurviveDestroy(t *testing.T) {
 	}
 	if got := leaks(f.b, id, marker); len(got) > 0 {
 		t.Fatalf("left behind: %v", got)
+	}
+	// The host's mount table is untouched (every mount lived in the
+	// sandbox's mount namespace) and no state was left (the backend makes
+	// no temp dirs; the workspace placeholders are checked elsewhere).
+	if mountsAfter, _ := os.ReadFile("/proc/self/mountinfo"); string(mountsAfter) != string(mountsBefore) {
+		t.Fatalf("host mounts changed:\nbefore:\n%s\nafter:\n%s", mountsBefore, mountsAfter)
+	}
+	if ents, _ := os.ReadDir(f.b.cfg.StateDir); len(ents) != 0 {
+		t.Fatalf("state left: %v", ents)
 	}
 	if _, err := f.sb.Exec(context.Background(), sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrClosed) {
 		t.Fatalf("exec after destroy: %v, want ErrClosed", err)
