@@ -1,6 +1,7 @@
 package wasm
 
 import (
+	"bufio"
 	"bytes"
 	"os"
 	"os/exec"
@@ -48,8 +49,30 @@ func TestAirlockRunWasm(t *testing.T) {
 				tc.args, code, out.String(), errb.String(), tc.code, tc.stdout)
 		}
 	}
+	// Ctrl-C (SIGINT to airlock) stops a module, although WASI has no
+	// signals: the CLI destroys the sandbox.
+	cmd := exec.Command(bin, "run", "--backend", "wasm", "--", "./guest.wasm", "hold", "1")
+	cmd.Dir = ws
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if line != "held\n" {
+		cmd.Process.Kill()
+		t.Fatalf("guest did not start: %q", line)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != killedCode {
+		t.Errorf("after SIGINT: exit %d, want %d", code, killedCode)
+	}
+
 	// A command that does not exist is 127, as for every backend.
-	cmd := exec.Command(bin, "run", "--backend", "wasm", "--", "nosuchcommand")
+	cmd = exec.Command(bin, "run", "--backend", "wasm", "--", "nosuchcommand")
 	cmd.Dir = ws
 	if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != 127 {
 		t.Errorf("missing command: %v, exit %d, want 127", err, cmd.ProcessState.ExitCode())
