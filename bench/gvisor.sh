@@ -10,7 +10,7 @@ N=${N:-30}
 command -v runsc >/dev/null || { echo "bench/gvisor.sh: runsc not installed (apt-get install runsc)" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "bench/gvisor.sh: runsc needs root" >&2; exit 1; }
 mkdir -p out/bench
-[ -x bin/airlock ] || make build >/dev/null
+make build >/dev/null # always this tree's binary
 go build -o out/bench/compare ./bench/compare
 bin=$PWD/bin/airlock
 out=$PWD/out/bench

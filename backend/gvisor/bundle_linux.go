@@ -151,13 +151,14 @@ type specInput struct {
 	ID       string
 	Policy   *policy.Policy
 	UID, GID int
-	Cgroup   string // cgroupsPath
 	Mounts   []ociMount
 }
 
 // buildSpec makes the OCI spec: the agent as the only process, no
-// capabilities, no new privileges, the policy's limits as rlimits and cgroup
-// resources, fresh namespaces, a read-only skeleton root.
+// capabilities, no new privileges, the policy's limits as rlimits, fresh
+// namespaces, a read-only skeleton root. Memory and CPU limits are the
+// backend's own cgroup (see cgroup_linux.go), not linux.resources: runsc
+// runs with --ignore-cgroups.
 func buildSpec(in specInput) *ociSpec {
 	l := in.Policy.Limits
 	s := &ociSpec{
@@ -176,9 +177,8 @@ func buildSpec(in specInput) *ociSpec {
 			Rlimits:         []ociRlimit{{Type: "RLIMIT_CORE"}},
 		},
 		Linux: ociLinux{
-			CgroupsPath: in.Cgroup,
-			Namespaces:  []ociNamespace{{Type: "pid"}, {Type: "network"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}},
-			Seccomp:     seccompProfile(),
+			Namespaces: []ociNamespace{{Type: "pid"}, {Type: "network"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}},
+			Seccomp:    seccompProfile(),
 		},
 	}
 	if n := l.OpenFiles; n > 0 {
@@ -189,28 +189,5 @@ func buildSpec(in specInput) *ociSpec {
 	if n := l.Pids; n > 0 {
 		s.Process.Rlimits = append(s.Process.Rlimits, ociRlimit{Type: "RLIMIT_NPROC", Hard: uint64(n), Soft: uint64(n)})
 	}
-	var r ociResources
-	if m := int64(l.Memory); m > 0 {
-		r.Memory = &ociMemory{Limit: &m}
-		if swapAccounting() {
-			sw := m
-			r.Memory.Swap = &sw
-		}
-	}
-	if c := l.CPUs; c > 0 {
-		period := uint64(100000)
-		quota := int64(c * float64(period))
-		r.CPU = &ociCPU{Quota: &quota, Period: &period}
-	}
-	if r.Memory != nil || r.CPU != nil {
-		s.Linux.Resources = &r
-	}
 	return s
-}
-
-// swapAccounting reports whether cgroup v1 memory+swap limits exist (runsc
-// fails to set a swap limit where they do not).
-func swapAccounting() bool {
-	_, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes")
-	return err == nil
 }

@@ -1,20 +1,28 @@
 package gvisor
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/policy"
 )
 
 const cgroupRoot = "/sys/fs/cgroup"
+
+// The backend makes each sandbox's cgroup itself and starts `runsc run`
+// inside it with --ignore-cgroups: runsc's own cgroup handling (nine v1
+// controllers created, joined and torn down with retries) costs a third of
+// a sandbox start, and a cgroup the backend owns outlives runsc, so the OOM
+// count and stats can be read after the sandbox died. runsc, its gofer,
+// the sentry and every process inside are descendants of `runsc run`, so
+// the limits cover all of gVisor.
 
 // cgroupV2 reports whether the host uses the unified hierarchy only.
 func cgroupV2() bool {
@@ -22,21 +30,18 @@ func cgroupV2() bool {
 	return err == nil
 }
 
-// sandboxCgroup is the cgroup runsc makes for one sandbox (path relative to
-// each hierarchy's root). runsc creates and removes it; the backend reads
-// stats from it, watches it for OOM kills and removes what runsc left.
+// v1Controllers are the cgroup v1 hierarchies a sandbox cgroup is made in.
+var v1Controllers = []string{"memory", "cpu", "cpuacct"}
+
+// sandboxCgroup is one sandbox's cgroup (path relative to each hierarchy's
+// root).
 type sandboxCgroup struct {
 	rel string
 	v2  bool
-
-	mu     sync.Mutex
-	oomFd  *os.File // v1 eventfd registered on memory.oom_control
-	events uint64   // eventfd notifications seen (OOM, plus one at removal)
-	wake   chan struct{}
 }
 
 func newSandboxCgroup(rel string) *sandboxCgroup {
-	return &sandboxCgroup{rel: strings.Trim(rel, "/"), v2: cgroupV2(), wake: make(chan struct{}, 1)}
+	return &sandboxCgroup{rel: strings.Trim(rel, "/"), v2: cgroupV2()}
 }
 
 func (c *sandboxCgroup) path(ctrl string) string {
@@ -46,32 +51,126 @@ func (c *sandboxCgroup) path(ctrl string) string {
 	return filepath.Join(cgroupRoot, ctrl, c.rel)
 }
 
-// cgroupStats is a snapshot of the sandbox's cgroup (the sentry, the gofer
-// and everything the sandbox runs: gVisor's own memory counts).
+// dirs are the cgroup directories of the sandbox.
+func (c *sandboxCgroup) dirs() []string {
+	if c.v2 {
+		return []string{c.path("")}
+	}
+	var out []string
+	for _, ctrl := range v1Controllers {
+		out = append(out, c.path(ctrl))
+	}
+	return out
+}
+
+// create makes the cgroup and applies the policy's memory and CPU limits.
+// On error nothing is left.
+func (c *sandboxCgroup) create(l policy.Limits) (err error) {
+	defer func() {
+		if err != nil {
+			c.remove()
+		}
+	}()
+	if c.v2 {
+		if err := enableV2Controllers(filepath.Dir(c.path(""))); err != nil {
+			return err
+		}
+	}
+	for _, d := range c.dirs() {
+		if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
+			return fmt.Errorf("cgroup %s: %w", d, err)
+		}
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("cgroup %s: %w", d, err)
+		}
+	}
+	write := func(file, val string) error {
+		if err := os.WriteFile(file, []byte(val), 0); err != nil {
+			return fmt.Errorf("cgroup: set %s: %w", file, err)
+		}
+		return nil
+	}
+	if m := int64(l.Memory); m > 0 {
+		if c.v2 {
+			if err := write(c.path("")+"/memory.max", strconv.FormatInt(m, 10)); err != nil {
+				return err
+			}
+			if _, err := os.Stat(c.path("") + "/memory.swap.max"); err == nil {
+				if err := write(c.path("")+"/memory.swap.max", "0"); err != nil {
+					return err
+				}
+			}
+		} else {
+			if err := write(c.path("memory")+"/memory.limit_in_bytes", strconv.FormatInt(m, 10)); err != nil {
+				return err
+			}
+			if _, err := os.Stat(c.path("memory") + "/memory.memsw.limit_in_bytes"); err == nil {
+				if err := write(c.path("memory")+"/memory.memsw.limit_in_bytes", strconv.FormatInt(m, 10)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if cpus := l.CPUs; cpus > 0 {
+		const period = 100000
+		quota := int64(cpus * period)
+		if c.v2 {
+			return write(c.path("")+"/cpu.max", fmt.Sprintf("%d %d", quota, period))
+		}
+		if err := write(c.path("cpu")+"/cpu.cfs_period_us", strconv.Itoa(period)); err != nil {
+			return err
+		}
+		return write(c.path("cpu")+"/cpu.cfs_quota_us", strconv.FormatInt(quota, 10))
+	}
+	return nil
+}
+
+// enableV2Controllers makes memory and cpu available to the children of
+// dir, creating dir's ancestors below the root as needed.
+func enableV2Controllers(dir string) error {
+	rel, err := filepath.Rel(cgroupRoot, dir)
+	if err != nil {
+		return err
+	}
+	cur := cgroupRoot
+	parts := strings.Split(rel, "/")
+	for i := 0; ; i++ {
+		if err := os.WriteFile(cur+"/cgroup.subtree_control", []byte("+memory +cpu"), 0); err != nil {
+			return fmt.Errorf("cgroup: enable memory and cpu in %s: %w", cur, err)
+		}
+		if i == len(parts) || rel == "." {
+			return nil
+		}
+		cur = filepath.Join(cur, parts[i])
+		if err := os.Mkdir(cur, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("cgroup %s: %w", cur, err)
+		}
+	}
+}
+
+// cgroupStats is a snapshot of the sandbox's cgroup (gVisor's own memory
+// and CPU included).
 type cgroupStats struct {
 	MemoryBytes int64
 	MemoryPeak  int64
 	CPUNanos    int64
+	OOMKills    int64
 }
 
 func (c *sandboxCgroup) stats() cgroupStats {
 	var s cgroupStats
 	if c.v2 {
-		s.MemoryBytes = readInt(c.path("") + "/memory.current")
-		s.MemoryPeak = readInt(c.path("") + "/memory.peak")
-		if b, err := os.ReadFile(c.path("") + "/cpu.stat"); err == nil {
-			for _, l := range strings.Split(string(b), "\n") {
-				if v, ok := strings.CutPrefix(l, "usage_usec "); ok {
-					n, _ := strconv.ParseInt(v, 10, 64)
-					s.CPUNanos = n * 1000
-				}
-			}
-		}
+		d := c.path("")
+		s.MemoryBytes = readInt(d + "/memory.current")
+		s.MemoryPeak = readInt(d + "/memory.peak")
+		s.CPUNanos = readKey(d+"/cpu.stat", "usage_usec") * 1000
+		s.OOMKills = readKey(d+"/memory.events", "oom_kill")
 		return s
 	}
 	s.MemoryBytes = readInt(c.path("memory") + "/memory.usage_in_bytes")
 	s.MemoryPeak = readInt(c.path("memory") + "/memory.max_usage_in_bytes")
 	s.CPUNanos = readInt(c.path("cpuacct") + "/cpuacct.usage")
+	s.OOMKills = readKey(c.path("memory")+"/memory.oom_control", "oom_kill")
 	return s
 }
 
@@ -84,103 +183,26 @@ func readInt(p string) int64 {
 	return n
 }
 
-// watchOOM registers for the cgroup's OOM notifications (cgroup v1). The
-// eventfd also fires once when runsc removes the cgroup, so an OOM is
-// "more than one notification" (see oomKilled).
-func (c *sandboxCgroup) watchOOM() error {
-	if c.v2 {
-		return nil // memory.events disappears with the cgroup; not tracked
-	}
-	dir := c.path("memory")
-	ctl, err := os.Open(dir + "/memory.oom_control")
+// readKey reads "key value" from a flat-keyed cgroup file.
+func readKey(p, key string) int64 {
+	b, err := os.ReadFile(p)
 	if err != nil {
-		return fmt.Errorf("open memory.oom_control: %w", err)
+		return 0
 	}
-	defer ctl.Close()
-	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		return fmt.Errorf("eventfd: %w", err)
-	}
-	f := os.NewFile(uintptr(efd), "oom-eventfd")
-	reg := fmt.Sprintf("%d %d", efd, ctl.Fd())
-	if err := os.WriteFile(dir+"/cgroup.event_control", []byte(reg), 0); err != nil {
-		f.Close()
-		return fmt.Errorf("register oom notification: %w", err)
-	}
-	c.oomFd = f
-	go func() {
-		buf := make([]byte, 8)
-		for {
-			n, err := f.Read(buf)
-			if err != nil || n != 8 {
-				return
-			}
-			c.mu.Lock()
-			c.events += binary.NativeEndian.Uint64(buf)
-			c.mu.Unlock()
-			select {
-			case c.wake <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	return nil
-}
-
-// oomKilled reports, after the sandbox died and runsc removed the cgroup,
-// whether the memory limit killed it: an OOM notification came besides
-// the one for the removal. It waits up to wait for late notifications.
-func (c *sandboxCgroup) oomKilled(wait time.Duration) bool {
-	if c.oomFd == nil {
-		return false
-	}
-	deadline := time.After(wait)
-	for {
-		c.mu.Lock()
-		n := c.events
-		c.mu.Unlock()
-		if n >= 2 {
-			return true
-		}
-		select {
-		case <-c.wake:
-		case <-deadline:
-			return n == 1 && c.exists()
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key+" "); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n
 		}
 	}
+	return 0
 }
 
-func (c *sandboxCgroup) exists() bool {
-	_, err := os.Stat(c.path("memory"))
-	return err == nil
-}
-
-// close stops the OOM watch.
-func (c *sandboxCgroup) close() {
-	if c.oomFd != nil {
-		c.oomFd.Close()
-	}
-}
-
-// remove deletes what runsc left of the cgroup (it removes it itself when
-// it exits normally). Missing directories are fine.
+// remove deletes the cgroup directories (empty once runsc has exited).
+// Missing directories are fine.
 func (c *sandboxCgroup) remove() error {
-	var dirs []string
-	if c.v2 {
-		dirs = []string{c.path("")}
-	} else {
-		ents, err := os.ReadDir(cgroupRoot)
-		if err != nil {
-			return nil
-		}
-		for _, e := range ents {
-			if e.IsDir() || e.Type()&os.ModeSymlink != 0 {
-				dirs = append(dirs, filepath.Join(cgroupRoot, e.Name(), c.rel))
-			}
-		}
-	}
 	var errs []error
-	for _, d := range dirs {
+	for _, d := range c.dirs() {
 		if err := rmdirRetry(d); err != nil {
 			errs = append(errs, err)
 		}
@@ -188,36 +210,27 @@ func (c *sandboxCgroup) remove() error {
 	return errors.Join(errs...)
 }
 
-// rmdirRetry removes an empty cgroup directory; a just-killed process may
+// rmdirRetry removes an empty cgroup directory; just-killed processes may
 // keep it busy for a moment.
 func rmdirRetry(d string) error {
 	var err error
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 100; i++ {
 		err = unix.Rmdir(d)
-		if err == nil || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
 		}
 		if !errors.Is(err, unix.EBUSY) {
 			break
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond)
 	}
 	return fmt.Errorf("remove cgroup %s: %w", d, err)
 }
 
 // leftoverCgroups lists the cgroup directories of id that still exist.
 func leftoverCgroups(parent, id string) []string {
-	c := newSandboxCgroup(parent + "/" + id)
 	var out []string
-	if c.v2 {
-		if _, err := os.Stat(c.path("")); err == nil {
-			out = append(out, c.path(""))
-		}
-		return out
-	}
-	ents, _ := os.ReadDir(cgroupRoot)
-	for _, e := range ents {
-		d := filepath.Join(cgroupRoot, e.Name(), c.rel)
+	for _, d := range newSandboxCgroup(parent + "/" + id).dirs() {
 		if _, err := os.Stat(d); err == nil {
 			out = append(out, d)
 		}

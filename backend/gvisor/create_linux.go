@@ -54,6 +54,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	if uid < 0 || gid < 0 || uid > 1<<31-2 || gid > 1<<31-2 {
 		return nil, wrap("uid/gid %d/%d out of range: %w", uid, gid, sandbox.ErrInvalid)
 	}
+	t0 := time.Now()
 	info := b.Info(ctx)
 	if info.Err != nil {
 		return nil, wrap("%w", info.Err)
@@ -112,11 +113,16 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		}
 	}
 	cgroup := "/" + b.cfg.CgroupParent + "/" + spec.ID
-	oci := buildSpec(specInput{ID: spec.ID, Policy: pol, UID: uid, GID: gid, Cgroup: cgroup, Mounts: plan.Mounts})
+	oci := buildSpec(specInput{ID: spec.ID, Policy: pol, UID: uid, GID: gid, Mounts: plan.Mounts})
 	if err := writeBundle(dir, oci, plan); err != nil {
 		return nil, wrap("write bundle: %v: %w", err, sandbox.ErrInvalid)
 	}
 	env := environ(pol, spec.Env)
+	cg := newSandboxCgroup(cgroup)
+	if err := cg.create(pol.Limits); err != nil {
+		return nil, wrap("%v: %w", err, sandbox.ErrUnavailable)
+	}
+	undo = append(undo, func() { cg.remove() })
 
 	// Start runsc with the agent channel on the container's stdio.
 	conn, childIn, childOut, err := newPipeConn()
@@ -124,14 +130,14 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		return nil, wrap("pipes: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	stderr := &tailBuffer{max: 8 << 10}
-	args := append(b.globalArgs(info.Platform), "run", "--bundle", dir, spec.ID)
+	args := append(b.globalArgs(info.Platform), "--ignore-cgroups", "run", "--bundle", dir, spec.ID)
 	cmd := exec.Command(info.Path, args...)
 	cmd.Stdin, cmd.Stdout = childIn, childOut
 	cmd.Stderr = &logWriter{log: log, tail: stderr}
 	// Own process group: a terminal's ^C goes to airlock, not to runsc.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	start := time.Now()
-	if err := startPinned(cmd); err != nil {
+	if err := startInCgroup(cmd, cg); err != nil {
 		conn.Close()
 		childIn.Close()
 		childOut.Close()
@@ -145,12 +151,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		waitErr = cmd.Wait()
 		close(waited)
 	}()
-	cg := newSandboxCgroup(cgroup)
 	undo = append(undo, func() {
 		conn.Close()
 		b.forceStop(spec.ID, cmd, waited)
-		cg.close()
-		cg.remove()
 	})
 
 	guestEgress := ""
@@ -189,15 +192,14 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		}
 		return nil, wrap("agent hello: %w", err)
 	}
-	if err := cg.watchOOM(); err != nil {
-		log.Warn("no OOM notification: memory-limit kills will not be reported as such", "err", err)
-	}
+	helloAt := time.Now()
 
 	s := &gvSandbox{
 		id: spec.ID, b: b, log: log, audit: sink, cmd: cmd, waited: waited, client: client, cg: cg,
 		placeholders: plan.Placeholders, bundle: dir, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
 	}
 	go s.watch()
+	log.Debug("sandbox started", "prepare", start.Sub(t0), "runsc_to_hello", helloAt.Sub(start), "total", time.Since(t0))
 	if t := pol.Limits.Timeout.D(); t > 0 {
 		s.timer = time.AfterFunc(t, s.timeout)
 	}

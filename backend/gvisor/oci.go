@@ -57,7 +57,6 @@ type ociMount struct {
 }
 
 type ociLinux struct {
-	Resources   *ociResources  `json:"resources,omitempty"`
 	CgroupsPath string         `json:"cgroupsPath,omitempty"`
 	Namespaces  []ociNamespace `json:"namespaces"`
 	Seccomp     *ociSeccomp    `json:"seccomp,omitempty"`
@@ -65,24 +64,4 @@ type ociLinux struct {
 
 type ociNamespace struct {
 	Type string `json:"type"`
-}
-
-type ociResources struct {
-	Memory *ociMemory `json:"memory,omitempty"`
-	CPU    *ociCPU    `json:"cpu,omitempty"`
-	Pids   *ociPids   `json:"pids,omitempty"`
-}
-
-type ociMemory struct {
-	Limit *int64 `json:"limit,omitempty"`
-	Swap  *int64 `json:"swap,omitempty"`
-}
-
-type ociCPU struct {
-	Quota  *int64  `json:"quota,omitempty"`
-	Period *uint64 `json:"period,omitempty"`
-}
-
-type ociPids struct {
-	Limit int64 `json:"limit"`
 }

@@ -139,7 +139,7 @@ func TestWriteBundle(t *testing.T) {
 			plan.Mounts[i].Source = "/bin/true"
 		}
 	}
-	spec := buildSpec(specInput{ID: "x", Policy: pol, UID: 1000, GID: 1000, Cgroup: "/airlock-gvisor/x", Mounts: plan.Mounts})
+	spec := buildSpec(specInput{ID: "x", Policy: pol, UID: 1000, GID: 1000, Mounts: plan.Mounts})
 	if err := writeBundle(dir, spec, plan); err != nil {
 		t.Fatal(err)
 	}
@@ -151,8 +151,8 @@ func TestWriteBundle(t *testing.T) {
 	if !got.Root.Readonly || got.Process.User.UID != 1000 || !got.Process.NoNewPrivileges || len(got.Process.Capabilities.Bounding) != 0 {
 		t.Errorf("spec %+v", got)
 	}
-	if got.Linux.Resources == nil || got.Linux.Resources.Memory == nil || *got.Linux.Resources.Memory.Limit != int64(pol.Limits.Memory) {
-		t.Errorf("resources %+v", got.Linux.Resources)
+	if got.Linux.Seccomp == nil || len(got.Linux.Seccomp.Syscalls) == 0 {
+		t.Errorf("no seccomp profile: %+v", got.Linux)
 	}
 	var nproc bool
 	for _, r := range got.Process.Rlimits {

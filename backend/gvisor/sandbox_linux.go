@@ -30,6 +30,7 @@ type gvSandbox struct {
 	placeholders []placeholder
 	bundle       string
 	memLimit     bool
+	oomBefore    int64 // the cgroup's OOM kills at start (always 0: the cgroup is new)
 	timer        *time.Timer
 
 	done     chan struct{}
@@ -101,11 +102,13 @@ func (s *gvSandbox) watch() {
 		// The channel broke; the container may still run: end it.
 	}
 	if !s.closed.Load() && s.memLimit {
+		// The cgroup is ours and outlives runsc: its OOM count is final
+		// once runsc has exited.
 		<-s.waited
-		if s.cg.oomKilled(time.Second) {
+		if n := s.cg.stats().OOMKills; n > s.oomBefore {
 			s.oom.Store(true)
 			s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeLimit, Message: "sandbox killed by the memory limit",
-				Fields: map[string]any{"limit": "memory"}})
+				Fields: map[string]any{"limit": "memory", "oom_kills": n - s.oomBefore}})
 		}
 	}
 	s.end("sandbox exited")
@@ -124,6 +127,8 @@ func (s *gvSandbox) timeout() {
 // bundle.
 func (s *gvSandbox) end(why string) {
 	s.teardown.Do(func() {
+		t0 := time.Now()
+		defer func() { s.log.Debug("sandbox ended", "why", why, "teardown", time.Since(t0)) }()
 		s.closed.Store(true)
 		if s.timer != nil {
 			s.timer.Stop()
@@ -134,8 +139,8 @@ func (s *gvSandbox) end(why string) {
 		case <-s.waited:
 		case <-time.After(2 * time.Second):
 		}
+		s.log.Debug("runsc exited", "after", time.Since(t0))
 		s.b.forceStop(s.id, s.cmd, s.waited)
-		s.cg.close()
 		var errs []error
 		if err := s.cg.remove(); err != nil {
 			errs = append(errs, err)
