@@ -443,3 +443,59 @@ func TestE2EBadInput(t *testing.T) {
 func rawPost(c *client.Client, path, body string) error {
 	return client.RawForTest(c, "POST", path, "application/json", strings.NewReader(body))
 }
+
+// TestE2EWarmPool: creates are served from the pool, never the same
+// sandbox twice, and a sandbox one tenant used is never handed to another.
+func TestE2EWarmPool(t *testing.T) {
+	s, err := startServe(t.TempDir(), "--backend", "native", "--pool", "native/default=2", "--listen", freePort(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	ctx := context.Background()
+	a, _ := client.New(s.tcp, client.WithAPIKey(s.newKey(t, "alice")))
+	b, _ := client.New(s.tcp, client.WithAPIKey(s.newKey(t, "bob")))
+	eventually(t, "pool filled", func() bool { return poolReady(s) == 2 })
+	sa, err := a.Create(ctx, api.CreateSandboxRequest{Env: map[string]string{"WHO": "alice"}})
+	if err != nil || !sa.Pooled {
+		t.Fatalf("alice's create: %v pooled=%v", err, sa != nil && sa.Pooled)
+	}
+	r, err := a.Run(ctx, sa.ID, "sh", "-c", `echo $WHO > /tmp/mark; echo $WHO > "$HOME/mark"; cat /tmp/mark`)
+	if err != nil || string(r.Stdout) != "alice\n" {
+		t.Fatalf("alice's run: %v %+v\n%s", err, r, s.logText())
+	}
+	if err := a.Delete(ctx, sa.ID); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{sa.ID: true}
+	for i := 0; i < 4; i++ {
+		eventually(t, "pool refilled", func() bool { return poolReady(s) == 2 })
+		sb, err := b.Create(ctx, api.CreateSandboxRequest{})
+		if err != nil || !sb.Pooled {
+			t.Fatalf("bob's create %d: %v", i, err)
+		}
+		if seen[sb.ID] {
+			t.Fatalf("sandbox %s handed out twice", sb.ID)
+		}
+		seen[sb.ID] = true
+		r, err := b.Run(ctx, sb.ID, "sh", "-c", `cat /tmp/mark "$HOME/mark" 2>/dev/null; echo done`)
+		if err != nil || string(r.Stdout) != "done\n" {
+			t.Fatalf("bob's sandbox holds state: %v %q", err, r.Stdout)
+		}
+	}
+}
+
+// An exec past its timeout is killed and says so.
+func TestE2EExecTimeout(t *testing.T) {
+	c := shared.client(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Delete(ctx, sb.ID)
+	r, err := c.RunRequest(ctx, sb.ID, api.ExecRequest{Args: []string{"sleep", "600"}, Timeout: api.Duration(300 * time.Millisecond)})
+	if err != nil || !r.TimedOut || r.Code == 0 {
+		t.Fatalf("timeout: %v %+v", err, r)
+	}
+}

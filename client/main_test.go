@@ -118,7 +118,9 @@ func (s *serveProc) start() error {
 	s.log = logf
 	s.cmd = exec.Command(airlockBin, s.args...)
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The server must not outlive a test binary that dies (a panic in an
+	// example): the parent-death signal ends it.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}

@@ -174,6 +174,11 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("create sandbox %q: workspace: %w", id, err)
 	}
+	// Exactly 0755 whatever the process umask.
+	if err := os.Chmod(ws, 0o755); err != nil {
+		os.RemoveAll(ws)
+		return nil, nil, fmt.Errorf("create sandbox %q: workspace: %w", id, err)
+	}
 	sink := s.events.sink(id, backend.Name())
 	log := s.log.With("sandbox", id, "backend", backend.Name())
 	ecfg := egress.Config{SandboxID: id, Network: pol.Network, Secrets: pol.Secrets, Audit: sink, Log: log}

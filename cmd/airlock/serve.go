@@ -280,9 +280,11 @@ func listenUnix(path, group string) (net.Listener, error) {
 		return nil, fmt.Errorf("socket %q: another server is listening: %w", path, sandbox.ErrExists)
 	}
 	os.Remove(path)
-	old := syscall.Umask(0o117)
+	// No umask games: the umask is process-wide and other goroutines (the
+	// warm pools) create files meanwhile. With the usual umask the socket
+	// starts without write permission for others (so nobody else can
+	// connect) and is narrowed to 0660 right away.
 	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("socket %q: %w", path, err)
 	}
