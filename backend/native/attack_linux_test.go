@@ -164,6 +164,23 @@ func TestAttackFilesystem(t *testing.T) {
 		{"write /proc/sys", []string{"write", "/proc/sys/kernel/hostname"}},
 		{"write /dev", []string{"write", "/dev/airlock-attack"}},
 	}
+	// A root-only host secret (the sandbox runs as host root here): the
+	// first that exists on this host.
+	for _, p := range rootOnlySecrets() {
+		var files []string
+		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+			files, _ = filepath.Glob(filepath.Join(p, "*"))
+		} else if err == nil {
+			files = []string{p}
+		}
+		if len(files) > 0 {
+			cases = append(cases, struct {
+				name string
+				args []string
+			}{"read root-only " + files[0], []string{"read", files[0]}})
+			break
+		}
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if strings.HasPrefix(c.args[0], "read") || strings.HasPrefix(c.args[1], outside) {

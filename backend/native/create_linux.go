@@ -138,7 +138,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 			}
 		}
 	}()
-	plan, err := buildPlan(pol, spec.Files)
+	plan, err := buildPlan(pol, spec.Files, !feats.Rootless && uid == 0)
 	if err != nil {
 		return nil, wrap("%w", err)
 	}

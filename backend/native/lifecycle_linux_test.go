@@ -212,7 +212,7 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 	pol := testPolicy(t, ws, nil)
 	id := newID(t)
 	// Simulate a crashed host: state and cgroup exist, no sandbox object.
-	plan, err := buildPlan(pol, nil)
+	plan, err := buildPlan(pol, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -63,7 +63,11 @@ type fsPlan struct {
 // buildPlan turns a resolved policy into a mount plan. It checks every
 // host path it needs (a missing read_only path is ErrInvalid) and creates
 // protected-path placeholders last, so an error before that leaves nothing.
-func buildPlan(pol *policy.Policy, files []sandbox.File) (*fsPlan, error) {
+//
+// hostRoot says the sandbox's uid is host root (a root caller's default):
+// without capabilities it still owns root's files, so the root-only
+// secrets of the host's system directories are hidden as well.
+func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan, error) {
 	f := pol.Filesystem
 	p := &fsPlan{}
 	var binds []string // Dst of every bind: deny paths outside them are moot
@@ -172,7 +176,11 @@ func buildPlan(pol *policy.Policy, files []sandbox.File) (*fsPlan, error) {
 		p.Mounts = append(p.Mounts, mountOp{Kind: opFile, Dst: file.Path, Data: file.Data, Mode: mode &^ 0o222})
 		p.Landlock = append(p.Landlock, llRule{Access: llRead & llFileRights, Path: file.Path})
 	}
-	for _, d := range f.Deny {
+	deny := f.Deny
+	if hostRoot {
+		deny = append(append([]string{}, deny...), rootOnlySecrets()...)
+	}
+	for _, d := range deny {
 		if !under(d, binds) {
 			continue // not visible in the sandbox at all
 		}
@@ -201,6 +209,14 @@ func buildPlan(pol *policy.Policy, files []sandbox.File) (*fsPlan, error) {
 	// including protected ones inside the workspace.
 	sortMounts(p.Mounts)
 	return p, nil
+}
+
+// rootOnlySecrets are host files only root may read that a sandbox running
+// as host root (no capabilities, but the owner) must not see either.
+func rootOnlySecrets() []string {
+	out := []string{"/etc/ssl/private", "/etc/security/opasswd", "/etc/.pwd.lock"}
+	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*key")
+	return append(out, keys...)
 }
 
 func topLevel(p string) bool { return strings.Count(p, "/") == 1 }

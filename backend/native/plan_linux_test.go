@@ -46,7 +46,7 @@ func TestBuildPlan(t *testing.T) {
 		p.Filesystem.Deny = append(p.Filesystem.Deny, filepath.Join(ws, "secret"), filepath.Join(ws, "private"), "/nonexistent/x")
 		p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, extra)
 	})
-	plan, err := buildPlan(pol, []sandbox.File{{Path: "/etc/airlock-ca.pem", Data: []byte("pem")}})
+	plan, err := buildPlan(pol, []sandbox.File{{Path: "/etc/airlock-ca.pem", Data: []byte("pem")}}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestBuildPlanErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			pol := planPolicy(t, ws, c.edit)
-			_, err := buildPlan(pol, c.files)
+			_, err := buildPlan(pol, c.files, false)
 			if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want ErrInvalid containing %q", err, c.want)
 			}
@@ -218,7 +218,7 @@ func TestPlaceholderNeverFollowsSymlinks(t *testing.T) {
 	os.Symlink(outside, filepath.Join(ws, ".claude"))
 	os.Symlink(outside, filepath.Join(ws, ".vscode"))
 	pol := planPolicy(t, ws, nil)
-	plan, err := buildPlan(pol, nil)
+	plan, err := buildPlan(pol, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
