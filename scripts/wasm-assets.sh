@@ -45,7 +45,7 @@ for a in "${assets[@]}"; do
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
 	echo "wasm-assets: fetching $pkg@$version"
-	tgz=$(cd "$tmp" && npm pack --silent "$pkg@$version" | tail -n1)
+	tgz=$(cd "$tmp" && npm pack --silent --ignore-scripts "$pkg@$version" | tail -n1)
 	got=$(sha256 "$tmp/$tgz")
 	if [ "$got" != "$tgz_sum" ]; then
 		echo "wasm-assets: $pkg@$version tarball checksum mismatch: got $got, want $tgz_sum" >&2
