@@ -70,7 +70,6 @@ type fsPlan struct {
 func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan, error) {
 	f := pol.Filesystem
 	p := &fsPlan{}
-	var binds []string // Dst of every bind: deny paths outside them are moot
 	addBind := func(src, dst string, ro bool, field string, optional bool) error {
 		fi, err := os.Lstat(src)
 		if err != nil {
@@ -90,7 +89,6 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan
 			}
 		}
 		p.Mounts = append(p.Mounts, mountOp{Kind: opBind, Src: src, Dst: dst, RO: ro, Dir: fi.IsDir()})
-		binds = append(binds, dst)
 		access := llReadExec
 		if !ro {
 			access = llReadWrite
@@ -181,10 +179,11 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan
 		deny = append(append([]string{}, deny...), rootOnlySecrets()...)
 	}
 	for _, d := range deny {
-		if !under(d, binds) {
+		src, ok := hostSource(d, p.Mounts)
+		if !ok {
 			continue // not visible in the sandbox at all
 		}
-		fi, err := os.Stat(d)
+		fi, err := os.Stat(src)
 		if err != nil {
 			continue // nothing there to hide
 		}
@@ -217,6 +216,25 @@ func rootOnlySecrets() []string {
 	out := []string{"/etc/ssl/private", "/etc/security/opasswd", "/etc/.pwd.lock"}
 	keys, _ := filepath.Glob("/etc/ssh/ssh_host_*key")
 	return append(out, keys...)
+}
+
+// hostSource maps a path inside the sandbox to the host path the deepest
+// bind covering it shows there.
+func hostSource(path string, ops []mountOp) (string, bool) {
+	best := -1
+	for i, o := range ops {
+		if o.Kind != opBind || !under(path, []string{o.Dst}) {
+			continue
+		}
+		if best < 0 || len(o.Dst) > len(ops[best].Dst) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", false
+	}
+	o := ops[best]
+	return filepath.Join(o.Src, strings.TrimPrefix(path, o.Dst)), true
 }
 
 func topLevel(p string) bool { return strings.Count(p, "/") == 1 }
