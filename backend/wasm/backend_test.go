@@ -344,44 +344,53 @@ func TestExecLookup(t *testing.T) {
 }
 
 func TestModuleCompiledOnce(t *testing.T) {
-	b := testBackend(t)
-	sb := newSandbox(t, testPolicy(t.TempDir()))
+	// A cache directory of its own: other test packages share the default.
+	cacheDir := t.TempDir()
+	cmds := map[string]string{"guest": guestModule(t)}
+	b := New(Config{CacheDir: cacheDir, Commands: cmds})
+	defer b.Close(context.Background())
+	sb, err := b.Create(context.Background(), sandbox.Spec{ID: "cache-first", Policy: testPolicy(t.TempDir())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
 	run(t, sb, sandbox.ExecRequest{Args: []string{"guest", "hello"}})
-	before := b.compiled.Load()
+	if n := b.compiled.Load(); n != 1 {
+		t.Fatalf("%d compilations for one module", n)
+	}
 	for range 3 {
 		run(t, sb, sandbox.ExecRequest{Args: []string{"guest", "hello"}})
 	}
-	if n := b.compiled.Load(); n != before {
-		t.Fatalf("module compiled again: %d compilations after warm-up, want %d", n, before)
+	if n := b.compiled.Load(); n != 1 {
+		t.Fatalf("module compiled again: %d compilations, want 1", n)
 	}
 	// The disk cache holds the compiled code for the next process.
-	entries := 0
-	filepath.WalkDir(b.cacheDir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			entries++
-		}
-		return nil
-	})
-	if b.cacheDir == "" || entries == 0 {
-		t.Fatalf("disk compilation cache %q is empty", b.cacheDir)
+	count := func() int {
+		n := 0
+		filepath.WalkDir(cacheDir, func(p string, d os.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				n++
+			}
+			return nil
+		})
+		return n
+	}
+	entries := count()
+	if entries == 0 {
+		t.Fatalf("disk compilation cache %q is empty", cacheDir)
 	}
 	// A second backend (a new process) on the same cache dir loads it.
-	b2 := New(Config{CacheDir: b.cacheDir, Commands: b.cfg.Commands})
+	b2 := New(Config{CacheDir: cacheDir, Commands: cmds})
 	defer b2.Close(context.Background())
 	sb2, err := b2.Create(context.Background(), sandbox.Spec{ID: "cache-reuse", Policy: testPolicy(t.TempDir())})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sb2.Destroy(context.Background())
-	run(t, sb2, sandbox.ExecRequest{Args: []string{"guest", "hello"}})
-	after := 0
-	filepath.WalkDir(b.cacheDir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			after++
-		}
-		return nil
-	})
-	if after != entries {
+	if r := run(t, sb2, sandbox.ExecRequest{Args: []string{"guest", "hello"}}); r.stdout != "hello \n" {
+		t.Fatalf("second backend: %+v %q", r.status, r.stdout)
+	}
+	if after := count(); after != entries {
 		t.Fatalf("second backend wrote %d new cache entries: it compiled again", after-entries)
 	}
 }
