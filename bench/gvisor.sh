@@ -17,7 +17,7 @@ out=$PWD/out/bench
 work=$(mktemp -d /tmp/airlock-bench-gvisor.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$work" # the workspace of `airlock run` and runsc do's cwd
-runsc --version | head -1
+runsc --version | sed -n 1p
 "$bin" doctor --json | grep -A8 '"gvisor"' | grep -E '"platform"|runsc_version' || true
 "$out/compare" -n "$N" -warmup 3 -name-a airlock -name-b runsc-do -json "$out/gvisor.json" -- \
 	"$bin" run --backend gvisor -- /bin/true ::: \

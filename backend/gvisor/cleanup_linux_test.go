@@ -1,0 +1,92 @@
+package gvisor
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// TestCrashChild is the host process that TestCleanupAfterCrash kills: it
+// creates a sandbox and waits to be killed.
+func TestCrashChild(t *testing.T) {
+	dir := os.Getenv("GVISOR_CRASH_STATE")
+	if dir == "" {
+		t.Skip("helper of TestCleanupAfterCrash")
+	}
+	b := New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: dir})
+	ws := os.Getenv("GVISOR_CRASH_WS")
+	_, err := b.Create(context.Background(), sandbox.Spec{ID: "crashed-1", Policy: testPolicy(t, ws, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Stdout.WriteString("ready\n")
+	time.Sleep(time.Minute)
+}
+
+// TestCleanupAfterCrash: the host process dies without destroying its
+// sandbox (SIGKILL); its runsc dies with it (Pdeathsig), and Cleanup
+// removes the state, cgroup, bundle and placeholders left behind.
+func TestCleanupAfterCrash(t *testing.T) {
+	b := testBackend(t)
+	ws := workspace(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "GVISOR_CRASH_STATE="+b.cfg.StateDir, "GVISOR_CRASH_WS="+ws, "AIRLOCK_BIN="+testutil.AirlockBinary(t))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == "ready" {
+				ready <- true
+				return
+			}
+			t.Logf("child: %s", sc.Text())
+		}
+		ready <- false
+	}()
+	select {
+	case ok := <-ready:
+		if !ok {
+			cmd.Wait()
+			t.Fatal("child did not create its sandbox")
+		}
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatal("child timed out")
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if err := leaks(b, "crashed-1"); err == nil {
+		t.Fatal("nothing left after the host process was killed: the test proves nothing")
+	} else {
+		t.Logf("left by the crash: %v", err)
+	}
+	if _, err := os.Stat(ws + "/.bashrc"); err != nil {
+		t.Fatalf("no placeholder left by the crash: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := b.Cleanup(ctx, nil); err != nil {
+		t.Fatalf("Cleanup: %v", err)
+	}
+	if err := leaks(b, "crashed-1"); err != nil {
+		t.Fatalf("after Cleanup: %v", err)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) > 0 {
+		t.Fatalf("Cleanup left %d placeholders in the workspace", len(ents))
+	}
+}
