@@ -183,6 +183,7 @@ func runServe(args []string) int {
 	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	srv.Shutdown(sctx)
+	removeCgroupParents(cgroupParentFor(*data))
 	if err != nil {
 		return fail("serve", err)
 	}
