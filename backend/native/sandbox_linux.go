@@ -146,9 +146,11 @@ func (s *nativeSandbox) end(why string) {
 		s.statMu.Lock()
 		s.lastStat = cs
 		s.statMu.Unlock()
+		t0 := time.Now()
 		_ = s.cmd.Process.Signal(syscall.SIGKILL)
 		s.cg.kill()
 		<-s.waited
+		tReaped := time.Now()
 		var errs []error
 		if s.client != nil {
 			s.client.Close()
@@ -159,10 +161,12 @@ func (s *nativeSandbox) end(why string) {
 		if err := s.cg.remove(); err != nil {
 			errs = append(errs, err)
 		}
+		tCgroup := time.Now()
 		if err := removePlaceholders(s.placeholders); err != nil {
 			errs = append(errs, fmt.Errorf("remove placeholders: %w", err))
 		}
 		s.b.removeState(s.id)
+		s.log.Debug("sandbox ended", "why", why, "reap", tReaped.Sub(t0), "cgroup", tCgroup.Sub(tReaped), "files", time.Since(tCgroup))
 		if len(errs) > 0 {
 			s.tdErr = fmt.Errorf("destroy sandbox %q: %w", s.id, errors.Join(errs...))
 		}
