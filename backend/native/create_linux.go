@@ -125,8 +125,8 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 	if pol.Process.GID != nil {
 		gid = *pol.Process.GID
 	}
-	if feats.Rootless && (uid < 0 || gid < 0) {
-		return nil, wrap("negative uid/gid: %w", sandbox.ErrInvalid)
+	if uid < 0 || gid < 0 || uid > 1<<31-2 || gid > 1<<31-2 {
+		return nil, wrap("uid/gid %d/%d out of range: %w", uid, gid, sandbox.ErrInvalid)
 	}
 
 	// Host-side preparation. From here on every step registers its undo.
