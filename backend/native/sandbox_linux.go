@@ -128,7 +128,7 @@ func (s *nativeSandbox) timeout() {
 }
 
 func (s *nativeSandbox) violation(name string, pid uint32) {
-	s.log.Warn("denied syscall", "syscall", name, "pid", pid)
+	s.log.Info("denied syscall", "syscall", name, "host_pid", pid)
 	s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeViolation, Message: "denied syscall " + name,
 		Fields: map[string]any{"syscall": name, "host_pid": pid}})
 }
