@@ -30,6 +30,7 @@ type pool struct {
 type pooled struct {
 	l       *live
 	polJSON []byte
+	out     chan struct{} // closed when taken or drained
 }
 
 func (s *Server) startPool(pc PoolConfig) error {
@@ -72,6 +73,7 @@ func (p *pool) take() (*live, []byte) {
 	for len(p.ready) > 0 {
 		it := p.ready[0]
 		p.ready = p.ready[1:]
+		close(it.out)
 		select {
 		case <-it.l.sb.Done():
 			go p.s.destroy(it.l, "pooled sandbox ended")
@@ -98,6 +100,7 @@ func (p *pool) drain() []*live {
 	p.closed = true
 	out := make([]*live, 0, len(p.ready))
 	for _, it := range p.ready {
+		close(it.out)
 		out = append(out, it.l)
 	}
 	p.ready = nil
@@ -153,9 +156,43 @@ func (p *pool) addOne() error {
 		return nil
 	}
 	p.mem, p.memKnown = l.memory, true
-	p.ready = append(p.ready, pooled{l, polJSON})
+	it := pooled{l, polJSON, make(chan struct{})}
+	p.ready = append(p.ready, it)
 	p.mu.Unlock()
+	p.s.wg.Add(1)
+	go p.watch(it)
 	return nil
+}
+
+// watch replaces a ready sandbox that dies while waiting in the pool.
+func (p *pool) watch(it pooled) {
+	defer p.s.wg.Done()
+	select {
+	case <-it.out:
+		return
+	case <-p.s.ctx.Done():
+		return
+	case <-it.l.sb.Done():
+	}
+	p.mu.Lock()
+	found := false
+	for i, r := range p.ready {
+		if r.l == it.l {
+			p.ready = append(p.ready[:i], p.ready[i+1:]...)
+			close(it.out)
+			found = true
+			break
+		}
+	}
+	p.mu.Unlock()
+	if !found {
+		return // taken or drained meanwhile: its new owner handles it
+	}
+	p.s.destroy(it.l, "pooled sandbox ended")
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
 }
 
 // readyCount is for metrics.

@@ -182,3 +182,18 @@ func TestShutdownDestroysEverything(t *testing.T) {
 		t.Fatalf("store after shutdown: %v %+v", err, r)
 	}
 }
+
+func TestPoolReplacesDeadSandbox(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.Pools = []PoolConfig{{Backend: "fake", Size: 2}} })
+	eventually(t, "pool filled", func() bool { return len(ts.fake.Live()) == 2 })
+	dead := ts.fake.Live()[0]
+	ts.fake.Kill(dead)
+	eventually(t, "dead pooled sandbox replaced", func() bool {
+		live := ts.fake.Live()
+		return len(live) == 2 && live[0] != dead && live[1] != dead
+	})
+	sb, err := ts.local(t).Create(context.Background(), api.CreateSandboxRequest{})
+	if err != nil || !sb.Pooled || sb.ID == dead {
+		t.Fatalf("create after a pooled sandbox died: %v %+v", err, sb)
+	}
+}
