@@ -95,7 +95,6 @@ type request struct {
 
 // execRequest is the wire form of sandbox.ExecRequest.
 type execRequest struct {
-	Path    string   `json:"path,omitempty"` // unused by the host; argv[0] is looked up
 	Args    []string `json:"args"`
 	Env     []string `json:"env,omitempty"` // "K=V", added to the base environment
 	Dir     string   `json:"dir,omitempty"`
