@@ -100,6 +100,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown route", "GET", "/v1/nothing", "", "", 404, "not_found"},
 		{"wrong method", "PUT", "/v1/sandboxes", "", "", 405, "method_not_allowed"},
 		{"bad network mode", "PUT", sbp + "/network", "application/json", `{"mode":"wide-open"}`, 400, "invalid"},
+		{"bad state filter", "GET", "/v1/sandboxes?state=zombie", "", "", 400, "invalid"},
+		{"too many label filters", "GET", "/v1/sandboxes?" + strings.Repeat("label=a=b&", maxLabels+1), "", "", 400, "invalid"},
 		{"bad events cursor", "GET", sbp + "/events?after=-1", "", "", 400, "invalid"},
 	}
 	for _, tc := range cases {

@@ -344,6 +344,16 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
 	q := r.URL.Query()
 	f := ListFilter{Tenant: c.tenant, State: q.Get("state"), Labels: map[string]string{}}
+	switch f.State {
+	case "", StateRunning, StateStopped:
+	default:
+		s.writeError(w, r, errBadRequest("state %q: want running or stopped", f.State))
+		return
+	}
+	if len(q["label"]) > maxLabels {
+		s.writeError(w, r, errBadRequest("label filter: at most %d labels", maxLabels))
+		return
+	}
 	for _, lv := range q["label"] {
 		k, v, ok := strings.Cut(lv, "=")
 		if !ok || k == "" {
