@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -369,9 +370,21 @@ func testExecTTY(t *testing.T, env []string) {
 const statScript = `set -- $(cat /proc/$$/stat); echo $1 $6 $7`
 
 func TestExecNoLeakedDescriptors(t *testing.T) {
-	// The agent's channel (a socket) and its own files must not reach
-	// processes it starts.
-	g := startGuest(t, guestOptions{})
+	// The agent's channel (a socket), its own files and whatever it
+	// inherited without close-on-exec must not reach processes it starts.
+	leak, err := os.Open(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leak.Close()
+	// Unconfined, an inherited descriptor reaches a child.
+	plain := exec.Command("ls", "-l", "/proc/self/fd")
+	plain.ExtraFiles = []*os.File{leak}
+	out, err := plain.Output()
+	if err != nil || !strings.Contains(string(out), " 3 -> "+os.Args[0]) {
+		t.Fatalf("inherited descriptor not visible unconfined: %v %q", err, out)
+	}
+	g := startGuest(t, guestOptions{inherit: []*os.File{leak}})
 	r := mustRun(t, g.client, sandbox.ExecRequest{Args: []string{"ls", "-l", "/proc/self/fd"}})
 	fds := 0
 	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {

@@ -158,7 +158,8 @@ type guestOptions struct {
 	sys      *unix.SysProcAttr
 	extraEnv []string
 	noHello  bool
-	binary   string // the test binary to run (default os.Args[0])
+	binary   string     // the test binary to run (default os.Args[0])
+	inherit  []*os.File // extra descriptors the guest inherits (fd 4 on)
 }
 
 // socketpair returns a connected pair: the host end as a net.Conn, the
@@ -200,7 +201,7 @@ func startGuest(t testing.TB, o guestOptions) *guestProcess {
 	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), modeEnv+"=serve", "AGENT_TEST_ROOT="+o.root)
 	cmd.Env = append(cmd.Env, o.extraEnv...)
-	cmd.ExtraFiles = []*os.File{gf}
+	cmd.ExtraFiles = append([]*os.File{gf}, o.inherit...)
 	g := &guestProcess{cmd: cmd, stderr: &syncBuffer{}}
 	cmd.Stderr = g.stderr
 	cmd.SysProcAttr = o.sys
