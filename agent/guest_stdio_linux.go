@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/binary"
+	"errors"
 	"os"
 	"syscall"
 	"time"
@@ -14,29 +15,59 @@ import (
 func (p *guestProc) copyOutput(f *os.File, typ byte, want bool) {
 	buf := make([]byte, chunkSize)
 	after := 0
-	for {
+	forward := func(b []byte) {
+		if p.exited.Load() {
+			after += len(b)
+		}
+		if want && !p.hostBroken.Load() {
+			if p.send(typ, b) != nil {
+				p.hostBroken.Store(true)
+			}
+		}
+	}
+	for after <= drainMax {
 		if p.exited.Load() {
 			f.SetReadDeadline(time.Now().Add(drainIdle))
 		}
 		n, err := f.Read(buf)
 		if n > 0 {
-			if p.exited.Load() {
-				after += n
-			}
-			if want && !p.hostBroken.Load() {
-				if p.send(typ, buf[:n]) != nil {
-					p.hostBroken.Store(true)
-				}
-			}
-			if after > drainMax {
-				return
-			}
+			forward(buf[:n])
 		}
-		if err != nil {
-			// EOF, EIO (pty with no slave left), or the drain deadline.
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// A deadline can expire before a late-scheduled read even
+			// looked: take what the pipe holds now, without waiting.
+			f.SetReadDeadline(time.Time{})
+			for after <= drainMax {
+				n := readNow(f, buf)
+				if n <= 0 {
+					return
+				}
+				forward(buf[:n])
+			}
 			return
 		}
+		if err != nil {
+			return // EOF, or EIO: a pty with no slave left
+		}
 	}
+}
+
+// readNow reads what f holds without blocking (f is non-blocking): the
+// byte count, 0 at end of file, -1 when nothing is there.
+func readNow(f *os.File, buf []byte) int {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	n := -1
+	rc.Control(func(fd uintptr) {
+		var rerr error
+		n, rerr = unix.Read(int(fd), buf)
+		if rerr != nil {
+			n = -1
+		}
+	})
+	return n
 }
 
 func (p *guestProc) send(typ byte, payload []byte) error {
