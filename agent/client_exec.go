@@ -115,6 +115,7 @@ type process struct {
 	limitHit  atomic.Bool
 
 	lastFrame atomic.Int64 // unix nanos of the last sign of life
+	inWrite   atomic.Bool  // copying to the caller's writer: the guest is not to blame
 
 	stdinMu     sync.Mutex
 	inflight    int // stdin bytes sent, not yet credited
@@ -358,7 +359,10 @@ func (p *process) output(w io.Writer, b []byte) {
 	}
 	p.copied += int64(len(b))
 	if w != nil {
-		if _, err := w.Write(b); err != nil {
+		p.inWrite.Store(true)
+		_, err := w.Write(b)
+		p.inWrite.Store(false)
+		if err != nil {
 			// The caller's writer failed: drop the rest of this stream.
 			if w == p.stdout {
 				p.stdout = nil
@@ -394,6 +398,9 @@ func (p *process) armBackstop(d time.Duration, err error) {
 			return
 		}
 		idle := time.Since(time.Unix(0, p.lastFrame.Load()))
+		if p.inWrite.Load() {
+			idle = 0
+		}
 		if idle < killGrace {
 			time.AfterFunc(killGrace-idle, check)
 			return
