@@ -45,15 +45,17 @@ func (m cgroupMissing) String() string {
 
 // newCgroup makes the sandbox's cgroup and applies lim. It returns the
 // controllers it could not provide; on error nothing is left behind.
-func newCgroup(h cgroupHost, parent, id string, lim cgroupLimits) (cg *sandboxCgroup, missing []cgroupMissing, err error) {
-	cg = &sandboxCgroup{v2FD: -1, v1Dirs: map[string]string{}}
-	defer func() {
-		if err != nil {
-			cg.remove()
-			cg = nil
-		}
-	}()
-	why := whyNoCgroup(h)
+func newCgroup(h cgroupHost, parent, id string, lim cgroupLimits) (*sandboxCgroup, []cgroupMissing, error) {
+	cg := newCgroupV2(h, parent, id, lim)
+	missing, err := cg.finish(h, parent, id, lim)
+	if err != nil {
+		cg.remove()
+		return nil, nil, err
+	}
+	return cg, missing, nil
+}
+
+func needed(lim cgroupLimits) map[string]string {
 	need := map[string]string{} // controller -> policy field
 	if lim.Memory > 0 {
 		need["memory"] = "limits.memory"
@@ -64,22 +66,39 @@ func newCgroup(h cgroupHost, parent, id string, lim cgroupLimits) (cg *sandboxCg
 	if lim.CPUs > 0 {
 		need["cpu"] = "limits.cpus"
 	}
+	return need
+}
 
-	// cgroup2: always try to make a directory (process tracking and
-	// cgroup.kill need no controller), then enable what it offers.
-	v2ok := map[string]bool{}
+// newCgroupV2 makes the cgroup2 directory (process tracking and cgroup.kill
+// need no controller; the init joins it at clone time), enabling the
+// controllers lim needs where the hierarchy offers them. Best effort: a
+// host without a usable cgroup2 gets an empty directory-less cgroup.
+func newCgroupV2(h cgroupHost, parent, id string, lim cgroupLimits) *sandboxCgroup {
+	cg := &sandboxCgroup{v2FD: -1, v1Dirs: map[string]string{}}
 	if p := h.v2Parent(parent); p != "" {
-		if dir, err := makeV2(p, id, need); err == nil {
+		if dir, err := makeV2(p, id, needed(lim)); err == nil {
 			cg.v2Dir = dir
-			offered := v2Controllers(dir)
-			for c := range need {
-				if offered[c] {
-					v2ok[c] = true
-				}
-			}
 			fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 			if err == nil {
 				cg.v2FD = fd
+			}
+		}
+	}
+	return cg
+}
+
+// finish makes the v1 directories for what cgroup2 does not provide and
+// writes the limits. It can run while the init starts (v1 membership is
+// written by pid before the init may proceed).
+func (cg *sandboxCgroup) finish(h cgroupHost, parent, id string, lim cgroupLimits) (missing []cgroupMissing, err error) {
+	why := whyNoCgroup(h)
+	need := needed(lim)
+	v2ok := map[string]bool{}
+	if cg.v2Dir != "" {
+		offered := v2Controllers(cg.v2Dir)
+		for c := range need {
+			if offered[c] {
+				v2ok[c] = true
 			}
 		}
 	}
@@ -124,9 +143,9 @@ func newCgroup(h cgroupHost, parent, id string, lim cgroupLimits) (cg *sandboxCg
 		}
 	}
 	if err := cg.apply(lim); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return cg, missing, nil
+	return missing, nil
 }
 
 func (cg *sandboxCgroup) setProvider(c, p string) {

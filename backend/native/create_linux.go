@@ -142,27 +142,12 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 	if err != nil {
 		return nil, wrap("%w", err)
 	}
-	undo = append(undo, func() { _ = removePlaceholders(plan.Placeholders) })
 	tPlan := time.Now()
-	if len(plan.Placeholders) > 0 {
-		if err := b.writeState(spec.ID, plan.Placeholders); err != nil {
-			return nil, wrap("write state: %v: %w", err, sandbox.ErrUnavailable)
-		}
-		undo = append(undo, func() { b.removeState(spec.ID) })
-	}
-	tState := time.Now()
+	// The cgroup2 directory exists before the clone (the init is born in
+	// it); the rest of the host's work overlaps the init's start below.
 	lim := cgroupLimits{Memory: int64(pol.Limits.Memory), Pids: pol.Limits.Pids, CPUs: pol.Limits.CPUs}
-	cg, missing, err := newCgroup(hostCgroups(), b.cfg.CgroupParent, spec.ID, lim)
-	if err != nil {
-		return nil, wrap("cgroup: %v: %w", err, sandbox.ErrUnavailable)
-	}
+	cg := newCgroupV2(hostCgroups(), b.cfg.CgroupParent, spec.ID, lim)
 	undo = append(undo, func() { cg.kill(); _ = cg.remove() })
-	for _, m := range missing {
-		if err := need(false, m.String()); err != nil {
-			return nil, err
-		}
-	}
-
 	tCgroup := time.Now()
 	cfg := initConfig{
 		ID:            spec.ID,
@@ -230,6 +215,29 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		cg.kill()
 		<-waited
 	})
+	// While the init's runtime starts (it waits for "go" before touching
+	// anything): placeholders, state, v1 cgroups and limits.
+	var placeholders []placeholder
+	undo = append(undo, func() { _ = removePlaceholders(placeholders) })
+	placeholders, err = createPlaceholders(pol.Filesystem.WorkspacePath(), plan.Pending)
+	if err != nil {
+		return nil, wrap("%v: %w", err, sandbox.ErrUnavailable)
+	}
+	if len(placeholders) > 0 {
+		if err := b.writeState(spec.ID, placeholders); err != nil {
+			return nil, wrap("write state: %v: %w", err, sandbox.ErrUnavailable)
+		}
+		undo = append(undo, func() { b.removeState(spec.ID) })
+	}
+	missing, err := cg.finish(hostCgroups(), b.cfg.CgroupParent, spec.ID, lim)
+	if err != nil {
+		return nil, wrap("cgroup: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	for _, m := range missing {
+		if err := need(false, m.String()); err != nil {
+			return nil, err
+		}
+	}
 	if err := cg.joinV1(cmd.Process.Pid); err != nil {
 		return nil, wrap("%v: %w", err, sandbox.ErrUnavailable)
 	}
@@ -281,7 +289,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 
 	s := &nativeSandbox{
 		id: spec.ID, b: b, log: log, audit: sink, cmd: cmd, cg: cg, client: client,
-		placeholders: plan.Placeholders, waited: waited, done: make(chan struct{}), stderr: stderr,
+		placeholders: placeholders, waited: waited, done: make(chan struct{}), stderr: stderr,
 	}
 	if listener >= 0 {
 		sup, err := newSupervisor(listener, s.violation)
@@ -295,7 +303,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 	if err := <-helloDone; err != nil {
 		return nil, wrap("agent hello: %w", err)
 	}
-	log.Debug("sandbox started", "plan", tPlan.Sub(t0), "state", tState.Sub(tPlan), "cgroup", tCgroup.Sub(tState), "prepare", tPrep.Sub(t0), "clone", tStart.Sub(tPrep),
+	log.Debug("sandbox started", "plan", tPlan.Sub(t0), "cgroup2", tCgroup.Sub(tPlan), "prepare", tPrep.Sub(t0), "clone", tStart.Sub(tPrep),
 		"init_setup", tSetup.Sub(tStart), "hello", time.Since(tSetup), "init_us", initTiming)
 	go s.watch()
 	if t := pol.Limits.Timeout.D(); t > 0 {

@@ -91,13 +91,18 @@ func readInitConfig() (*initConfig, error) {
 	return &cfg, nil
 }
 
-// setupSandbox does, in order: root filesystem, network, hostname,
-// rlimits, Landlock, capabilities, no_new_privs, seccomp; then waits for
-// the host's go-ahead (cgroup membership) and reports success, passing the
-// seccomp listener.
+// setupSandbox waits for the host's go-ahead, then does, in order: root
+// filesystem, network, hostname, rlimits, Landlock, capabilities,
+// no_new_privs, seccomp; and reports success, passing the seccomp listener.
 func setupSandbox(cfg *initConfig, ctl *os.File) error {
 	// Nothing inside may read our memory or ptrace us (same uid).
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// Wait for the host's go-ahead: the placeholders we mount exist and we
+	// are in the v1 cgroups by now.
+	buf := make([]byte, 16)
+	if _, err := ctl.Read(buf); err != nil {
+		return stage("wait for host", err)
+	}
 	t0 := time.Now()
 	timing := map[string]int64{}
 	mark := func(name string) {
@@ -147,11 +152,6 @@ func setupSandbox(cfg *initConfig, ctl *os.File) error {
 		listener = fd
 	}
 	mark("seccomp")
-	// Wait for the host: it has put us in the v1 cgroups by now.
-	buf := make([]byte, 16)
-	if _, err := ctl.Read(buf); err != nil {
-		return stage("wait for host", err)
-	}
 	b, _ := json.Marshal(initStatus{OK: true, Timing: timing})
 	var oob []byte
 	if listener >= 0 {

@@ -216,7 +216,11 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.writeState(id, plan.Placeholders); err != nil {
+	ph, err := createPlaceholders(ws, plan.Pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.writeState(id, ph); err != nil {
 		t.Fatal(err)
 	}
 	cg, _, err := newCgroup(hostCgroups(), "", id, cgroupLimits{Pids: 10})

@@ -57,12 +57,14 @@ type placeholder struct {
 type fsPlan struct {
 	Mounts       []mountOp
 	Landlock     []llRule
-	Placeholders []placeholder // created on the host, in creation order
+	// Pending are placeholder paths to create (createPlaceholders) before
+	// the init mounts them; buildPlan itself changes nothing on the host.
+	Pending []string
 }
 
 // buildPlan turns a resolved policy into a mount plan. It checks every
-// host path it needs (a missing read_only path is ErrInvalid) and creates
-// protected-path placeholders last, so an error before that leaves nothing.
+// host path it needs (a missing read_only path is ErrInvalid) and lists the
+// protected-path placeholders to create; it changes nothing on the host.
 //
 // hostRoot says the sandbox's uid is host root (a root caller's default):
 // without capabilities it still owns root's files, so the root-only
@@ -194,15 +196,13 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan
 		}
 	}
 	sortMounts(p.Mounts)
-	// Protected workspace config comes last: it creates host placeholders.
 	if ws != "" {
-		ops, ph, err := protectConfig(ws, pol.ProtectedPaths())
+		ops, pending, err := protectConfig(ws, pol.ProtectedPaths())
 		if err != nil {
-			removePlaceholders(ph)
 			return nil, err
 		}
 		p.Mounts = append(p.Mounts, ops...)
-		p.Placeholders = ph
+		p.Pending = pending
 	}
 	// Deny ops must follow every bind that could cover their path,
 	// including protected ones inside the workspace.
@@ -288,14 +288,13 @@ func sortMounts(ops []mountOp) {
 }
 
 // protectConfig returns read-only self-binds for the workspace's protected
-// config paths, making an empty placeholder for those that do not exist
+// config paths and the placeholders to create for those that do not exist
 // yet, and makes .git a mount point so it cannot be renamed away. A missing
 // path whose parent is missing too gets its topmost missing parent as the
-// placeholder: an empty read-only file there blocks creating anything below
-// it. The placeholders are returned even on error, for removal.
-func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) {
+// placeholder: an empty read-only file there blocks creating anything below.
+func protectConfig(ws string, paths []string) ([]mountOp, []string, error) {
 	var ops []mountOp
-	var ph []placeholder
+	var pending []string
 	gitDir := filepath.Join(ws, ".git")
 	gi, gerr := os.Lstat(gitDir)
 	hasGit := gerr == nil && gi.IsDir()
@@ -311,8 +310,8 @@ func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) 
 		if strings.HasPrefix(rel, ".git/") && !hasGit {
 			continue // not a git repository (or a worktree's .git file)
 		}
-		if coveredBy(p, ph) {
-			continue // below a placeholder made for a missing parent
+		if coveredBy(p, pending) {
+			continue // below a placeholder for a missing parent
 		}
 		if behindSymlink(ws, p) {
 			// Mounts cannot pin a path whose parent is a symlink the
@@ -332,26 +331,36 @@ func protectConfig(ws string, paths []string) ([]mountOp, []placeholder, error) 
 			}
 			continue
 		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
-			return ops, ph, fmt.Errorf("protect %s: %w", p, err)
+			return nil, nil, fmt.Errorf("protect %s: %w", p, err)
 		}
 		target := topMissing(ws, p)
 		if seen[target] {
-			continue // shared missing parent, placeholder made already
+			continue
 		}
-		made, err := makePlaceholder(ws, target, ph)
-		if err != nil {
-			return ops, ph, fmt.Errorf("protect %s: create placeholder: %w", p, err)
-		}
-		ph = append(ph, made)
 		seen[target] = true
+		pending = append(pending, target)
 		ops = append(ops, mountOp{Kind: opBind, Src: target, Dst: target, RO: true})
 	}
-	return ops, ph, nil
+	return ops, pending, nil
 }
 
-func coveredBy(p string, ph []placeholder) bool {
-	for _, x := range ph {
-		if strings.HasPrefix(p, x.Path+"/") {
+// createPlaceholders creates the pending placeholders; it returns those
+// made even on error, for removal.
+func createPlaceholders(ws string, pending []string) ([]placeholder, error) {
+	var ph []placeholder
+	for _, p := range pending {
+		made, err := makePlaceholder(ws, p, ph)
+		if err != nil {
+			return ph, fmt.Errorf("protect %s: create placeholder: %w", p, err)
+		}
+		ph = append(ph, made)
+	}
+	return ph, nil
+}
+
+func coveredBy(p string, dirs []string) bool {
+	for _, d := range dirs {
+		if strings.HasPrefix(p, d+"/") {
 			return true
 		}
 	}

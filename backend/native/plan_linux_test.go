@@ -50,7 +50,14 @@ func TestBuildPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer removePlaceholders(plan.Placeholders)
+	if ents, _ := os.ReadDir(ws); len(ents) != 2 {
+		t.Fatalf("buildPlan changed the workspace: %v", ents)
+	}
+	placeholders, err := createPlaceholders(ws, plan.Pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removePlaceholders(placeholders)
 	ops := plan.Mounts
 	wsOp := findOp(ops, opBind, ws)
 	if wsOp < 0 || ops[wsOp].RO {
@@ -89,15 +96,15 @@ func TestBuildPlan(t *testing.T) {
 		t.Fatalf("landlock rights wrong: ws %#x /usr %#x", rights[ws], rights["/usr"])
 	}
 	// Protected config: placeholders for missing files, self-binds read-only.
-	if len(plan.Placeholders) == 0 {
+	if len(placeholders) == 0 {
 		t.Fatal("no placeholders for missing protected files")
 	}
-	for _, ph := range plan.Placeholders {
+	for _, ph := range placeholders {
 		if i := findOp(ops, opBind, ph.Path); i < 0 || !ops[i].RO {
 			t.Fatalf("placeholder %s not bound read-only", ph.Path)
 		}
 	}
-	if err := removePlaceholders(plan.Placeholders); err != nil {
+	if err := removePlaceholders(placeholders); err != nil {
 		t.Fatal(err)
 	}
 	ents, _ := os.ReadDir(ws)
@@ -222,11 +229,15 @@ func TestPlaceholderNeverFollowsSymlinks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer removePlaceholders(plan.Placeholders)
+	placeholders, err := createPlaceholders(ws, plan.Pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removePlaceholders(placeholders)
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 		t.Fatalf("host created files through a workspace symlink: %v", ents)
 	}
-	for _, ph := range plan.Placeholders {
+	for _, ph := range placeholders {
 		if strings.HasPrefix(ph.Path, filepath.Join(ws, ".claude")+"/") || strings.HasPrefix(ph.Path, filepath.Join(ws, ".vscode")+"/") {
 			t.Fatalf("placeholder behind a symlink: %s", ph.Path)
 		}
