@@ -55,8 +55,8 @@ type placeholder struct {
 // fsPlan is the filesystem part of a sandbox: the mount plan and the
 // Landlock rules matching it.
 type fsPlan struct {
-	Mounts       []mountOp
-	Landlock     []llRule
+	Mounts   []mountOp
+	Landlock []llRule
 	// Pending are placeholder paths to create (createPlaceholders) before
 	// the init mounts them; buildPlan itself changes nothing on the host.
 	Pending []string
