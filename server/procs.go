@@ -53,25 +53,37 @@ func (p *proc) view() api.Process {
 	return v
 }
 
-const maxProcsPerSandbox = 256
+// Per-sandbox bounds on background processes: each holds up to
+// ProcessBuffer bytes of output, so these bound the server's memory per
+// sandbox. Finished processes beyond maxFinishedProcs are forgotten, oldest
+// first.
+const (
+	maxProcsPerSandbox = 64
+	maxFinishedProcs   = 16
+)
 
 // startBackground starts req as a background process of l.
 func (s *Server) startBackground(l *live, req sandbox.ExecRequest, stdinStream bool) (*proc, error) {
 	l.mu.Lock()
-	n := 0
-	for id, p := range l.procs {
+	running := 0
+	var finished []*proc
+	for _, p := range l.procs {
 		select {
 		case <-p.done:
-			if len(l.procs) >= maxProcsPerSandbox {
-				delete(l.procs, id) // forget the oldest finished ones first
-			}
+			finished = append(finished, p)
 		default:
-			n++
+			running++
 		}
 	}
-	if n >= maxProcsPerSandbox {
+	if running >= maxProcsPerSandbox {
 		l.mu.Unlock()
-		return nil, fmt.Errorf("exec in %q: %d background processes running: %w", l.sb.ID(), n, sandbox.ErrLimit)
+		return nil, fmt.Errorf("exec in %q: %d background processes running: %w", l.sb.ID(), running, sandbox.ErrLimit)
+	}
+	if len(finished) >= maxFinishedProcs {
+		sort.Slice(finished, func(i, j int) bool { return finished[i].ended.Before(finished[j].ended) })
+		for _, p := range finished[:len(finished)-maxFinishedProcs+1] {
+			delete(l.procs, p.id)
+		}
 	}
 	l.nextProc++
 	id := "p" + strconv.Itoa(l.nextProc)

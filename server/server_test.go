@@ -571,3 +571,28 @@ func TestOutputBufferDropsOldest(t *testing.T) {
 		t.Fatalf("oversized upload left a file: %v", err)
 	}
 }
+
+func TestFinishedProcessesAreBounded(t *testing.T) {
+	ts := newTestServer(t, nil)
+	c := ts.local(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for i := 0; i < maxFinishedProcs+10; i++ {
+		p, err := c.Start(ctx, sb.ID, client.ExecOptions{Args: []string{"true"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Wait(ctx, sb.ID, p.ID); err != nil {
+			t.Fatal(err)
+		}
+		last = p.ID
+	}
+	ps, err := c.Processes(ctx, sb.ID)
+	if err != nil || len(ps) > maxFinishedProcs || ps[len(ps)-1].ID != last {
+		t.Fatalf("%d processes kept (%v), want at most %d ending with %s", len(ps), err, maxFinishedProcs, last)
+	}
+}
