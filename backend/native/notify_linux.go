@@ -1,6 +1,7 @@
 package native
 
 import (
+	"os"
 	"sync/atomic"
 	"unsafe"
 
@@ -27,65 +28,67 @@ type seccompNotifResp struct {
 }
 
 // supervisor answers the sandbox's denied syscalls with EPERM from the host
-// and reports each as a violation. It owns the listener fd.
+// and reports each as a violation. It owns the listener, which waits in the
+// runtime's poller (no OS thread per sandbox).
 type supervisor struct {
-	fd     int
-	wake   [2]int
+	f      *os.File
 	count  atomic.Int64
 	report func(name string, pid uint32)
 	done   chan struct{}
 }
 
 func newSupervisor(fd int, report func(string, uint32)) (*supervisor, error) {
-	s := &supervisor{fd: fd, report: report, done: make(chan struct{})}
-	if err := unix.Pipe2(s.wake[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+	if err := unix.SetNonblock(fd, true); err != nil {
 		return nil, err
 	}
+	s := &supervisor{f: os.NewFile(uintptr(fd), "seccomp-listener"), report: report, done: make(chan struct{})}
 	go s.loop()
 	return s, nil
 }
 
 func (s *supervisor) loop() {
 	defer close(s.done)
-	fds := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: int32(s.wake[0]), Events: unix.POLLIN}}
+	rc, err := s.f.SyscallConn()
+	if err != nil {
+		return
+	}
 	for {
-		fds[0].Revents, fds[1].Revents = 0, 0
-		if _, err := unix.Poll(fds, -1); err != nil {
-			if err == unix.EINTR {
-				continue
-			}
-			return
-		}
-		if fds[1].Revents != 0 {
-			return
-		}
-		if fds[0].Revents&unix.POLLIN == 0 {
-			if fds[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
-				return // every process that could notify is gone
-			}
-			continue
-		}
 		var n seccompNotif
-		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); e != 0 {
-			if e == unix.EINTR || e == unix.ENOENT {
-				continue // interrupted, or the caller died meanwhile
+		var got, gone bool
+		err := rc.Read(func(fd uintptr) bool {
+			// RECV blocks whatever the file flags say: only call it when
+			// poll says a notification is pending.
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			if k, err := unix.Poll(pfd, 0); err != nil || k == 0 {
+				return false
 			}
-			return
+			if pfd[0].Revents&unix.POLLIN == 0 {
+				gone = pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+				return gone
+			}
+			n = seccompNotif{}
+			if _, _, e := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); e != 0 {
+				return true // interrupted, or the caller died meanwhile: look again
+			}
+			got = true
+			resp := seccompNotifResp{ID: n.ID, Error: -int32(unix.EPERM)}
+			_, _, _ = unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
+			return true
+		})
+		if err != nil || gone {
+			return // closed by stop, or every process that could notify is gone
 		}
-		resp := seccompNotifResp{ID: n.ID, Error: -int32(unix.EPERM)}
-		_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
-		s.count.Add(1)
-		if s.report != nil {
-			s.report(syscallName(n.Nr, n.Args), n.Pid)
+		if got {
+			s.count.Add(1)
+			if s.report != nil {
+				s.report(syscallName(n.Nr, n.Args), n.Pid)
+			}
 		}
 	}
 }
 
-// stop ends the loop and closes the listener (idempotent only once).
+// stop ends the loop and closes the listener. Call once.
 func (s *supervisor) stop() {
-	_, _ = unix.Write(s.wake[1], []byte{1})
+	s.f.Close()
 	<-s.done
-	unix.Close(s.fd)
-	unix.Close(s.wake[0])
-	unix.Close(s.wake[1])
 }
