@@ -11,21 +11,38 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/testutil"
+	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// TestCrashChild is the host process that TestCleanupAfterCrash kills: it
-// creates a sandbox and waits to be killed.
-func TestCrashChild(t *testing.T) {
-	dir := os.Getenv("GVISOR_CRASH_STATE")
-	if dir == "" {
-		t.Skip("helper of TestCleanupAfterCrash")
+// TestMain turns the test binary into the host process that
+// TestCleanupAfterCrash kills, when asked to.
+func TestMain(m *testing.M) {
+	if dir := os.Getenv("GVISOR_CRASH_STATE"); dir != "" {
+		crashChild(dir, os.Getenv("GVISOR_CRASH_WS"), os.Getenv("GVISOR_CRASH_ID"))
+		return
 	}
-	b := New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: dir})
-	ws := os.Getenv("GVISOR_CRASH_WS")
-	_, err := b.Create(context.Background(), sandbox.Spec{ID: "crashed-1", Policy: testPolicy(t, ws, nil)})
+	os.Exit(m.Run())
+}
+
+// crashChild creates a sandbox and waits to be killed.
+func crashChild(dir, ws, id string) {
+	fail := func(err error) {
+		os.Stdout.WriteString("error: " + err.Error() + "\n")
+		os.Exit(1)
+	}
+	p, err := policy.Profile("default")
 	if err != nil {
-		t.Fatal(err)
+		fail(err)
+	}
+	p.Filesystem.Workspace = ws
+	pol, err := p.Resolve(policy.ResolveEnv{Cwd: ws, Home: "/root", Environ: []string{"PATH=/usr/bin:/bin"}, UID: os.Getuid(), GID: os.Getgid()})
+	if err != nil {
+		fail(err)
+	}
+	b := New(Config{AgentBinary: os.Getenv("AIRLOCK_BIN"), StateDir: dir})
+	if _, err := b.Create(context.Background(), sandbox.Spec{ID: id, Policy: pol}); err != nil {
+		fail(err)
 	}
 	os.Stdout.WriteString("ready\n")
 	time.Sleep(time.Minute)
@@ -37,8 +54,9 @@ func TestCrashChild(t *testing.T) {
 func TestCleanupAfterCrash(t *testing.T) {
 	b := testBackend(t)
 	ws := workspace(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "GVISOR_CRASH_STATE="+b.cfg.StateDir, "GVISOR_CRASH_WS="+ws, "AIRLOCK_BIN="+testutil.AirlockBinary(t))
+	id := newID(t)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "GVISOR_CRASH_STATE="+b.cfg.StateDir, "GVISOR_CRASH_WS="+ws, "GVISOR_CRASH_ID="+id, "AIRLOCK_BIN="+testutil.AirlockBinary(t))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +88,7 @@ func TestCleanupAfterCrash(t *testing.T) {
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
-	if err := leaks(b, "crashed-1"); err == nil {
+	if err := leaks(b, id); err == nil {
 		t.Fatal("nothing left after the host process was killed: the test proves nothing")
 	} else {
 		t.Logf("left by the crash: %v", err)
@@ -83,7 +101,7 @@ func TestCleanupAfterCrash(t *testing.T) {
 	if err := b.Cleanup(ctx, nil); err != nil {
 		t.Fatalf("Cleanup: %v", err)
 	}
-	if err := leaks(b, "crashed-1"); err != nil {
+	if err := leaks(b, id); err != nil {
 		t.Fatalf("after Cleanup: %v", err)
 	}
 	if ents, _ := os.ReadDir(ws); len(ents) > 0 {
