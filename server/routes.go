@@ -67,46 +67,61 @@ func (s *Server) authenticate(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// route is one authenticated API endpoint.
+type route struct {
+	pattern string // "METHOD /path/{param}"
+	h       http.HandlerFunc
+}
+
+// apiRoutes lists every authenticated endpoint; a test checks each is in
+// api/openapi.yaml (and the document's are all answered).
+func (s *Server) apiRoutes() []route {
+	return []route{
+		{"POST /v1/sandboxes", s.handleCreate},
+		{"GET /v1/sandboxes", s.handleList},
+		{"GET /v1/sandboxes/{id}", s.handleGet},
+		{"PATCH /v1/sandboxes/{id}", s.handlePatch},
+		{"DELETE /v1/sandboxes/{id}", s.handleDelete},
+		{"PUT /v1/sandboxes/{id}/network", s.handleNetwork},
+
+		{"POST /v1/sandboxes/{id}/exec", s.handleExec},
+		{"GET /v1/sandboxes/{id}/processes", s.handleProcList},
+		{"GET /v1/sandboxes/{id}/processes/{pid}", s.handleProcGet},
+		{"DELETE /v1/sandboxes/{id}/processes/{pid}", s.handleProcDelete},
+		{"POST /v1/sandboxes/{id}/processes/{pid}/signal", s.handleProcSignal},
+		{"POST /v1/sandboxes/{id}/processes/{pid}/wait", s.handleProcWait},
+		{"GET /v1/sandboxes/{id}/processes/{pid}/output", s.handleProcOutput},
+		{"POST /v1/sandboxes/{id}/processes/{pid}/stdin", s.handleProcStdin},
+		{"GET /v1/sandboxes/{id}/pty", s.handlePTY},
+
+		{"GET /v1/sandboxes/{id}/files", s.handleFileRead},
+		{"PUT /v1/sandboxes/{id}/files", s.handleFileWrite},
+		{"DELETE /v1/sandboxes/{id}/files", s.handleFileRemove},
+		{"GET /v1/sandboxes/{id}/files/stat", s.handleFileStat},
+		{"GET /v1/sandboxes/{id}/files/list", s.handleFileList},
+		{"POST /v1/sandboxes/{id}/files/rename", s.handleFileRename},
+		{"POST /v1/sandboxes/{id}/files/mkdir", s.handleFileMkdir},
+		{"GET /v1/sandboxes/{id}/archive", s.handleArchiveGet},
+		{"PUT /v1/sandboxes/{id}/archive", s.handleArchivePut},
+
+		{"GET /v1/sandboxes/{id}/events", s.handleEvents},
+	}
+}
+
+// publicRoutes need no key.
+var publicRoutes = []string{"GET /healthz", "GET /metrics", "GET /v1/openapi.yaml"}
+
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	handle := func(pattern string, h http.HandlerFunc) {
-		mux.Handle(pattern, s.metrics.instrument(pattern, s.authenticate(h)))
-	}
-	mux.HandleFunc("GET /healthz", s.handleHealth)
-	mux.Handle("GET /metrics", s.metrics.handler())
-	mux.HandleFunc("GET /v1/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc(publicRoutes[0], s.handleHealth)
+	mux.Handle(publicRoutes[1], s.metrics.handler())
+	mux.HandleFunc(publicRoutes[2], func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(api.OpenAPI)
 	})
-
-	handle("POST /v1/sandboxes", s.handleCreate)
-	handle("GET /v1/sandboxes", s.handleList)
-	handle("GET /v1/sandboxes/{id}", s.handleGet)
-	handle("PATCH /v1/sandboxes/{id}", s.handlePatch)
-	handle("DELETE /v1/sandboxes/{id}", s.handleDelete)
-	handle("PUT /v1/sandboxes/{id}/network", s.handleNetwork)
-
-	handle("POST /v1/sandboxes/{id}/exec", s.handleExec)
-	handle("GET /v1/sandboxes/{id}/processes", s.handleProcList)
-	handle("GET /v1/sandboxes/{id}/processes/{pid}", s.handleProcGet)
-	handle("DELETE /v1/sandboxes/{id}/processes/{pid}", s.handleProcDelete)
-	handle("POST /v1/sandboxes/{id}/processes/{pid}/signal", s.handleProcSignal)
-	handle("POST /v1/sandboxes/{id}/processes/{pid}/wait", s.handleProcWait)
-	handle("GET /v1/sandboxes/{id}/processes/{pid}/output", s.handleProcOutput)
-	handle("POST /v1/sandboxes/{id}/processes/{pid}/stdin", s.handleProcStdin)
-	handle("GET /v1/sandboxes/{id}/pty", s.handlePTY)
-
-	handle("GET /v1/sandboxes/{id}/files", s.handleFileRead)
-	handle("PUT /v1/sandboxes/{id}/files", s.handleFileWrite)
-	handle("DELETE /v1/sandboxes/{id}/files", s.handleFileRemove)
-	handle("GET /v1/sandboxes/{id}/files/stat", s.handleFileStat)
-	handle("GET /v1/sandboxes/{id}/files/list", s.handleFileList)
-	handle("POST /v1/sandboxes/{id}/files/rename", s.handleFileRename)
-	handle("POST /v1/sandboxes/{id}/files/mkdir", s.handleFileMkdir)
-	handle("GET /v1/sandboxes/{id}/archive", s.handleArchiveGet)
-	handle("PUT /v1/sandboxes/{id}/archive", s.handleArchivePut)
-
-	handle("GET /v1/sandboxes/{id}/events", s.handleEvents)
+	for _, rt := range s.apiRoutes() {
+		mux.Handle(rt.pattern, s.metrics.instrument(rt.pattern, s.authenticate(rt.h)))
+	}
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern == "" {
