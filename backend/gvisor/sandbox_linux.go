@@ -104,11 +104,16 @@ func (s *gvSandbox) watch() {
 	if !s.closed.Load() && s.memLimit {
 		// The cgroup is ours and outlives runsc: its OOM count is final
 		// once runsc has exited.
-		<-s.waited
-		if n := s.cg.stats().OOMKills; n > s.oomBefore {
-			s.oom.Store(true)
-			s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeLimit, Message: "sandbox killed by the memory limit",
-				Fields: map[string]any{"limit": "memory", "oom_kills": n - s.oomBefore}})
+		// A broken channel with the container still running (an agent
+		// that violated the protocol) must not block the teardown.
+		select {
+		case <-s.waited:
+			if n := s.cg.stats().OOMKills; n > s.oomBefore {
+				s.oom.Store(true)
+				s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeLimit, Message: "sandbox killed by the memory limit",
+					Fields: map[string]any{"limit": "memory", "oom_kills": n - s.oomBefore}})
+			}
+		case <-time.After(5 * time.Second):
 		}
 	}
 	s.end("sandbox exited")
