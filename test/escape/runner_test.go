@@ -223,6 +223,11 @@ func (r *runner) runUnconfined(t *testing.T, a attackDef) proof {
 		t.Fatal(err)
 	}
 	s := &side{ws: dir, token: randToken("sleeper-"), f: f}
+	if a.neighbour {
+		s.neighbourSecret = filepath.Join(f.root, "unconfined", a.name+"-neighbour", "secret.txt")
+		must(t, os.MkdirAll(filepath.Dir(s.neighbourSecret), 0o755))
+		must(t, os.WriteFile(s.neighbourSecret, []byte("neighbour "+f.token), 0o600))
+	}
 	if a.setup != nil {
 		if err := a.setup(s); err != nil {
 			return proof{Evidence: "setup: " + err.Error()}
@@ -363,13 +368,17 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	defer cancel()
 
 	var neighbour *ready
-	if a.exhaust {
+	if a.exhaust || a.neighbour {
 		nb, err := r.createReady(ctx, t, bk)
 		if err != nil {
 			return result{Verdict: Error, Evidence: "neighbour sandbox: " + err.Error()}
 		}
 		defer nb.Destroy(context.Background())
 		neighbour = nb
+		s.neighbourSecret = filepath.Join(filepath.Dir(nb.bin), "secret.txt")
+		if err := os.WriteFile(s.neighbourSecret, []byte("neighbour "+f.token), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	spec := r.spec(t, dir, a.allowlist)

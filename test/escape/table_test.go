@@ -18,6 +18,9 @@ type side struct {
 	token  string // unique per run (names the sleepers of outlive attacks)
 	f      *fixture
 	hits   []string // bait services reached during this run
+	// neighbourSecret is a file in another live sandbox's workspace
+	// (attacks with neighbour set).
+	neighbourSecret string
 }
 
 // agentPids are the processes an attack on the agent aims at: the agent
@@ -50,6 +53,9 @@ type attackDef struct {
 	// allowlist runs the attack with network through the egress proxy
 	// (allowlist: example.com:443) instead of the default profile's none.
 	allowlist bool
+	// neighbour starts another sandbox first, with a secret in its
+	// workspace, for cross-sandbox attacks.
+	neighbour bool
 	outlive   bool // decided after destroy by looking for its sleepers on the host
 	setup     func(s *side) error
 	// check is the attack-specific host evidence (besides the generic
@@ -168,6 +174,8 @@ func allAttacks() []attackDef {
 			args: func(s *side) []string {
 				return kv("dir="+filepath.Join(s.ws, ".git/hooks"), "file=pre-commit", escData)
 			}, check: wsChanged},
+		{name: "read-other-sandbox", category: "files", goal: "read a file in another running sandbox's workspace", cmd: "read", wasi: "yes", neighbour: true,
+			args: func(s *side) []string { return kv("path="+s.neighbourSecret, "token="+s.f.token) }},
 		{name: "open-by-handle-at", category: "files", goal: "open a host file by its handle (shocker)", cmd: "open-by-handle", wasi: noSys,
 			args: func(s *side) []string {
 				return kv("mount="+s.ws, "handle="+s.f.handle, "type="+strconv.Itoa(s.f.handleType), "token="+s.f.token)
