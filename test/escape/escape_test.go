@@ -91,6 +91,9 @@ func TestEscape(t *testing.T) {
 			if err := bk.b.Cleanup(ctx, nil); err != nil {
 				t.Errorf("cleanup %s: %v", name, err)
 			}
+			if c, ok := bk.b.(interface{ Close(context.Context) error }); ok {
+				c.Close(ctx)
+			}
 		})
 	}
 	for _, a := range attacks {

@@ -26,6 +26,7 @@ type row struct {
 	Attack     string            `json:"attack"`
 	Category   string            `json:"category"`
 	Goal       string            `json:"goal"`
+	Network    string            `json:"network"` // the sandbox's network mode during the attack
 	Unconfined proof             `json:"unconfined"`
 	Results    map[string]result `json:"results"`
 }
@@ -54,7 +55,10 @@ func (c *scorecard) set(a attackDef, p proof, backend string, res result) {
 	defer c.mu.Unlock()
 	r, ok := c.row(a.name)
 	if !ok {
-		r = &row{Attack: a.name, Category: a.category, Goal: a.goal, Unconfined: p, Results: map[string]result{}}
+		r = &row{Attack: a.name, Category: a.category, Goal: a.goal, Network: "none", Unconfined: p, Results: map[string]result{}}
+		if a.allowlist {
+			r.Network = "allowlist (egress proxy)"
+		}
 		c.Attacks = append(c.Attacks, r)
 	}
 	if backend != "" {
@@ -128,7 +132,7 @@ func (c *scorecard) markdown() string {
 	if c.Filtered {
 		fmt.Fprintf(&b, "**Partial run**: ESCAPE_BACKENDS limited the backends tried.\n\n")
 	}
-	fmt.Fprintf(&b, "Each attack first runs **unconfined** on the test host and must succeed there (so a broken attack cannot pass as blocked), then inside a fresh sandbox of every available backend under the `default` profile. **blocked**: the attack failed and the host shows no trace of it; **ESCAPED**: the forbidden thing happened (the attack's own report, or host-side evidence: a bait service reached, a bait file changed, a process left after destroy, the host or a neighbour sandbox unhealthy); **n/a**: the attack cannot be expressed for that backend (reason given).\n\n")
+	fmt.Fprintf(&b, "Each attack first runs **unconfined** on the test host and must succeed there (so a broken attack cannot pass as blocked), then inside a fresh sandbox of every available backend under the `default` profile (workspace read-write with protected config files, private home and /tmp, system dirs read-only, limits on). Network attacks run with network `allowlist` (only example.com:443) through the real egress proxy, so there is a proxy to bypass or abuse; the others with network `none`. Bait is planted on the host first: a fake ~/.ssh key, another user's home, a server data dir, host services on the host's address and loopback, unix sockets, a fake server API, and a victim process. **blocked**: the attack failed and the host shows no trace of it; **ESCAPED**: the forbidden thing happened (the attack's own report, or host-side evidence: a bait service reached, a bait file changed, a process left after destroy, the host or a neighbour sandbox unhealthy); **n/a**: the attack cannot be expressed for that backend (reason given).\n\n")
 
 	fmt.Fprintf(&b, "## Summary\n\n| backend | isolation | attacks | blocked | ESCAPED | n/a | error |\n|---|---|---|---|---|---|---|\n")
 	for _, bk := range c.Backends {
@@ -183,7 +187,7 @@ func (c *scorecard) markdown() string {
 
 	fmt.Fprintf(&b, "\n## Evidence\n")
 	for _, r := range c.Attacks {
-		fmt.Fprintf(&b, "\n### %s\n\n%s (%s).\n\n- unconfined: %s\n", r.Attack, r.Goal, r.Category, mdEscape(r.Unconfined.Evidence))
+		fmt.Fprintf(&b, "\n### %s\n\n%s (%s; network %s).\n\n- unconfined: %s\n", r.Attack, r.Goal, r.Category, r.Network, mdEscape(r.Unconfined.Evidence))
 		keys := make([]string, 0, len(r.Results))
 		for k := range r.Results {
 			keys = append(keys, k)
