@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -11,6 +12,12 @@ import (
 	"github.com/airlock-dev/airlock/backend/native"
 	"github.com/airlock-dev/airlock/backend/wasm"
 )
+
+// cgroupParent is unique per test process: Cleanup sweeps everything under
+// its backend's parent, and two runs may share the host.
+func cgroupParent(backend string) string {
+	return "airlock-escape-" + backend + "-" + strconv.Itoa(os.Getpid())
+}
 
 // backendsUnderTest lists every backend this build has, probed. Add each
 // new backend here: the suite then runs every attack against it. Each gets
@@ -20,8 +27,8 @@ func backendsUnderTest(t *testing.T, f *fixture) []backendUnderTest {
 	wasmTmp := filepath.Join(f.root, "wasm-tmp")
 	must(t, os.MkdirAll(wasmTmp, 0o755))
 	list := []backendUnderTest{
-		{b: native.New(native.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-native"), CgroupParent: "airlock-escape"})},
-		{b: gvisor.New(gvisor.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-gvisor"), CgroupParent: "airlock-escape-gvisor"})},
+		{b: native.New(native.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-native"), CgroupParent: cgroupParent("native")})},
+		{b: gvisor.New(gvisor.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-gvisor"), CgroupParent: cgroupParent("gvisor")})},
 		{b: wasm.New(wasm.Config{TempDir: wasmTmp}), wasm: true},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -154,7 +155,7 @@ func hostInfo() map[string]string {
 // removeCgroupParents removes the (empty) cgroup parents the backends under
 // test made for this run; rmdir fails harmlessly on anything non-empty.
 func removeCgroupParents() {
-	for _, pat := range []string{"/sys/fs/cgroup/airlock-escape*", "/sys/fs/cgroup/*/airlock-escape*"} {
+	for _, pat := range []string{"/sys/fs/cgroup/airlock-escape-*-" + strconv.Itoa(os.Getpid()), "/sys/fs/cgroup/*/airlock-escape-*-" + strconv.Itoa(os.Getpid())} {
 		dirs, _ := filepath.Glob(pat)
 		for _, d := range dirs {
 			os.Remove(d)
