@@ -6,6 +6,7 @@ package sandboxtest_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/airlock-dev/airlock/backend/native"
@@ -42,7 +43,14 @@ func TestConformanceNative(t *testing.T) {
 	state := t.TempDir()
 	// Own state dir and cgroup parent: lifecycle/cleanup sweeps everything
 	// of the backend instance that it is not told to keep.
-	b := native.New(native.Config{AgentBinary: testutil.AirlockBinary(t), StateDir: state, CgroupParent: "airlock-sbt"})
+	parent := "airlock-sbt-" + strconv.Itoa(os.Getpid())
+	b := native.New(native.Config{AgentBinary: testutil.AirlockBinary(t), StateDir: state, CgroupParent: parent})
+	t.Cleanup(func() {
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent)
+		for _, d := range append(dirs, "/sys/fs/cgroup/"+parent) {
+			os.Remove(d) // empty once every sandbox is gone
+		}
+	})
 	if p := b.Probe(t.Context()); !p.Available {
 		testutil.Skip(t, "native backend unavailable: "+p.Reason)
 	}
