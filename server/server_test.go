@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -594,5 +596,33 @@ func TestFinishedProcessesAreBounded(t *testing.T) {
 	ps, err := c.Processes(ctx, sb.ID)
 	if err != nil || len(ps) > maxFinishedProcs || ps[len(ps)-1].ID != last {
 		t.Fatalf("%d processes kept (%v), want at most %d ending with %s", len(ps), err, maxFinishedProcs, last)
+	}
+}
+
+func TestExecSSE(t *testing.T) {
+	ts := newTestServer(t, nil)
+	c := ts.local(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", ts.socket)
+	}}}
+	req, _ := http.NewRequest("POST", "http://airlock/v1/sandboxes/"+sb.ID+"/exec", strings.NewReader(`{"args":["echo","hi"],"encoding":"text"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := "event: stdout\ndata: {\"type\":\"stdout\",\"text\":\"hi\\n\",\"offset\":0}\n\n" +
+		"event: exit\ndata: {\"type\":\"exit\",\"offset\":3,\"exit\":{\"exit_code\":0}}\n\n"
+	if resp.Header.Get("Content-Type") != "text/event-stream" || string(body) != want {
+		t.Fatalf("SSE exec: %s\n%q\nwant\n%q", resp.Header.Get("Content-Type"), body, want)
 	}
 }
