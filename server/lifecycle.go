@@ -141,12 +141,17 @@ func (s *Server) reapLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.ReapInterval)
 	defer t.Stop()
+	var lastPrune time.Time
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case now := <-t.C:
 			s.reap(now)
+			if s.cfg.Retention > 0 && now.Sub(lastPrune) > time.Minute {
+				lastPrune = now
+				s.prune(now)
+			}
 		}
 	}
 }
@@ -176,5 +181,19 @@ func (s *Server) reap(now time.Time) {
 			defer s.wg.Done()
 			s.destroy(l, reasons[i])
 		}()
+	}
+}
+
+// prune forgets sandboxes stopped longer than the retention ago.
+func (s *Server) prune(now time.Time) {
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	n, err := s.store.Prune(ctx, now.Add(-s.cfg.Retention))
+	if err != nil {
+		s.log.Error("prune store", "err", err)
+		return
+	}
+	if n > 0 {
+		s.log.Info("pruned stopped sandboxes", "count", n, "older_than", s.cfg.Retention)
 	}
 }

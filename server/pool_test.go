@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/client"
+	"github.com/airlock-dev/airlock/sandbox"
 )
 
 func TestWarmPool(t *testing.T) {
@@ -195,5 +197,37 @@ func TestPoolReplacesDeadSandbox(t *testing.T) {
 	sb, err := ts.local(t).Create(context.Background(), api.CreateSandboxRequest{})
 	if err != nil || !sb.Pooled || sb.ID == dead {
 		t.Fatalf("create after a pooled sandbox died: %v %+v", err, sb)
+	}
+}
+
+func TestRetentionPrunesStoppedSandboxes(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.Retention = time.Hour })
+	c := ts.local(t)
+	ctx := context.Background()
+	old, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	ts.srv.events.flush()
+	ts.srv.prune(time.Now()) // within retention: kept
+	if _, err := c.Get(ctx, old.ID); err != nil {
+		t.Fatalf("pruned too early: %v", err)
+	}
+	ts.srv.prune(time.Now().Add(2 * time.Hour))
+	if _, err := c.Get(ctx, old.ID); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("stopped sandbox past retention: %v", err)
+	}
+	if evs, err := ts.store.Events(ctx, old.ID, 0, 0); err != nil || len(evs) != 0 {
+		t.Fatalf("events of a pruned sandbox: %v %d", err, len(evs))
+	}
+	if g, err := c.Get(ctx, running.ID); err != nil || g.State != "running" {
+		t.Fatalf("running sandbox pruned: %v %+v", err, g)
 	}
 }

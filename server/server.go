@@ -61,8 +61,11 @@ type Config struct {
 	IdleTimeout    time.Duration // destroy after this long without API use (0: never)
 	ReapInterval   time.Duration // how often expiry/idle are checked (1s)
 	CreateTimeout  time.Duration // bound on one backend Create (60s)
-	DefaultQuota   Quota         // per tenant when the store has none; zero fields: unlimited
-	Pools          []PoolConfig
+	// Retention is how long stopped sandboxes and their events stay in the
+	// store (0: forever).
+	Retention    time.Duration
+	DefaultQuota Quota // per tenant when the store has none; zero fields: unlimited
+	Pools        []PoolConfig
 	// ProcessBuffer bounds the output kept per background process (1 MiB).
 	ProcessBuffer int
 	// MaxUpload bounds a file or archive upload (1 GiB).

@@ -536,3 +536,24 @@ func validTenant(t string) bool {
 	}
 	return true
 }
+
+// Prune deletes sandboxes that stopped before cutoff, with their events,
+// and returns how many sandboxes went.
+func (s *Store) Prune(ctx context.Context, cutoff time.Time) (int64, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("prune store: %w", err)
+	}
+	defer tx.Rollback()
+	c := cutoff.UnixNano()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE sandbox IN
+		(SELECT id FROM sandboxes WHERE state = ? AND ended_at > 0 AND ended_at < ?)`, StateStopped, c); err != nil {
+		return 0, fmt.Errorf("prune store: %w", err)
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM sandboxes WHERE state = ? AND ended_at > 0 AND ended_at < ?`, StateStopped, c)
+	if err != nil {
+		return 0, fmt.Errorf("prune store: %w", err)
+	}
+	n, _ := res.RowsAffected()
+	return n, tx.Commit()
+}

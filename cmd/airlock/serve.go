@@ -70,6 +70,7 @@ func runServe(args []string) int {
 	idle := fs.Duration("idle-timeout", 0, "destroy sandboxes unused through the API this long (0: never)")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "default per-tenant limit of concurrent sandboxes (0: none)")
 	maxMemory := fs.String("max-memory", "", "default per-tenant limit of total sandbox memory, e.g. 16Gi")
+	retention := fs.Duration("retention", 7*24*time.Hour, "how long stopped sandboxes and their events stay in the store (0: forever)")
 	maxUpload := fs.String("max-upload", "1Gi", "largest file, archive or stdin upload")
 	procBuffer := fs.String("process-buffer", "1Mi", "output kept per background process")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -142,7 +143,7 @@ func runServe(args []string) int {
 		Backends: bs, DefaultBackend: *defBackend, Store: store, Policies: server.HostPolicies{},
 		DataDir: *data, ImageDir: *imageDir, Log: log,
 		DefaultTimeout: *defTimeout, MaxTimeout: *maxTimeout, IdleTimeout: *idle,
-		DefaultQuota: quota, Pools: poolCfg, MaxUpload: int64(upload), ProcessBuffer: int(pbuf),
+		DefaultQuota: quota, Pools: poolCfg, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
 	})
 	if err != nil {
 		return fail("serve", err)
