@@ -167,8 +167,9 @@ func (c *Client) open(ctx context.Context, op string, req *request) (*yamux.Stre
 	return st, nil
 }
 
-// openStream opens a stream without outliving ctx: yamux blocks opening
-// while too many streams are unacknowledged by the guest.
+// openStream opens a stream without outliving ctx: yamux's OpenStream has
+// no context and blocks while too many streams are unacknowledged by the
+// guest (until its open timeout ends the session).
 func (c *Client) openStream(ctx context.Context) (*yamux.Stream, error) {
 	type res struct {
 		st  *yamux.Stream

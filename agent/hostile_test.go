@@ -303,3 +303,38 @@ func TestHostileGuestGoAway(t *testing.T) {
 		t.Fatalf("ping after go-away: %v", err)
 	}
 }
+
+// TestHostileGuestNeverAccepts: a guest that takes no streams at all does
+// not make calls outlive their contexts, however many are in flight.
+func TestHostileGuestNeverAccepts(t *testing.T) {
+	hc, gc := net.Pipe()
+	sess, err := yamux.Server(gc, yamuxConfig(discardLogger(nil), 256))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	c, err := NewClient(hc, ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 100
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			errs <- c.Ping(ctx)
+		}()
+	}
+	for i := 0; i < n; i++ {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("ping: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("a call outlived its context")
+		}
+	}
+}

@@ -9,33 +9,62 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// reaper is the process's one wait4(-1) loop. As PID 1 (or a child
-// subreaper) the agent inherits every orphan of the sandbox; all of them are
-// reaped here, and statuses of processes the agent started are dispatched to
-// their waiters by pid. Nothing else in the process may wait for children
-// (no exec.Cmd.Wait, no os.Process.Wait): they would race with this loop.
+// reaper is the process's one wait loop. As PID 1 (or a child subreaper)
+// the agent inherits every orphan of the sandbox; all of them are reaped
+// here, and statuses of processes the agent started are dispatched to their
+// waiters by pid. Nothing else in the process may wait for children (no
+// exec.Cmd.Wait, no os.Process.Wait): they would race with this loop.
 //
-// mu is held while forking and registering a child, while reaping, and while
-// signalling a child, so a pid is never signalled after it was reaped (and
-// possibly reused).
+// The loop blocks in waitid(P_ALL, WEXITED|WNOWAIT), which wakes as soon as
+// any child can be reaped without reaping it, then reaps with
+// wait4(-1, WNOHANG) under mu. mu is also held while forking and
+// registering a child and while signalling one, so a pid is never
+// signalled after it was reaped (and possibly reused). With no child at
+// all, the loop sleeps until spawn (or a SIGCHLD) wakes it.
 var reaper struct {
 	once    sync.Once
 	mu      sync.Mutex
 	waiters map[int]chan syscall.WaitStatus
+	wake    chan struct{}
 }
 
 func startReaper() {
 	reaper.once.Do(func() {
 		reaper.waiters = map[int]chan syscall.WaitStatus{}
-		ch := make(chan os.Signal, 1)
-		signal.Notify(ch, syscall.SIGCHLD)
+		reaper.wake = make(chan struct{}, 1)
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, syscall.SIGCHLD)
 		go func() {
-			reapAll()
-			for range ch {
-				reapAll()
+			for range sigs {
+				wakeReaper()
 			}
 		}()
+		go reapLoop()
 	})
+}
+
+func wakeReaper() {
+	select {
+	case reaper.wake <- struct{}{}:
+	default:
+	}
+}
+
+func reapLoop() {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		switch err {
+		case nil:
+			reapAll()
+		case unix.EINTR:
+		case unix.ECHILD:
+			<-reaper.wake
+		default:
+			reapAll() // unexpected: fall back to polling on SIGCHLD
+			<-reaper.wake
+		}
+	}
 }
 
 // reapAll collects every exited child without blocking.
@@ -72,6 +101,7 @@ func spawn(argv0 string, argv []string, attr *syscall.ProcAttr) (int, <-chan sys
 	}
 	ch := make(chan syscall.WaitStatus, 1)
 	reaper.waiters[pid] = ch
+	wakeReaper()
 	return pid, ch, nil
 }
 
