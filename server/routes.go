@@ -155,6 +155,20 @@ func (s *Server) notRouted(w http.ResponseWriter, r *http.Request, mux *http.Ser
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	h := api.Health{Status: "ok", Backends: map[string]sandbox.Probe{}}
+	// Host details (kernel features, versions) only for the local socket
+	// or a valid key; anyone on TCP may still ask whether the server is up.
+	trusted, _ := r.Context().Value(keyTrusted).(bool)
+	if !trusted {
+		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			writeJSON(w, http.StatusOK, h)
+			return
+		}
+		if _, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key)); err != nil {
+			writeJSON(w, http.StatusOK, h)
+			return
+		}
+	}
 	for n, b := range s.cfg.Backends {
 		h.Backends[n] = b.Probe(r.Context())
 	}

@@ -256,8 +256,14 @@ func TestTenantIsolation(t *testing.T) {
 	if _, err := a.Run(ctx, sb.ID, "true"); err != nil {
 		t.Fatal(err)
 	}
-	// TCP without a key, or with a wrong one: 401.
+	// TCP without a key, or with a wrong one: 401; health without details.
 	anon, _ := client.New(ts.tcp)
+	if h, err := anon.Health(ctx); err != nil || h.Status != "ok" || len(h.Backends) != 0 {
+		t.Fatalf("anonymous health over TCP: %v %+v", err, h)
+	}
+	if h, err := a.Health(ctx); err != nil || len(h.Backends) != 1 {
+		t.Fatalf("health with a key: %v %+v", err, h)
+	}
 	var ce *client.Error
 	if _, err := anon.List(ctx, client.ListOptions{}); !errors.As(err, &ce) || ce.Status != 401 {
 		t.Fatalf("no key over TCP: %v", err)
