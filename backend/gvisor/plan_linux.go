@@ -146,6 +146,18 @@ func planMounts(in planInput) (*mountPlan, error) {
 		p.Files = append(p.Files, file)
 		p.Mounts = append(p.Mounts, bindMount(filepath.Join(in.Bundle, bundleFiles, strconv.Itoa(i)), file.Path, true))
 	}
+	// gVisor creates a missing mount point through the gofer, that is on
+	// the host: never let that happen inside a host directory.
+	for _, m := range p.Mounts {
+		if m.Type == "bind" && !strings.HasPrefix(m.Source, in.Bundle+"/") {
+			continue // a host path at the same place: it exists
+		}
+		if src, ok := hostPathOf(m.Destination, p.Mounts, in.Bundle); ok {
+			if _, err := os.Lstat(src); err != nil {
+				return nil, fmt.Errorf("mount point %s: %w: it does not exist in the host directory mounted there (%s), and mounting there would create it on the host", m.Destination, sandbox.ErrInvalid, src)
+			}
+		}
+	}
 	p.Mounts = append(p.Mounts, bindMount("", AgentPath, true)) // source filled in by the caller
 	for _, d := range f.Deny {
 		if !under(d, binds) {
@@ -203,6 +215,27 @@ func tmpfsOptions(mode os.FileMode, size int64, uid, gid int) []string {
 		o = append(o, "gid="+strconv.Itoa(gid))
 	}
 	return o
+}
+
+// hostPathOf returns the host path behind sandbox path p when p lies in a
+// bind mount of a host path (the deepest one; the bundle's own files do
+// not count).
+func hostPathOf(p string, ms []ociMount, bundle string) (string, bool) {
+	best := -1
+	for i, m := range ms {
+		if m.Type != "bind" || m.Source == "" || strings.HasPrefix(m.Source, bundle+"/") {
+			continue
+		}
+		if p == m.Destination || strings.HasPrefix(p, m.Destination+"/") {
+			if best < 0 || len(m.Destination) > len(ms[best].Destination) {
+				best = i
+			}
+		}
+	}
+	if best < 0 {
+		return "", false
+	}
+	return ms[best].Source + strings.TrimPrefix(p, ms[best].Destination), true
 }
 
 func topLevel(p string) bool { return strings.Count(p, "/") == 1 && len(p) > 1 }

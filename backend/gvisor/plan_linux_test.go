@@ -34,7 +34,7 @@ func TestPlanMounts(t *testing.T) {
 		p.Filesystem.Deny = append(p.Filesystem.Deny, filepath.Join(ws, "secret"), "/nonexistent/x")
 	})
 	plan, err := planMounts(planInput{Policy: pol, Bundle: bundle, UID: 1000, GID: 1000,
-		Files: []sandbox.File{{Path: "/etc/airlock-ca.pem", Data: []byte("pem")}}})
+		Files: []sandbox.File{{Path: "/run/airlock/ca.pem", Data: []byte("pem")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestPlanMounts(t *testing.T) {
 	check(ws+"/.git/config", "bind", "ro")
 	check(ws+"/.git/hooks", "bind", "ro")
 	check(ws+"/.bashrc", "bind", "ro")
-	check("/etc/airlock-ca.pem", "bind", "ro")
+	check("/run/airlock/ca.pem", "bind", "ro")
 	check(AgentPath, "bind", "ro")
 	if ms := mountAt(plan.Mounts, filepath.Join(ws, "secret")); len(ms) != 1 || filepath.Base(ms[0].Source) != bundleDenyFile {
 		t.Errorf("deny file mounts %+v", ms)
@@ -130,7 +130,7 @@ func TestWriteBundle(t *testing.T) {
 	ws := workspace(t)
 	dir := t.TempDir()
 	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ProtectConfig = new(bool) })
-	plan, err := planMounts(planInput{Policy: pol, Bundle: dir, Files: []sandbox.File{{Path: "/etc/x.pem", Data: []byte("pem"), Mode: 0o644}}})
+	plan, err := planMounts(planInput{Policy: pol, Bundle: dir, Files: []sandbox.File{{Path: "/run/airlock/x.pem", Data: []byte("pem"), Mode: 0o644}}})
 	if err != nil {
 		t.Fatal(err)
 	}
