@@ -230,6 +230,12 @@ func TestBadSpecLeavesNothing(t *testing.T) {
 		"relative file path": func(sp *sandbox.Spec) {
 			sp.Files = []sandbox.File{{Path: "etc/x", Data: []byte("x")}}
 		},
+		"tmpfs missing in a host dir": func(sp *sandbox.Spec) {
+			sp.Policy.Filesystem.Tmpfs = append(sp.Policy.Filesystem.Tmpfs, filepath.Join(ws, "cache"))
+		},
+		"file missing in a host dir": func(sp *sandbox.Spec) {
+			sp.Files = []sandbox.File{{Path: "/etc/airlock-test-injected", Data: []byte("x")}}
+		},
 		"bad id":           func(sp *sandbox.Spec) { sp.ID = "../escape" },
 		"negative uid":     func(sp *sandbox.Spec) { u := -5; sp.Policy.Process.UID = &u },
 		"missing rootfs":   func(sp *sandbox.Spec) { sp.Image = "/nonexistent/rootfs" },
