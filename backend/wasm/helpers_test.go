@@ -157,3 +157,11 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if guestPath != "" {
+		os.RemoveAll(filepath.Dir(guestPath))
+	}
+	os.Exit(code)
+}
