@@ -298,6 +298,12 @@ func TestAttackKernel(t *testing.T) {
 			t.Fatalf("unconfined %s already EPERM: %q", c, out)
 		}
 	}
+	mustOK(t, "unconfined memfd exec", unconfined(t, f.att, "memfd-exec"))
+	if HostFeatures().Rootless {
+		t.Log("memfd exec is only blocked with a root-owned init (vm.memfd_noexec)")
+	} else {
+		mustDeny(t, "sandboxed memfd exec", f.attack(t, "memfd-exec"), "permission denied")
+	}
 	before, _ := f.sb.Stats(context.Background())
 	cases := [][]string{
 		{"ptrace", "1"},

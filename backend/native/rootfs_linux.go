@@ -193,6 +193,11 @@ func mountProc(dst string) error {
 	if err := unix.Mount("proc", dst, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return err
 	}
+	// No code from anonymous memory files: memfds are created sealed
+	// non-executable and MFD_EXEC is refused, in this pid namespace and
+	// below (the value can only be raised). Best effort: the sysctl file
+	// belongs to host root, so a rootless init cannot write it.
+	_ = os.WriteFile(dst+"/sys/vm/memfd_noexec", []byte("2"), 0)
 	for _, p := range procReadOnly {
 		p = dst + "/" + p
 		if err := unix.Mount(p, p, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {

@@ -41,6 +41,12 @@ var deniedIoctls = map[uint32]string{
 	unix.TIOCLINUX: "ioctl(TIOCLINUX)",
 }
 
+// Socket address families denied: vsock reaches the hypervisor host (and
+// other VMs) whatever the network namespace.
+var deniedSocketFamilies = map[uint32]string{
+	unix.AF_VSOCK: "socket(AF_VSOCK)",
+}
+
 // filterSpec is the compiled filter plus the names needed to report
 // violations by syscall number.
 type filterSpec struct {
@@ -73,6 +79,7 @@ func buildFilter(notify bool) (filterSpec, error) {
 	a.jeq(unix.SYS_CLONE, "checkflags", "")
 	a.jeq(unix.SYS_UNSHARE, "checkflags", "")
 	a.jeq(unix.SYS_IOCTL, "checkioctl", "")
+	a.jeq(unix.SYS_SOCKET, "checksocket", "")
 	// clone3 passes its flags in memory the filter cannot read: ENOSYS
 	// makes libc fall back to clone, whose flags are checked.
 	a.jeq(unix.SYS_CLONE3, "enosys", "")
@@ -87,6 +94,14 @@ func buildFilter(notify bool) (filterSpec, error) {
 	a.ld(offArgLow1)
 	for req := range deniedIoctls {
 		a.jeq(req, "deny", "")
+	}
+	a.ret(unix.SECCOMP_RET_ALLOW)
+
+	// Socket families no network namespace confines.
+	a.label("checksocket")
+	a.ld(offArgLow0)
+	for fam := range deniedSocketFamilies {
+		a.jeq(fam, "deny", "")
 	}
 	a.ret(unix.SECCOMP_RET_ALLOW)
 
@@ -118,6 +133,11 @@ func syscallName(nr int32, args [6]uint64) string {
 			return n
 		}
 		return "ioctl"
+	case unix.SYS_SOCKET:
+		if n, ok := deniedSocketFamilies[uint32(args[0])]; ok {
+			return n
+		}
+		return "socket"
 	}
 	return fmt.Sprintf("syscall %d", nr)
 }

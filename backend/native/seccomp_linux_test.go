@@ -87,6 +87,9 @@ func TestSeccompFilterDecisions(t *testing.T) {
 		{"ioctl TIOCSTI high bits", seccompInput(arch, unix.SYS_IOCTL, 0, 1<<32|unix.TIOCSTI), deny},
 		{"ioctl TIOCLINUX", seccompInput(arch, unix.SYS_IOCTL, 0, unix.TIOCLINUX), deny},
 		{"ioctl TCGETS", seccompInput(arch, unix.SYS_IOCTL, 0, unix.TCGETS), allow},
+		{"socket inet", seccompInput(arch, unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM), allow},
+		{"socket unix", seccompInput(arch, unix.SYS_SOCKET, unix.AF_UNIX, unix.SOCK_STREAM), allow},
+		{"socket vsock", seccompInput(arch, unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM), deny},
 		{"x32 read", seccompInput(arch, 0x40000000|unix.SYS_READ), eperm},
 		{"i386 arch", seccompInput(unix.AUDIT_ARCH_I386, unix.SYS_READ), kill},
 	}

@@ -107,6 +107,27 @@ func run(cmd string, args []string) error {
 			return e
 		}
 		return nil
+	case "noop":
+		return nil
+	case "memfd-exec":
+		// Run this binary from an anonymous memory file.
+		self, err := os.ReadFile("/proc/self/exe")
+		if err != nil {
+			return err
+		}
+		fd, err := unix.MemfdCreate("payload", 0)
+		if err != nil {
+			return err
+		}
+		if _, err := unix.Write(fd, self); err != nil {
+			return err
+		}
+		empty, _ := unix.BytePtrFromString("")
+		argv, _ := syscall.SlicePtrFromStrings([]string{"attack", "noop"})
+		envv, _ := syscall.SlicePtrFromStrings(os.Environ())
+		_, _, e := syscall.Syscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafe.Pointer(empty)),
+			uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])), unix.AT_EMPTY_PATH, 0)
+		return e
 	case "bpf":
 		if _, _, e := syscall.Syscall(unix.SYS_BPF, 0, 0, 0); e != 0 {
 			return e
