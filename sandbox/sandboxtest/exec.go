@@ -161,6 +161,17 @@ func (s *suite) runExecChecks(t *testing.T) {
 			t.Fatalf("binary stdin round trip: status %+v, %d of %d bytes, equal=%v", r.status, len(r.stdout), len(in), r.stdout == string(in))
 		}
 	})
+	s.check(t, "exec/path-lookup", func(t *testing.T) {
+		if len(s.opts.Shell) == 0 {
+			t.Logf("not applicable: the backend declared no shell (Options.Shell)")
+			return
+		}
+		var out bytes.Buffer
+		st := bx.exec(t, sandbox.ExecRequest{Args: append(append([]string{}, s.opts.Shell...), "echo $((6*7)); exit 7"), Stdout: &out})
+		if st.Code != 7 || strings.TrimSpace(out.String()) != "42" {
+			t.Fatalf("%v through PATH: status %+v output %q", s.opts.Shell, st, out.String())
+		}
+	})
 	s.check(t, "exec/not-found", func(t *testing.T) {
 		ctx := ctxT(t)
 		for _, argv0 := range []string{filepath.Join(bx.ws, "no-such-program"), "/no/such/dir/program"} {

@@ -36,6 +36,10 @@ type Options struct {
 	// placed. Empty: the policy's workspace (copied there on the host when
 	// the workspace is a host directory, else written through Files).
 	HelperDir string
+	// Shell is how to run a shell command line found through PATH, e.g.
+	// {"sh", "-c"} (the default for HelperGOOS linux). Nil for wasip1: the
+	// exec/path-lookup check then reports not applicable.
+	Shell []string
 	// NotApplicable maps a check name (see Checks) to why this backend
 	// cannot support it by its nature. Such checks are reported, not run.
 	NotApplicable map[string]string
@@ -54,7 +58,7 @@ var Checks = []string{
 	"lifecycle/basic", "lifecycle/invalid-spec", "lifecycle/cleanup",
 	"exec/stdout-stderr", "exec/exit-codes", "exec/signal-exit", "exec/signal-deliver",
 	"exec/stdin", "exec/stdin-stream", "exec/env-dir", "exec/pty", "exec/pty-resize", "exec/timeout",
-	"exec/large-output", "exec/binary-data", "exec/not-found", "exec/resize-no-tty",
+	"exec/large-output", "exec/binary-data", "exec/not-found", "exec/resize-no-tty", "exec/path-lookup",
 	"files/round-trip", "files/mode", "files/not-found", "files/invalid-path",
 	"files/traversal", "files/symlink-out", "files/ops",
 	"limits/memory", "limits/pids", "limits/output",
@@ -83,6 +87,9 @@ func Run(t *testing.T, b sandbox.Backend, opts Options) {
 	}
 	if opts.HelperGOOS == "" {
 		opts.HelperGOOS = "linux"
+	}
+	if opts.Shell == nil && opts.HelperGOOS == "linux" {
+		opts.Shell = []string{"sh", "-c"}
 	}
 	if opts.Parallel <= 0 {
 		opts.Parallel = 8
