@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -93,6 +94,9 @@ func TestParseRubyArgs(t *testing.T) {
 	}
 }
 
+// hexLiteral matches the bootstrap's hex-encoded strings.
+var hexLiteral = regexp.MustCompile(`\['[0-9a-f]*'\]`)
+
 // FuzzParseRubyArgs: any command line parses, and no caller text reaches
 // the bootstrap except hex-encoded.
 func FuzzParseRubyArgs(f *testing.F) {
@@ -106,9 +110,9 @@ func FuzzParseRubyArgs(f *testing.F) {
 		if init[0] != "ruby" || init[1] != "--disable-gems" {
 			t.Fatalf("init args %q", init)
 		}
-		boot := c.bootstrap("/w")
+		boot := hexLiteral.ReplaceAllString(c.bootstrap("/w"), "")
 		if c.code != "" && len(c.code) > 3 && strings.Contains(boot, c.code) {
-			t.Fatalf("program text %q appears raw in the bootstrap", c.code)
+			t.Fatalf("program text %q appears outside a hex literal in the bootstrap", c.code)
 		}
 	})
 }
