@@ -135,7 +135,7 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan
 	// Fresh kernel filesystems and private tmpfs.
 	p.Mounts = append(p.Mounts,
 		mountOp{Kind: opProc, Dst: "/proc"},
-		mountOp{Kind: opDev, Dst: "/dev", Size: 64 << 20},
+		mountOp{Kind: opDev, Dst: "/dev", Size: shmSize(int64(pol.Limits.DiskBytes))},
 		mountOp{Kind: opTmpfs, Dst: "/tmp", Mode: 0o1777, Size: int64(pol.Limits.DiskBytes)},
 	)
 	p.Landlock = append(p.Landlock,
@@ -235,6 +235,14 @@ func hostSource(path string, ops []mountOp) (string, bool) {
 	}
 	o := ops[best]
 	return filepath.Join(o.Src, strings.TrimPrefix(path, o.Dst)), true
+}
+
+// shmSize bounds /dev/shm like every other tmpfs (64 MiB when unlimited).
+func shmSize(disk int64) int64 {
+	if disk > 0 {
+		return disk
+	}
+	return 64 << 20
 }
 
 func topLevel(p string) bool { return strings.Count(p, "/") == 1 }
