@@ -19,7 +19,7 @@ import (
 type eventWriter struct {
 	store   *Store
 	log     *slog.Logger
-	metrics *metrics
+	metrics *serverMetrics
 	q       chan audit.Event
 	done    chan struct{}
 
@@ -30,7 +30,7 @@ type eventWriter struct {
 	sendMu  sync.RWMutex
 }
 
-func newEventWriter(st *Store, log *slog.Logger, m *metrics) *eventWriter {
+func newEventWriter(st *Store, log *slog.Logger, m *serverMetrics) *eventWriter {
 	w := &eventWriter{store: st, log: log, metrics: m, q: make(chan audit.Event, 4096),
 		done: make(chan struct{}), notify: make(chan struct{})}
 	go w.run()

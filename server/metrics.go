@@ -4,63 +4,46 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/airlock-dev/airlock/internal/metrics"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of its own
-// (never the global one, so tests and embedders can run several servers).
-type metrics struct {
-	reg           *prometheus.Registry
-	createTotal   *prometheus.HistogramVec // API create latency, pooled or not
-	backendCreate *prometheus.HistogramVec // Backend.Create alone
-	exec          *prometheus.HistogramVec
-	lifetime      *prometheus.HistogramVec
-	violations    *prometheus.CounterVec
-	errors        *prometheus.CounterVec
-	requests      *prometheus.CounterVec
+// (never a global one, so tests and embedders can run several servers).
+type serverMetrics struct {
+	reg           *metrics.Registry
+	createTotal   *metrics.HistogramVec // API create latency, pooled or not
+	backendCreate *metrics.HistogramVec // Backend.Create alone
+	exec          *metrics.HistogramVec
+	lifetime      *metrics.HistogramVec
+	violations    *metrics.CounterVec
+	errors        *metrics.CounterVec
+	requests      *metrics.CounterVec
 }
 
 var latencyBuckets = []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
-func newMetrics(s *Server) *metrics {
-	m := &metrics{
-		reg: prometheus.NewRegistry(),
-		createTotal: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "airlock_create_seconds", Help: "Latency of sandbox creation through the API.", Buckets: latencyBuckets,
-		}, []string{"backend", "pooled"}),
-		backendCreate: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "airlock_backend_create_seconds", Help: "Latency of Backend.Create (pool fills included).", Buckets: latencyBuckets,
-		}, []string{"backend"}),
-		exec: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "airlock_exec_seconds", Help: "Wall time of foreground execs, start to exit.", Buckets: latencyBuckets,
-		}, []string{"backend"}),
-		lifetime: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "airlock_sandbox_lifetime_seconds", Help: "How long sandboxes lived.",
-			Buckets: []float64{1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600},
-		}, []string{"backend"}),
-		violations: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "airlock_violations_total", Help: "Policy violations reported by sandboxes.",
-		}, []string{"backend"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "airlock_api_errors_total", Help: "Error answers by error code.",
-		}, []string{"code"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "airlock_api_requests_total", Help: "API requests by route and status.",
-		}, []string{"route", "status"}),
+func newMetrics(s *Server) *serverMetrics {
+	r := metrics.NewRegistry()
+	m := &serverMetrics{
+		reg:           r,
+		createTotal:   r.NewHistogramVec("airlock_create_seconds", "Latency of sandbox creation through the API.", latencyBuckets, "backend", "pooled"),
+		backendCreate: r.NewHistogramVec("airlock_backend_create_seconds", "Latency of Backend.Create (pool fills included).", latencyBuckets, "backend"),
+		exec:          r.NewHistogramVec("airlock_exec_seconds", "Wall time of foreground execs, start to exit.", latencyBuckets, "backend"),
+		lifetime: r.NewHistogramVec("airlock_sandbox_lifetime_seconds", "How long sandboxes lived.",
+			[]float64{1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600}, "backend"),
+		violations: r.NewCounterVec("airlock_violations_total", "Policy violations reported by sandboxes.", "backend"),
+		errors:     r.NewCounterVec("airlock_api_errors_total", "Error answers by error code.", "code"),
+		requests:   r.NewCounterVec("airlock_api_requests_total", "API requests by route and status.", "route", "status"),
 	}
-	m.reg.MustRegister(m.createTotal, m.backendCreate, m.exec, m.lifetime, m.violations, m.errors, m.requests,
-		sandboxCollector{s}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	r.NewGaugeFunc("airlock_sandboxes", "Sandboxes held by this server, by state and backend.", s.sandboxCounts, "backend", "state")
+	r.RegisterRuntime()
 	return m
 }
 
-func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
-}
+func (m *serverMetrics) handler() http.Handler { return m.reg.Handler() }
 
 // instrument counts requests of route by status.
-func (m *metrics) instrument(route string, h http.Handler) http.Handler {
+func (m *serverMetrics) instrument(route string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(sw, r)
@@ -89,16 +72,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController and websocket reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// sandboxCollector reports live sandboxes by state and backend at scrape time.
-type sandboxCollector struct{ s *Server }
-
-var sandboxesDesc = prometheus.NewDesc("airlock_sandboxes", "Sandboxes held by this server, by state and backend.", []string{"state", "backend"}, nil)
-
-func (c sandboxCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sandboxesDesc }
-
-func (c sandboxCollector) Collect(ch chan<- prometheus.Metric) {
+// sandboxCounts reports live sandboxes by state and backend at scrape time.
+func (s *Server) sandboxCounts() []metrics.Sample {
 	counts := map[[2]string]int{}
-	s := c.s
 	s.mu.Lock()
 	for name := range s.cfg.Backends {
 		counts[[2]string{"running", name}] += 0
@@ -115,7 +91,9 @@ func (c sandboxCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range pools {
 		counts[[2]string{"pooled", p.key.backend}] += p.readyCount()
 	}
+	out := make([]metrics.Sample, 0, len(counts))
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+		out = append(out, metrics.Sample{Values: []string{k[1], k[0]}, Value: float64(n)})
 	}
+	return out
 }

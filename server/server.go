@@ -82,7 +82,7 @@ type Server struct {
 	cfg     Config
 	store   *Store
 	log     *slog.Logger
-	metrics *metrics
+	metrics *serverMetrics
 	events  *eventWriter
 	handler http.Handler
 
