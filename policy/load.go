@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -60,7 +61,7 @@ func errMsg(err error) string {
 	return err.Error()
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // ParseRaw decodes one YAML document strictly, without layering it on a
 // profile. It checks everything that can be checked without the
@@ -77,7 +78,7 @@ func ParseRaw(name string, data []byte) (p *Policy, err error) {
 	if err := decodeYAML(data, &doc); err != nil {
 		msg := err.Error()
 		line := 0
-		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		if m := yamlLine().FindStringSubmatch(msg); m != nil {
 			line, _ = strconv.Atoi(m[1])
 			msg = "yaml: " + m[2]
 		}

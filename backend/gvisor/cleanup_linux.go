@@ -41,7 +41,7 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 	}
 	var errs []error
 	for id := range ids {
-		if keep[id] || !validID.MatchString(id) {
+		if keep[id] || !validID().MatchString(id) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {

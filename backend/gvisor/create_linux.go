@@ -23,7 +23,7 @@ import (
 
 // validID is what the backend accepts as a sandbox ID: it names the runsc
 // container, the bundle directory and the cgroup.
-var validID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+var validID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`) })
 
 // egressAddr is where the in-sandbox agent listens for proxy clients; the
 // loopback interface exists in gVisor's netstack even with --network=none.
@@ -31,7 +31,7 @@ const egressAddr = "127.0.0.1:3128"
 
 // Create starts a sandbox. See sandbox.Backend.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandbox, err error) {
-	if !validID.MatchString(spec.ID) {
+	if !validID().MatchString(spec.ID) {
 		return nil, fmt.Errorf("create sandbox %q: invalid id: %w", spec.ID, sandbox.ErrInvalid)
 	}
 	wrap := func(format string, args ...any) error {

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/sandbox"
@@ -139,12 +140,12 @@ func discover(ctx context.Context, cfg Config) Info {
 	return info
 }
 
-var platformFlag = regexp.MustCompile(`(?m)^\s*-platform\s.*\n\s*(.*)$`)
+var platformFlag = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^\s*-platform\s.*\n\s*(.*)$`) })
 
 // parsePlatforms reads the platform names from `runsc flags` output, e.g.
 // "specifies which platform to use: ptrace (default), kvm.".
 func parsePlatforms(flags string) []string {
-	m := platformFlag.FindStringSubmatch(flags)
+	m := platformFlag().FindStringSubmatch(flags)
 	if m == nil {
 		return nil
 	}
