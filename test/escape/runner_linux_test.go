@@ -70,20 +70,26 @@ func (b *boundedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// verdictLine returns the attack's ESCAPED/BLOCKED/ERROR/N/A line.
-func verdictLine(out string) string {
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		for _, p := range []string{"ESCAPED: ", "BLOCKED: ", "ERROR: ", "N/A: "} {
-			if j := strings.Index(lines[i], p); j >= 0 {
-				return strings.TrimSpace(lines[i][j:])
+// verdictLine returns the attack's ESCAPED/BLOCKED/ERROR/N/A line, looked
+// for in stderr then stdout; without one, the tail of stderr.
+func verdictLine(stdout, stderr string) string {
+	for _, out := range []string{stderr, stdout} {
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			for _, p := range []string{"ESCAPED: ", "BLOCKED: ", "ERROR: ", "N/A: "} {
+				if j := strings.Index(lines[i], p); j >= 0 {
+					return strings.TrimSpace(lines[i][j:])
+				}
 			}
 		}
 	}
-	if len(out) > 300 {
-		out = out[:300]
+	if s := strings.TrimSpace(stderr); s != "" {
+		if len(s) > 300 {
+			s = s[len(s)-300:]
+		}
+		return s
 	}
-	return strings.TrimSpace(out)
+	return fmt.Sprintf("no verdict printed (%d bytes of output)", len(stdout))
 }
 
 // prepareWorkspace makes a fresh workspace with the files a sandbox must not
@@ -237,8 +243,8 @@ func (r *runner) runUnconfined(t *testing.T, a attackDef) proof {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, r.attacksBin, append([]string{a.cmd}, a.args(s)...)...)
 	cmd.Dir, cmd.Env = dir, f.baitEnviron()
-	var out boundedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	var out, errOut boundedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if a.tty {
 		pty, tty, err := openPTY()
 		if err != nil {
@@ -255,7 +261,7 @@ func (r *runner) runUnconfined(t *testing.T, a attackDef) proof {
 		time.Sleep(200 * time.Millisecond) // let the detached child exec
 	}
 	s.hits = f.newHits(before)
-	line := verdictLine(out.buf.String())
+	line := verdictLine(out.buf.String(), errOut.buf.String())
 	code := -1
 	var ee *exec.ExitError
 	if err == nil {
@@ -402,7 +408,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	}
 	st, werr := p.Wait(ctx)
 	res.Exit = &st
-	line := verdictLine(out.buf.String() + "\n" + errOut.buf.String())
+	line := verdictLine(out.buf.String(), errOut.buf.String())
 	switch {
 	case werr != nil:
 		res.Verdict, res.Evidence = Error, "wait: "+werr.Error()
@@ -456,7 +462,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 		if left := sleepers(s.token); len(left) > 0 {
 			res.Verdict, res.Evidence = Escaped, "survived destroy: "+strings.Join(left, ", ")
 		} else if st.Code == 0 {
-			res.Evidence = line + "; nothing left on the host after destroy"
+			res.Evidence = "nothing of it left on the host after destroy (the attack had reported: " + line + ")"
 		}
 	}
 

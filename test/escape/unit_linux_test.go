@@ -10,14 +10,16 @@ import (
 )
 
 func TestVerdictLine(t *testing.T) {
-	for _, c := range []struct{ out, want string }{
-		{"noise\nBLOCKED: open x: permission denied\n", "BLOCKED: open x: permission denied"},
-		{"ESCAPED: read it\n", "ESCAPED: read it"},
-		{"running op\nN/A: no loader", "N/A: no loader"},
-		{"fatal error: runtime: out of memory", "fatal error: runtime: out of memory"},
+	for _, c := range []struct{ stdout, stderr, want string }{
+		{"noise\nBLOCKED: open x: permission denied\n", "", "BLOCKED: open x: permission denied"},
+		{"ESCAPED: read it\n", "", "ESCAPED: read it"},
+		{"running op\nN/A: no loader", "", "N/A: no loader"},
+		{"ABCABC", "ESCAPED: wrote 8 MiB of output\n", "ESCAPED: wrote 8 MiB of output"},
+		{"", "fatal error: runtime: out of memory", "fatal error: runtime: out of memory"},
+		{"ABCABC", "", "no verdict printed (6 bytes of output)"},
 	} {
-		if got := verdictLine(c.out); got != c.want {
-			t.Errorf("verdictLine(%q) = %q, want %q", c.out, got, c.want)
+		if got := verdictLine(c.stdout, c.stderr); got != c.want {
+			t.Errorf("verdictLine(%q, %q) = %q, want %q", c.stdout, c.stderr, got, c.want)
 		}
 	}
 }
