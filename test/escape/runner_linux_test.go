@@ -416,7 +416,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 		// Decided by host evidence below: a write that landed in the
 		// sandbox's own copy of a path (a private home, a tmpfs) is not
 		// an escape.
-		res.Verdict, res.Evidence = Blocked, "the attack reported success, but the host shows no effect (it acted on the sandbox's own view): "+line
+		res.Verdict, res.Evidence = Blocked, "the host shows no effect: the attack acted on the sandbox's own view (it reported: "+strings.TrimPrefix(line, "ESCAPED: ")+")"
 	case st.Code == 0:
 		res.Verdict, res.Evidence = Escaped, line
 	case st.Code == 1:
@@ -462,7 +462,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 		if left := sleepers(s.token); len(left) > 0 {
 			res.Verdict, res.Evidence = Escaped, "survived destroy: "+strings.Join(left, ", ")
 		} else if st.Code == 0 {
-			res.Evidence = "nothing of it left on the host after destroy (the attack had reported: " + line + ")"
+			res.Evidence = "nothing of it left on the host after destroy (the attack had reported: " + strings.TrimPrefix(line, "ESCAPED: ") + ")"
 		}
 	}
 
