@@ -92,7 +92,15 @@ func reapAll() {
 
 // spawn forks and execs under the reaper lock and registers the child, so
 // its exit status cannot be reaped before someone waits for it.
-func spawn(argv0 string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
+// The fork happens on the spawn thread (see spawner).
+func spawn(argv0 string, argv []string, attr *syscall.ProcAttr) (pid int, ch <-chan syscall.WaitStatus, err error) {
+	if serr := onSpawnThread(func() { pid, ch, err = spawnLocked(argv0, argv, attr) }); serr != nil {
+		return 0, nil, serr
+	}
+	return pid, ch, err
+}
+
+func spawnLocked(argv0 string, argv []string, attr *syscall.ProcAttr) (int, <-chan syscall.WaitStatus, error) {
 	reaper.mu.Lock()
 	defer reaper.mu.Unlock()
 	pid, err := syscall.ForkExec(argv0, argv, attr)

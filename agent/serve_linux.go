@@ -34,6 +34,9 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, opts ServeOptions) erro
 	if err := setupProcess(log); err != nil {
 		return fmt.Errorf("agent serve: %w", err)
 	}
+	if err := startSpawner(nil); err != nil {
+		return fmt.Errorf("agent serve: spawn thread setup: %w", err)
+	}
 	if err := setCloexec(conn); err != nil {
 		return fmt.Errorf("agent serve: channel close-on-exec: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -230,7 +229,7 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 		res.ExitCode = fail("run", err)
 		return res, res.ExitCode
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := newLogger()
 
 	sink, closeAudit, err := openAudit(pol.Audit.File)
 	if err != nil {
