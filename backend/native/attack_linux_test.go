@@ -355,3 +355,33 @@ func TestAttackKernel(t *testing.T) {
 		}
 	}
 }
+
+// An existing directory holding protected entries cannot be renamed away and
+// re-created without them (the sandbox would then write the host's
+// .vscode/settings.json through the new directory).
+func TestAttackProtectedConfigAnchorRename(t *testing.T) {
+	layout := func(ws string) {
+		for _, d := range []string{".vscode", ".claude"} {
+			if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(ws, ".vscode/settings.json"), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFixture(t, nil, layout)
+	scratch := t.TempDir()
+	layout(scratch)
+	mustOK(t, "unconfined replace .vscode", unconfined(t, f.att, "replace-dir", filepath.Join(scratch, ".vscode"), "settings.json"))
+
+	for _, d := range []string{".vscode", ".claude"} {
+		mustDeny(t, "replace "+d, f.attack(t, "replace-dir", filepath.Join(f.ws, d), "settings.json"))
+	}
+	mustDeny(t, "write .vscode/settings.json", f.attack(t, "write", filepath.Join(f.ws, ".vscode/settings.json")))
+	if b, _ := os.ReadFile(filepath.Join(f.ws, ".vscode/settings.json")); string(b) != "{}\n" {
+		t.Fatalf(".vscode/settings.json changed on the host: %q", b)
+	}
+	// Unprotected files in the anchor directory stay writable.
+	mustOK(t, "write .vscode/extensions-notes.txt", f.attack(t, "write", filepath.Join(f.ws, ".vscode/extensions-notes.txt")))
+}

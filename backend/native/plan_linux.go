@@ -297,7 +297,8 @@ func sortMounts(ops []mountOp) {
 
 // protectConfig returns read-only self-binds for the workspace's protected
 // config paths and the placeholders to create for those that do not exist
-// yet, and makes .git a mount point so it cannot be renamed away. A missing
+// yet, and makes each existing anchor directory (.git, .vscode, ...) a mount
+// point so it cannot be renamed away. A missing
 // path whose parent is missing too gets its topmost missing parent as the
 // placeholder: an empty read-only file there blocks creating anything below.
 func protectConfig(ws string, paths []string) ([]mountOp, []string, error) {
@@ -306,8 +307,14 @@ func protectConfig(ws string, paths []string) ([]mountOp, []string, error) {
 	gitDir := filepath.Join(ws, ".git")
 	gi, gerr := os.Lstat(gitDir)
 	hasGit := gerr == nil && gi.IsDir()
-	if hasGit {
-		ops = append(ops, mountOp{Kind: opBind, Src: gitDir, Dst: gitDir, Dir: true})
+	// Every existing directory that holds protected entries (.git, .vscode,
+	// .claude, ...) becomes a mount point of its own, so it cannot be
+	// renamed away and re-created without the protected entries (EBUSY).
+	for _, a := range policy.ProtectedConfigAnchors() {
+		dir := filepath.Join(ws, a)
+		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && !behindSymlink(ws, dir) {
+			ops = append(ops, mountOp{Kind: opBind, Src: dir, Dst: dir, Dir: true})
+		}
 	}
 	seen := map[string]bool{}
 	for _, p := range paths {

@@ -47,6 +47,15 @@ func run(cmd string, args []string) error {
 		return err
 	case "rename":
 		return os.Rename(args[0], args[1])
+	case "replace-dir":
+		// Move a directory away, re-create it and write a file in it.
+		if err := os.Rename(args[0], args[0]+".moved"); err != nil {
+			return err
+		}
+		if err := os.Mkdir(args[0], 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(args[0]+"/"+args[1], []byte("attack\n"), 0o644)
 	case "remove":
 		return os.RemoveAll(args[0])
 	case "connect":
