@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/internal/testutil"
 	"io"
 	"io/fs"
 	"os"
@@ -347,7 +348,7 @@ func testTraversal(t *testing.T, env []string) {
 // /proc/self/root and /proc/<pid>/cwd links are still refused.
 func TestFilesMagicLinkRootSlash(t *testing.T) {
 	if _, err := os.ReadFile("/proc/self/root/etc/hostname"); err != nil {
-		t.Skip("no /etc/hostname to use as the target")
+		testutil.Skip(t, "no /etc/hostname to use as the target")
 	}
 	g := startGuest(t, guestOptions{})
 	if _, err := readAll(t, g.client.Files(), "/proc/self/root/etc/hostname"); err == nil {

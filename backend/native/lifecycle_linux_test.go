@@ -3,6 +3,7 @@ package native
 import (
 	"context"
 	"errors"
+	"github.com/airlock-dev/airlock/internal/testutil"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -120,7 +121,7 @@ func TestWallTimeout(t *testing.T) {
 
 func TestMemoryLimit(t *testing.T) {
 	if HostFeatures().CgroupReason != "" && !strings.Contains(strings.Join(HostFeatures().CgroupControllers, ","), "memory") {
-		t.Skip("no memory controller") // RequireRoot already ran; a root host without memcg is not CI
+		testutil.Skip(t, "no memory controller")
 	}
 	f := newFixture(t, func(ws string, p *policy.Policy) { p.Limits.Memory = 64 << 20 }, nil)
 	f.b.log = slog.New(slog.NewTextHandler(os.Stderr, nil))
