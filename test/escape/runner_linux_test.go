@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -256,7 +257,18 @@ func (r *runner) runUnconfined(t *testing.T, a attackDef) proof {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
 	}
 	before := f.hitCount()
-	err := cmd.Run()
+	err := cmd.Start()
+	if err == nil {
+		stop := make(chan struct{})
+		var wrote atomic.Int64
+		if a.race {
+			go raceWrites(stop, &wrote, func(i int) error {
+				return os.WriteFile(filepath.Join(dir, "race", fmt.Sprintf("pwned-%d", i)), []byte("airlock-escape"), 0o644)
+			})
+		}
+		err = cmd.Wait()
+		close(stop)
+	}
 	if a.outlive {
 		time.Sleep(200 * time.Millisecond) // let the detached child exec
 	}
@@ -406,8 +418,20 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	if err != nil {
 		return result{Verdict: Error, Evidence: "exec: " + err.Error()}
 	}
+	stop := make(chan struct{})
+	var raced atomic.Int64
+	if a.race {
+		go raceWrites(stop, &raced, func(i int) error {
+			name := filepath.Join(dir, "race", fmt.Sprintf("pwned-%d", i))
+			err := sb.Files().WriteFile(ctx, name, strings.NewReader("airlock-escape"), 0o644, false)
+			sb.Files().Mkdir(ctx, name+".d", 0o755, false)
+			return err
+		})
+	}
 	st, werr := p.Wait(ctx)
+	close(stop)
 	res.Exit = &st
+
 	line := verdictLine(out.buf.String(), errOut.buf.String())
 	switch {
 	case werr != nil:
@@ -493,7 +517,25 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 			must(t, copyFile(agentBinary(t), f.agentBin, 0o755))
 		}
 	}
+	if a.race {
+		res.Evidence += fmt.Sprintf("; the Files API wrote %d files during the race", raced.Load())
+	}
 	return res
+}
+
+// raceWrites calls write with a growing index until stop is closed and
+// counts the writes that succeeded in ok (proof the race was exercised).
+func raceWrites(stop <-chan struct{}, ok *atomic.Int64, write func(i int) error) {
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if write(i) == nil {
+			ok.Add(1)
+		}
+	}
 }
 
 // ready is a sandbox with the attacks binary in its workspace.

@@ -4,6 +4,7 @@ package escape
 // and how it is run on each side.
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -53,6 +54,9 @@ type attackDef struct {
 	// allowlist runs the attack with network through the egress proxy
 	// (allowlist: example.com:443) instead of the default profile's none.
 	allowlist bool
+	// race runs the host's file writer (the Files API inside, os on the
+	// host) against the attack while it runs.
+	race bool
 	// neighbour starts another sandbox first, with a secret in its
 	// workspace, for cross-sandbox attacks.
 	neighbour bool
@@ -176,6 +180,17 @@ func allAttacks() []attackDef {
 			}, check: wsChanged},
 		{name: "read-other-sandbox", category: "files", goal: "read a file in another running sandbox's workspace", cmd: "read", wasi: "yes", neighbour: true,
 			args: func(s *side) []string { return kv("path="+s.neighbourSecret, "token="+s.f.token) }},
+		{name: "files-api-symlink-race", category: "files", goal: "make the host's Files API write outside by swapping a directory for a symlink while it writes", cmd: "swap", wasi: "yes", race: true,
+			args: func(s *side) []string {
+				return kv("dir="+filepath.Join(s.ws, "race"), "target="+s.f.outside, "ms=3000")
+			},
+			check: func(s *side) (bool, string) {
+				ents, _ := os.ReadDir(s.f.outside)
+				if len(ents) > 0 {
+					return true, fmt.Sprintf("%d files written into %s through the swapped link (first: %s)", len(ents), s.f.outside, ents[0].Name())
+				}
+				return false, "nothing reached " + s.f.outside
+			}},
 		{name: "open-by-handle-at", category: "files", goal: "open a host file by its handle (shocker)", cmd: "open-by-handle", wasi: noSys,
 			args: func(s *side) []string {
 				return kv("mount="+s.ws, "handle="+s.f.handle, "type="+strconv.Itoa(s.f.handleType), "token="+s.f.token)

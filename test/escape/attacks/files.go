@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 func init() {
@@ -174,4 +175,32 @@ func attackEnvLeak(p params) {
 		escaped("host secret in /proc/1/environ")
 	}
 	blocked("no host secret in the environment (%d variables)", len(os.Environ()))
+}
+
+func init() { register("swap", attackSwap) }
+
+// attackSwap flips dir between a real directory and a symlink to target for
+// ms milliseconds, racing a writer on the other side (the host's Files API)
+// into following the link out of the sandbox. The runner's host check
+// decides whether anything landed in target.
+func attackSwap(p params) {
+	dir, target := p.get("dir"), p.get("target")
+	ms := intParam(p, "ms")
+	real := dir + ".real"
+	if err := os.MkdirAll(real, 0o755); err != nil {
+		blocked("mkdir %s: %v", real, err)
+	}
+	flips := 0
+	for start := time.Now(); time.Since(start) < time.Duration(ms)*time.Millisecond; flips++ {
+		os.Remove(dir)
+		if err := os.Symlink(target, dir); err != nil {
+			blocked("symlink %s -> %s: %v", dir, target, err)
+		}
+		os.Remove(dir)
+		if err := os.Rename(real, dir); err != nil {
+			blocked("rename %s: %v", real, err)
+		}
+		os.Rename(dir, real)
+	}
+	escaped("flipped %s between a directory and a symlink to %s %d times", dir, target, flips)
 }
