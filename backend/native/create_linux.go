@@ -207,6 +207,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		}
 		return nil, wrap("start init (namespaces: %s): %v: %w", "user,mount,pid,net,ipc,uts,cgroup", err, sandbox.ErrUnavailable)
 	}
+	tForked := time.Now()
 	waited := make(chan struct{})
 	var waitErr error
 	go func() { waitErr = cmd.Wait(); close(waited) }()
@@ -229,6 +230,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		}
 		undo = append(undo, func() { b.removeState(spec.ID) })
 	}
+	tPlaced := time.Now()
 	missing, err := cg.finish(hostCgroups(), b.cfg.CgroupParent, spec.ID, lim)
 	if err != nil {
 		return nil, wrap("cgroup: %v: %w", err, sandbox.ErrUnavailable)
@@ -303,7 +305,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 	if err := <-helloDone; err != nil {
 		return nil, wrap("agent hello: %w", err)
 	}
-	log.Debug("sandbox started", "plan", tPlan.Sub(t0), "cgroup2", tCgroup.Sub(tPlan), "prepare", tPrep.Sub(t0), "clone", tStart.Sub(tPrep),
+	log.Debug("sandbox started", "plan", tPlan.Sub(t0), "cgroup2", tCgroup.Sub(tPlan), "prepare", tPrep.Sub(t0), "clone", tStart.Sub(tPrep), "fork", tForked.Sub(tPrep), "placeholders", tPlaced.Sub(tForked), "cgroup_v1", tStart.Sub(tPlaced),
 		"init_setup", tSetup.Sub(tStart), "hello", time.Since(tSetup), "init_us", initTiming)
 	go s.watch()
 	if t := pol.Limits.Timeout.D(); t > 0 {
