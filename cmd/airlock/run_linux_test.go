@@ -129,3 +129,57 @@ func TestRunTTY(t *testing.T) {
 		t.Fatalf("no PTY inside: %q", out)
 	}
 }
+
+// leftovers lists what sandbox id, run in workspace ws, left on the host:
+// cgroup directories, native state files, host mounts under ws.
+func leftovers(t *testing.T, id, ws string) []string {
+	t.Helper()
+	var found []string
+	for _, pat := range []string{"/sys/fs/cgroup/*/" + id, "/sys/fs/cgroup/*/*/" + id, "/sys/fs/cgroup/*/*/*/" + id, "/run/airlock/native/" + id + "*"} {
+		m, _ := filepath.Glob(pat)
+		found = append(found, m...)
+	}
+	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, ws) {
+				found = append(found, "mount: "+line)
+			}
+		}
+	}
+	return found
+}
+
+// A create that fails (bad path in the policy, missing rootfs) exits 125
+// and leaves no cgroup, state file or mount behind; neither does a run that
+// succeeded, once airlock has exited.
+func TestRunLeavesNothing(t *testing.T) {
+	testutil.RequireRoot(t)
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"--ro", "/nonexistent/airlock-test"}, exitAirlock},
+		{[]string{"--rootfs", "/nonexistent/airlock-root"}, exitAirlock},
+		{[]string{"--rw", "/nonexistent/airlock-rw", "--memory", "64Mi"}, exitAirlock},
+		{[]string{"--memory", "64Mi", "--pids", "32"}, 0},
+	} {
+		ws := t.TempDir()
+		result := filepath.Join(t.TempDir(), "result.json")
+		args := append(append([]string{"run", "--result", result}, c.args...), "--", "true")
+		_, errOut, code := runIn(t, ws, "", args...)
+		if code != c.code {
+			t.Errorf("%v: exit %d, want %d (stderr %q)", c.args, code, c.code, errOut)
+		}
+		var res runResult
+		b, err := os.ReadFile(result)
+		if err != nil || json.Unmarshal(b, &res) != nil || res.Sandbox == "" {
+			t.Fatalf("%v: no result with a sandbox id: %v %q", c.args, err, b)
+		}
+		if left := leftovers(t, res.Sandbox, ws); len(left) > 0 {
+			t.Errorf("%v: sandbox %s left %q", c.args, res.Sandbox, left)
+		}
+		if entries, _ := os.ReadDir(ws); len(entries) > 0 {
+			t.Errorf("%v: workspace not left as it was: %v", c.args, entries)
+		}
+	}
+}
