@@ -6,11 +6,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -37,19 +36,10 @@ type mountPlan struct {
 	Placeholders []placeholder     // created on the host, in creation order
 }
 
-// placeholder is a file or directory created in the workspace as the mount
-// point of a protected path that did not exist; removed at the end while
-// still empty.
-type placeholder struct {
-	Path string `json:"path"`
-	Dir  bool   `json:"dir"`
-}
-
-// protectedDirs are the protected entries that are directories.
-var protectedDirs = map[string]bool{
-	".git/hooks": true, ".git/modules": true, ".config/git": true, ".config/fish": true,
-	".ssh": true, ".idea": true, ".devcontainer": true,
-}
+// placeholder is an empty file created in the workspace as the mount
+// point of a protected path that did not exist (see hostfs); removed at the
+// end while still ours and empty.
+type placeholder = hostfs.Placeholder
 
 // planInput is what planMounts needs besides the policy.
 type planInput struct {
@@ -79,7 +69,7 @@ func planMounts(in planInput) (*mountPlan, error) {
 			return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
-			if target, err := os.Readlink(src); err == nil && topLevel(dst) {
+			if target, err := os.Readlink(src); err == nil && hostfs.TopLevel(dst) {
 				p.Links[dst[1:]] = target
 				return nil
 			}
@@ -108,7 +98,7 @@ func planMounts(in planInput) (*mountPlan, error) {
 		}
 	}
 	for _, ro := range f.ReadOnly {
-		if err := bind(ro, ro, true, "read_only path", in.Rootfs == "" && slices.Contains(policy.SystemDirs, ro)); err != nil {
+		if err := bind(ro, ro, true, "read_only path", in.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
 			return nil, err
 		}
 	}
@@ -160,7 +150,7 @@ func planMounts(in planInput) (*mountPlan, error) {
 	}
 	p.Mounts = append(p.Mounts, bindMount("", AgentPath, true)) // source filled in by the caller
 	for _, d := range f.Deny {
-		if !under(d, binds) {
+		if !hostfs.Under(d, binds) {
 			continue // not visible in the sandbox at all
 		}
 		fi, err := os.Stat(d)
@@ -175,12 +165,18 @@ func planMounts(in planInput) (*mountPlan, error) {
 	}
 	// Protected workspace config comes last: it creates host placeholders.
 	if ws != "" {
-		ms, ph, err := protectConfig(ws, in.Policy.ProtectedPaths())
+		binds, pending, err := hostfs.ProtectConfig(ws, in.Policy.ProtectedPaths())
+		if err != nil {
+			return nil, err
+		}
+		ph, err := hostfs.CreatePlaceholders(ws, pending)
 		p.Placeholders = ph
 		if err != nil {
 			return p, err
 		}
-		p.Mounts = append(p.Mounts, ms...)
+		for _, b := range binds {
+			p.Mounts = append(p.Mounts, bindMount(b.Path, b.Path, b.Kind != hostfs.AnchorBind))
+		}
 	}
 	sortMounts(p.Mounts)
 	return p, nil
@@ -221,40 +217,9 @@ func tmpfsOptions(mode os.FileMode, size int64, uid, gid int) []string {
 // bind mount of a host path (the deepest one; the bundle's own files do
 // not count).
 func hostPathOf(p string, ms []ociMount, bundle string) (string, bool) {
-	best := -1
-	for i, m := range ms {
-		if m.Type != "bind" || m.Source == "" || strings.HasPrefix(m.Source, bundle+"/") {
-			continue
-		}
-		if p == m.Destination || strings.HasPrefix(p, m.Destination+"/") {
-			if best < 0 || len(m.Destination) > len(ms[best].Destination) {
-				best = i
-			}
-		}
-	}
-	if best < 0 {
-		return "", false
-	}
-	return ms[best].Source + strings.TrimPrefix(p, ms[best].Destination), true
-}
-
-func topLevel(p string) bool { return strings.Count(p, "/") == 1 && len(p) > 1 }
-
-// under reports whether path is one of roots or below one.
-func under(path string, roots []string) bool {
-	for _, r := range roots {
-		if path == r || r == "/" || strings.HasPrefix(path, r+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-func depth(p string) int {
-	if p == "/" {
-		return 0
-	}
-	return strings.Count(p, "/")
+	return hostfs.HostSource(p, ms, func(m ociMount) (string, string, bool) {
+		return m.Source, m.Destination, m.Type == "bind" && m.Source != "" && !strings.HasPrefix(m.Source, bundle+"/")
+	})
 }
 
 func isDeny(m ociMount) bool {
@@ -266,125 +231,9 @@ func isDeny(m ociMount) bool {
 // on the same path the plan's order is kept, except that deny mounts go
 // last (over whatever else is there).
 func sortMounts(ms []ociMount) {
-	rank := func(m ociMount) int {
-		if isDeny(m) {
-			return 1
-		}
-		return 0
-	}
-	sort.SliceStable(ms, func(i, j int) bool {
-		di, dj := depth(ms[i].Destination), depth(ms[j].Destination)
-		if di != dj {
-			return di < dj
-		}
-		if ms[i].Destination == ms[j].Destination {
-			return rank(ms[i]) < rank(ms[j])
-		}
-		return false
-	})
-}
-
-// protectConfig returns read-only self-binds for the workspace's protected
-// config paths, creating empty placeholders (and missing parents) for those
-// that do not exist yet, and makes .git a mount point so it cannot be
-// renamed away. The placeholders are returned even on error, for removal.
-func protectConfig(ws string, paths []string) ([]ociMount, []placeholder, error) {
-	var ms []ociMount
-	var ph []placeholder
-	gitDir := filepath.Join(ws, ".git")
-	gi, gerr := os.Lstat(gitDir)
-	hasGit := gerr == nil && gi.IsDir()
-	if hasGit {
-		ms = append(ms, bindMount(gitDir, gitDir, false))
-	}
-	for _, p := range paths {
-		rel, err := filepath.Rel(ws, p)
-		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			continue
-		}
-		if strings.HasPrefix(rel, ".git/") && !hasGit {
-			continue // not a git repository (or a worktree's .git file)
-		}
-		fi, err := os.Lstat(p)
-		switch {
-		case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-			// A mount would land on the link's target; the link itself
-			// stays in a writable directory. Documented limitation.
-			continue
-		case err == nil:
-			ms = append(ms, bindMount(p, p, true))
-			continue
-		case !errors.Is(err, fs.ErrNotExist):
-			return ms, ph, fmt.Errorf("protect %s: %w", p, err)
-		}
-		made, err := makePlaceholder(ws, p, protectedDirs[rel])
-		ph = append(ph, made...)
-		if err != nil {
-			return ms, ph, fmt.Errorf("protect %s: create placeholder: %w", p, err)
-		}
-		ms = append(ms, bindMount(p, p, true))
-	}
-	return ms, ph, nil
-}
-
-func makePlaceholder(ws, p string, dir bool) ([]placeholder, error) {
-	var made []placeholder
-	var missing []string
-	for d := filepath.Dir(p); d != ws && len(d) > len(ws); d = filepath.Dir(d) {
-		fi, err := os.Lstat(d)
-		if err == nil {
-			if !fi.IsDir() {
-				return made, fmt.Errorf("%s is not a directory", d)
-			}
-			break
-		}
-		missing = append(missing, d)
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o755); err != nil {
-			return made, err
-		}
-		made = append(made, placeholder{Path: missing[i], Dir: true})
-	}
-	if dir {
-		if err := os.Mkdir(p, 0o755); err != nil {
-			return made, err
-		}
-	} else {
-		fd, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-		if err != nil {
-			return made, err
-		}
-		fd.Close()
-	}
-	return append(made, placeholder{Path: p, Dir: dir}), nil
+	hostfs.SortMounts(ms, func(m ociMount) string { return m.Destination }, isDeny)
 }
 
 // removePlaceholders removes, newest first, the placeholders that are still
-// empty (something may have been put there from outside meanwhile).
-func removePlaceholders(ph []placeholder) error {
-	var errs []error
-	for i := len(ph) - 1; i >= 0; i-- {
-		p := ph[i]
-		fi, err := os.Lstat(p.Path)
-		if err != nil {
-			continue
-		}
-		switch {
-		case p.Dir && fi.IsDir():
-			if err := os.Remove(p.Path); err != nil && !errors.Is(err, fs.ErrExist) && !isNotEmpty(err) {
-				errs = append(errs, err)
-			}
-		case !p.Dir && fi.Mode().IsRegular() && fi.Size() == 0:
-			if err := os.Remove(p.Path); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func isNotEmpty(err error) bool {
-	var pe *fs.PathError
-	return errors.As(err, &pe) && strings.Contains(pe.Err.Error(), "not empty")
-}
+// ours and empty (something may have been put there meanwhile).
+func removePlaceholders(ph []placeholder) error { return hostfs.RemovePlaceholders(ph) }

@@ -197,3 +197,26 @@ func TestMountPointNeverFollowsLinks(t *testing.T) {
 		t.Fatal("mountPoint accepted ..")
 	}
 }
+
+// A symlink planted in the workspace (by an earlier sandbox) never makes
+// the host create placeholders outside it.
+func TestPlanMountsPlaceholdersNeverFollowSymlinks(t *testing.T) {
+	ws := workspace(t)
+	outside := t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(ws, ".config")); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := planMounts(planInput{Policy: testPolicy(t, ws, nil), Bundle: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer removePlaceholders(plan.Placeholders)
+	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+		t.Fatalf("placeholders created through the symlink: %v", ents)
+	}
+	for _, ph := range plan.Placeholders {
+		if strings.HasPrefix(ph.Path, filepath.Join(ws, ".config")+"/") {
+			t.Errorf("placeholder behind a symlink: %s", ph.Path)
+		}
+	}
+}

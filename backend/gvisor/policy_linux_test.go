@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -131,6 +132,48 @@ func TestProtectedConfigReadOnly(t *testing.T) {
 	}
 	if err := leaks(b, id); err != nil {
 		t.Error(err)
+	}
+}
+
+// An existing directory holding protected entries (.vscode, .claude) cannot
+// be renamed away and re-created without them: the sandbox would then write
+// the host's .vscode/settings.json through the new directory.
+func TestProtectedConfigAnchorRename(t *testing.T) {
+	layout := func(ws string) {
+		for _, d := range []string{".vscode", ".claude"} {
+			if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(ws, ".vscode/settings.json"), []byte("{}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const attack = "mv %[1]s %[1]s.old && mkdir %[1]s && echo evil > %[1]s/settings.json"
+	scratch := t.TempDir()
+	layout(scratch)
+	cmd := exec.Command("/bin/sh", "-c", fmt.Sprintf(attack, ".vscode"))
+	cmd.Dir = scratch
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("unconfined replace .vscode: %v %s", err, out)
+	}
+	b := testBackend(t)
+	ws := workspace(t)
+	layout(ws)
+	sb := create(t, b, sandbox.Spec{Policy: testPolicy(t, ws, nil)})
+	for _, d := range []string{".vscode", ".claude"} {
+		if st, out := sh(t, sb, fmt.Sprintf(attack, d)); st.Code == 0 {
+			t.Errorf("replace %s inside succeeded: %q", d, out)
+		}
+	}
+	if st, out := sh(t, sb, "echo evil > .vscode/settings.json"); st.Code == 0 {
+		t.Errorf("write .vscode/settings.json inside succeeded: %q", out)
+	}
+	if data, _ := os.ReadFile(filepath.Join(ws, ".vscode/settings.json")); string(data) != "{}\n" {
+		t.Errorf(".vscode/settings.json changed on the host: %q", data)
+	}
+	if st, out := sh(t, sb, "echo ok > .vscode/notes.txt && cat .vscode/notes.txt"); st.Code != 0 || out != "ok" {
+		t.Errorf("unprotected files in .vscode are not writable: %+v %q", st, out)
 	}
 }
 

@@ -6,12 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
-	"syscall"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -43,14 +39,8 @@ type mountOp struct {
 }
 
 // placeholder is an empty file the host created in the workspace as the
-// mount point for a protected path that did not exist. All placeholders of
-// one sandbox are hard links to one inode (creating inodes is what costs on
-// ext4; links are cheap), so removal can check that a path is still ours.
-type placeholder struct {
-	Path string `json:"path"`
-	Dev  uint64 `json:"dev"`
-	Ino  uint64 `json:"ino"`
-}
+// mount point for a protected path that did not exist (see hostfs).
+type placeholder = hostfs.Placeholder
 
 // fsPlan is the filesystem part of a sandbox: the mount plan and the
 // Landlock rules matching it.
@@ -81,7 +71,7 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan
 			return fmt.Errorf("%s %s: %w: %v", field, src, sandbox.ErrInvalid, err)
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 && src == dst {
-			if target, err := os.Readlink(src); err == nil && topLevel(dst) {
+			if target, err := os.Readlink(src); err == nil && hostfs.TopLevel(dst) {
 				p.Mounts = append(p.Mounts, mountOp{Kind: opSymlink, Dst: dst, Link: target})
 				return nil
 			}
@@ -128,7 +118,7 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan
 		}
 	}
 	for _, ro := range f.ReadOnly {
-		if err := addBind(ro, ro, true, "read_only path", f.Rootfs == "" && isSystemDir(ro)); err != nil {
+		if err := addBind(ro, ro, true, "read_only path", f.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
 			return nil, err
 		}
 	}
@@ -221,20 +211,9 @@ func rootOnlySecrets() []string {
 // hostSource maps a path inside the sandbox to the host path the deepest
 // bind covering it shows there.
 func hostSource(path string, ops []mountOp) (string, bool) {
-	best := -1
-	for i, o := range ops {
-		if o.Kind != opBind || !under(path, []string{o.Dst}) {
-			continue
-		}
-		if best < 0 || len(o.Dst) > len(ops[best].Dst) {
-			best = i
-		}
-	}
-	if best < 0 {
-		return "", false
-	}
-	o := ops[best]
-	return filepath.Join(o.Src, strings.TrimPrefix(path, o.Dst)), true
+	return hostfs.HostSource(path, ops, func(o mountOp) (string, string, bool) {
+		return o.Src, o.Dst, o.Kind == opBind
+	})
 }
 
 // shmSize bounds /dev/shm like every other tmpfs (64 MiB when unlimited).
@@ -245,116 +224,26 @@ func shmSize(disk int64) int64 {
 	return 64 << 20
 }
 
-func topLevel(p string) bool { return strings.Count(p, "/") == 1 }
-
-func isSystemDir(p string) bool {
-	for _, s := range policy.SystemDirs {
-		if s == p {
-			return true
-		}
-	}
-	return false
-}
-
-// under reports whether path is one of roots or below one.
-func under(path string, roots []string) bool {
-	for _, r := range roots {
-		if path == r || r == "/" || strings.HasPrefix(path, r+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-func depth(p string) int {
-	if p == "/" {
-		return 0
-	}
-	return strings.Count(p, "/")
-}
-
 // sortMounts orders operations so that a mount point's parents come first;
 // among operations on the same path the plan's order is kept, except that
 // deny operations go after everything else on that path.
 func sortMounts(ops []mountOp) {
-	rank := func(o mountOp) int {
-		if o.Kind == opDenyDir || o.Kind == opDenyFile {
-			return 1
-		}
-		return 0
-	}
-	sort.SliceStable(ops, func(i, j int) bool {
-		di, dj := depth(ops[i].Dst), depth(ops[j].Dst)
-		if di != dj {
-			return di < dj
-		}
-		if ops[i].Dst == ops[j].Dst {
-			return rank(ops[i]) < rank(ops[j])
-		}
-		return false
-	})
+	hostfs.SortMounts(ops, func(o mountOp) string { return o.Dst },
+		func(o mountOp) bool { return o.Kind == opDenyDir || o.Kind == opDenyFile })
 }
 
-// protectConfig returns read-only self-binds for the workspace's protected
-// config paths and the placeholders to create for those that do not exist
-// yet, and makes each existing anchor directory (.git, .vscode, ...) a mount
-// point so it cannot be renamed away. A missing
-// path whose parent is missing too gets its topmost missing parent as the
-// placeholder: an empty read-only file there blocks creating anything below.
+// protectConfig returns the mount operations protecting the workspace's
+// config paths (hostfs.ProtectConfig: read-only self-binds, anchor
+// directories made mount points) and the placeholders to create for those
+// that do not exist yet; it changes nothing on the host.
 func protectConfig(ws string, paths []string) ([]mountOp, []string, error) {
-	var ops []mountOp
-	var pending []string
-	gitDir := filepath.Join(ws, ".git")
-	gi, gerr := os.Lstat(gitDir)
-	hasGit := gerr == nil && gi.IsDir()
-	// Every existing directory that holds protected entries (.git, .vscode,
-	// .claude, ...) becomes a mount point of its own, so it cannot be
-	// renamed away and re-created without the protected entries (EBUSY).
-	for _, a := range policy.ProtectedConfigAnchors() {
-		dir := filepath.Join(ws, a)
-		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && !behindSymlink(ws, dir) {
-			ops = append(ops, mountOp{Kind: opBind, Src: dir, Dst: dir, Dir: true})
-		}
+	binds, pending, err := hostfs.ProtectConfig(ws, paths)
+	if err != nil {
+		return nil, nil, err
 	}
-	seen := map[string]bool{}
-	for _, p := range paths {
-		rel, err := filepath.Rel(ws, p)
-		if err != nil || strings.HasPrefix(rel, "..") {
-			continue
-		}
-		if strings.HasPrefix(rel, ".git/") && !hasGit {
-			continue // not a git repository (or a worktree's .git file)
-		}
-		if coveredBy(p, pending) {
-			continue // below a placeholder for a missing parent
-		}
-		if behindSymlink(ws, p) {
-			// Mounts cannot pin a path whose parent is a symlink the
-			// sandbox can replace; documented limitation. Never follow it.
-			continue
-		}
-		fi, err := os.Lstat(p)
-		switch {
-		case err == nil && fi.Mode()&fs.ModeSymlink != 0:
-			// A mount would land on the link's target; the link itself
-			// stays in a writable directory. Documented limitation.
-			continue
-		case err == nil:
-			if !seen[p] {
-				ops = append(ops, mountOp{Kind: opBind, Src: p, Dst: p, RO: true, Dir: fi.IsDir()})
-				seen[p] = true
-			}
-			continue
-		case !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR):
-			return nil, nil, fmt.Errorf("protect %s: %w", p, err)
-		}
-		target := topMissing(ws, p)
-		if seen[target] {
-			continue
-		}
-		seen[target] = true
-		pending = append(pending, target)
-		ops = append(ops, mountOp{Kind: opBind, Src: target, Dst: target, RO: true})
+	ops := make([]mountOp, len(binds))
+	for i, b := range binds {
+		ops[i] = mountOp{Kind: opBind, Src: b.Path, Dst: b.Path, RO: b.Kind != hostfs.AnchorBind, Dir: b.Dir}
 	}
 	return ops, pending, nil
 }
@@ -362,115 +251,8 @@ func protectConfig(ws string, paths []string) ([]mountOp, []string, error) {
 // createPlaceholders creates the pending placeholders; it returns those
 // made even on error, for removal.
 func createPlaceholders(ws string, pending []string) ([]placeholder, error) {
-	var ph []placeholder
-	for _, p := range pending {
-		made, err := makePlaceholder(ws, p, ph)
-		if err != nil {
-			return ph, fmt.Errorf("protect %s: create placeholder: %w", p, err)
-		}
-		ph = append(ph, made)
-	}
-	return ph, nil
+	return hostfs.CreatePlaceholders(ws, pending)
 }
 
-func coveredBy(p string, dirs []string) bool {
-	for _, d := range dirs {
-		if strings.HasPrefix(p, d+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// behindSymlink reports whether an existing ancestor of p below ws is a
-// symlink.
-func behindSymlink(ws, p string) bool {
-	for d := filepath.Dir(p); len(d) > len(ws); d = filepath.Dir(d) {
-		if fi, err := os.Lstat(d); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// topMissing returns the topmost missing ancestor of p below ws (or p).
-func topMissing(ws, p string) string {
-	top := p
-	for d := filepath.Dir(p); len(d) > len(ws); d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil {
-			break
-		}
-		top = d
-	}
-	return top
-}
-
-// makePlaceholder creates an empty file at p, resolving p beneath ws
-// without following any symlink (a link planted in the workspace by an
-// earlier sandbox must not make the host create files elsewhere): a hard
-// link to the first placeholder when there is one, else a new file.
-func makePlaceholder(ws, p string, made []placeholder) (placeholder, error) {
-	rel, err := filepath.Rel(ws, filepath.Dir(p))
-	if err != nil {
-		return placeholder{}, err
-	}
-	parent, err := unix.Openat2(unix.AT_FDCWD, ws, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC})
-	if err != nil {
-		return placeholder{}, &fs.PathError{Op: "open", Path: ws, Err: err}
-	}
-	if rel != "." {
-		sub, err := unix.Openat2(parent, rel, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
-			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-		})
-		unix.Close(parent)
-		if err != nil {
-			return placeholder{}, &fs.PathError{Op: "open", Path: filepath.Dir(p), Err: err}
-		}
-		parent = sub
-	}
-	defer unix.Close(parent)
-	base := filepath.Base(p)
-	if len(made) > 0 {
-		if err := unix.Linkat(unix.AT_FDCWD, made[0].Path, parent, base, 0); err == nil {
-			var st unix.Stat_t
-			if err := unix.Fstatat(parent, base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil && st.Ino == made[0].Ino && st.Dev == made[0].Dev {
-				return placeholder{Path: p, Dev: st.Dev, Ino: st.Ino}, nil
-			}
-			// Not our inode (the first placeholder was swapped): undo.
-			unix.Unlinkat(parent, base, 0)
-			return placeholder{}, &fs.PathError{Op: "link", Path: p, Err: unix.EXDEV}
-		}
-	}
-	fd, err := unix.Openat(parent, base, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o444)
-	if err != nil {
-		return placeholder{}, &fs.PathError{Op: "create", Path: p, Err: err}
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Unlinkat(parent, base, 0)
-		return placeholder{}, &fs.PathError{Op: "stat", Path: p, Err: err}
-	}
-	return placeholder{Path: p, Dev: st.Dev, Ino: st.Ino}, nil
-}
-
-// removePlaceholders removes the placeholders that are still ours: the same
-// inode, still empty (nothing else may have been put there meanwhile).
-func removePlaceholders(ph []placeholder) error {
-	var errs []error
-	for i := len(ph) - 1; i >= 0; i-- {
-		p := ph[i]
-		var st unix.Stat_t
-		if err := unix.Lstat(p.Path, &st); err != nil {
-			continue
-		}
-		if st.Dev != p.Dev || st.Ino != p.Ino || st.Size != 0 || st.Mode&unix.S_IFMT != unix.S_IFREG {
-			continue
-		}
-		if err := unix.Unlink(p.Path); err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, &fs.PathError{Op: "remove placeholder", Path: p.Path, Err: err})
-		}
-	}
-	return errors.Join(errs...)
-}
+// removePlaceholders removes the placeholders that are still ours.
+func removePlaceholders(ph []placeholder) error { return hostfs.RemovePlaceholders(ph) }
