@@ -7,10 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/airlock-dev/airlock/backend/internal/cgroupfs"
 	"github.com/airlock-dev/airlock/policy"
 )
 
@@ -161,41 +159,17 @@ func (c *sandboxCgroup) stats() cgroupStats {
 	var s cgroupStats
 	if c.v2 {
 		d := c.path("")
-		s.MemoryBytes = readInt(d + "/memory.current")
-		s.MemoryPeak = readInt(d + "/memory.peak")
-		s.CPUNanos = readKey(d+"/cpu.stat", "usage_usec") * 1000
-		s.OOMKills = readKey(d+"/memory.events", "oom_kill")
+		s.MemoryBytes = cgroupfs.ReadInt(d, "memory.current")
+		s.MemoryPeak = cgroupfs.ReadInt(d, "memory.peak")
+		s.CPUNanos = cgroupfs.ReadKey(d, "cpu.stat", "usage_usec") * 1000
+		s.OOMKills = cgroupfs.ReadKey(d, "memory.events", "oom_kill")
 		return s
 	}
-	s.MemoryBytes = readInt(c.path("memory") + "/memory.usage_in_bytes")
-	s.MemoryPeak = readInt(c.path("memory") + "/memory.max_usage_in_bytes")
-	s.CPUNanos = readInt(c.path("cpuacct") + "/cpuacct.usage")
-	s.OOMKills = readKey(c.path("memory")+"/memory.oom_control", "oom_kill")
+	s.MemoryBytes = cgroupfs.ReadInt(c.path("memory"), "memory.usage_in_bytes")
+	s.MemoryPeak = cgroupfs.ReadInt(c.path("memory"), "memory.max_usage_in_bytes")
+	s.CPUNanos = cgroupfs.ReadInt(c.path("cpuacct"), "cpuacct.usage")
+	s.OOMKills = cgroupfs.ReadKey(c.path("memory"), "memory.oom_control", "oom_kill")
 	return s
-}
-
-func readInt(p string) int64 {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
-}
-
-// readKey reads "key value" from a flat-keyed cgroup file.
-func readKey(p, key string) int64 {
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, key+" "); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
 
 // remove deletes the cgroup directories (empty once runsc has exited).
@@ -203,28 +177,11 @@ func readKey(p, key string) int64 {
 func (c *sandboxCgroup) remove() error {
 	var errs []error
 	for _, d := range c.dirs() {
-		if err := rmdirRetry(d); err != nil {
+		if err := cgroupfs.Remove(d, nil); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// rmdirRetry removes an empty cgroup directory; just-killed processes may
-// keep it busy for a moment.
-func rmdirRetry(d string) error {
-	var err error
-	for i := 0; i < 100; i++ {
-		err = unix.Rmdir(d)
-		if err == nil || errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, unix.EBUSY) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return fmt.Errorf("remove cgroup %s: %w", d, err)
 }
 
 // leftoverCgroups lists the cgroup directories of id that still exist.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/backend/internal/cgroupfs"
 )
 
 // cgroupLimits is what a sandbox's cgroup must enforce (zero: no limit).
@@ -347,20 +349,9 @@ func (cg *sandboxCgroup) remove() error {
 	return errors.Join(errs...)
 }
 
+// rmdirRetry removes a cgroup directory, killing what still populates it.
 func rmdirRetry(d string) error {
-	var err error
-	for i := 0; i < 200; i++ {
-		err = unix.Rmdir(d)
-		if err == nil || errors.Is(err, unix.ENOENT) {
-			return nil
-		}
-		if !errors.Is(err, unix.EBUSY) {
-			break
-		}
-		killProcs(filepath.Join(d, "cgroup.procs"))
-		time.Sleep(5 * time.Millisecond)
-	}
-	return fmt.Errorf("remove cgroup %s: %w", d, err)
+	return cgroupfs.Remove(d, func(dir string) { killProcs(filepath.Join(dir, "cgroup.procs")) })
 }
 
 // cgroupStats is what the cgroup reports about resource use.
@@ -377,55 +368,25 @@ func (cg *sandboxCgroup) stats() cgroupStats {
 	}
 	switch cg.memory {
 	case "v2":
-		s.MemoryBytes = readInt(cg.v2Dir, "memory.current")
-		s.MemoryPeak = readInt(cg.v2Dir, "memory.peak")
-		s.OOMKills = readKey(cg.v2Dir, "memory.events", "oom_kill")
+		s.MemoryBytes = cgroupfs.ReadInt(cg.v2Dir, "memory.current")
+		s.MemoryPeak = cgroupfs.ReadInt(cg.v2Dir, "memory.peak")
+		s.OOMKills = cgroupfs.ReadKey(cg.v2Dir, "memory.events", "oom_kill")
 	case "v1":
 		d := cg.v1Dirs["memory"]
-		s.MemoryBytes = readInt(d, "memory.usage_in_bytes")
-		s.MemoryPeak = readInt(d, "memory.max_usage_in_bytes")
-		s.OOMKills = readKey(d, "memory.oom_control", "oom_kill")
+		s.MemoryBytes = cgroupfs.ReadInt(d, "memory.usage_in_bytes")
+		s.MemoryPeak = cgroupfs.ReadInt(d, "memory.max_usage_in_bytes")
+		s.OOMKills = cgroupfs.ReadKey(d, "memory.oom_control", "oom_kill")
 	}
 	switch cg.pids {
 	case "v2":
-		s.Pids = int(readInt(cg.v2Dir, "pids.current"))
+		s.Pids = int(cgroupfs.ReadInt(cg.v2Dir, "pids.current"))
 	case "v1":
-		s.Pids = int(readInt(cg.v1Dirs["pids"], "pids.current"))
+		s.Pids = int(cgroupfs.ReadInt(cg.v1Dirs["pids"], "pids.current"))
 	}
 	if d, ok := cg.v1Dirs["cpuacct"]; ok {
-		s.CPUNanos = readInt(d, "cpuacct.usage")
+		s.CPUNanos = cgroupfs.ReadInt(d, "cpuacct.usage")
 	} else if cg.v2Dir != "" {
-		s.CPUNanos = readKey(cg.v2Dir, "cpu.stat", "usage_usec") * 1000
+		s.CPUNanos = cgroupfs.ReadKey(cg.v2Dir, "cpu.stat", "usage_usec") * 1000
 	}
 	return s
-}
-
-func readInt(dir, file string) int64 {
-	if dir == "" {
-		return 0
-	}
-	b, err := os.ReadFile(filepath.Join(dir, file))
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return n
-}
-
-func readKey(dir, file, key string) int64 {
-	if dir == "" {
-		return 0
-	}
-	b, err := os.ReadFile(filepath.Join(dir, file))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, " ")
-		if ok && k == key {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
 }
