@@ -138,38 +138,17 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 			}
 		}
 	}()
-	plan, err := buildPlan(pol, spec.Files, !feats.Rootless && uid == 0)
-	if err != nil {
-		return nil, wrap("%w", err)
-	}
-	tPlan := time.Now()
 	// The cgroup2 directory exists before the clone (the init is born in
-	// it); the rest of the host's work overlaps the init's start below.
+	// it). Everything else the init needs (mount plan, configuration,
+	// placeholders, v1 cgroups, limits) is prepared while its runtime
+	// starts: it reads its configuration only after the host's "go".
+	t0Plan := time.Now()
 	lim := cgroupLimits{Memory: int64(pol.Limits.Memory), Pids: pol.Limits.Pids, CPUs: pol.Limits.CPUs}
 	cg := newCgroupV2(hostCgroups(), b.cfg.CgroupParent, spec.ID, lim)
 	undo = append(undo, func() { cg.kill(); _ = cg.remove() })
 	tCgroup := time.Now()
-	cfg := initConfig{
-		ID:            spec.ID,
-		Hostname:      "airlock",
-		RootSize:      rootSize(spec.Files),
-		Mounts:        plan.Mounts,
-		Landlock:      append(plan.Landlock, llRule{Access: llReadDir, Path: "/"}),
-		UseLandlock:   feats.LandlockABI > 0,
-		Seccomp:       filter.Prog,
-		SeccompNotify: feats.SeccompUserNotif,
-		Rlimits:       rlimits(pol),
-		Workdir:       pol.Process.Workdir,
-	}
 	env := environ(pol, spec.Env)
-	if direct != nil {
-		cfg.Exec = direct.Args
-		cfg.Env = direct.Env
-		if cfg.Env == nil {
-			cfg.Env = env
-		}
-	}
-	memfd, err := configFile(&cfg)
+	memfd, err := emptyConfigFile()
 	if err != nil {
 		return nil, wrap("init config: %v: %w", err, sandbox.ErrUnavailable)
 	}
@@ -217,7 +196,35 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		<-waited
 	})
 	// While the init's runtime starts (it waits for "go" before touching
-	// anything): placeholders, state, v1 cgroups and limits.
+	// anything): mount plan and configuration, placeholders, state, v1
+	// cgroups and limits.
+	plan, err := buildPlan(pol, spec.Files, !feats.Rootless && uid == 0)
+	if err != nil {
+		return nil, wrap("%w", err)
+	}
+	tPlan := time.Now()
+	cfg := initConfig{
+		ID:            spec.ID,
+		Hostname:      "airlock",
+		RootSize:      rootSize(spec.Files),
+		Mounts:        plan.Mounts,
+		Landlock:      append(plan.Landlock, llRule{Access: llReadDir, Path: "/"}),
+		UseLandlock:   feats.LandlockABI > 0,
+		Seccomp:       filter.Prog,
+		SeccompNotify: feats.SeccompUserNotif,
+		Rlimits:       rlimits(pol),
+		Workdir:       pol.Process.Workdir,
+	}
+	if direct != nil {
+		cfg.Exec = direct.Args
+		cfg.Env = direct.Env
+		if cfg.Env == nil {
+			cfg.Env = env
+		}
+	}
+	if err := json.NewEncoder(memfd).Encode(&cfg); err != nil {
+		return nil, wrap("init config: %v: %w", err, sandbox.ErrUnavailable)
+	}
 	var placeholders []placeholder
 	undo = append(undo, func() { _ = removePlaceholders(placeholders) })
 	placeholders, err = createPlaceholders(pol.Filesystem.WorkspacePath(), plan.Pending)
@@ -305,7 +312,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 	if err := <-helloDone; err != nil {
 		return nil, wrap("agent hello: %w", err)
 	}
-	log.Debug("sandbox started", "plan", tPlan.Sub(t0), "cgroup2", tCgroup.Sub(tPlan), "prepare", tPrep.Sub(t0), "clone", tStart.Sub(tPrep), "fork", tForked.Sub(tPrep), "placeholders", tPlaced.Sub(tForked), "cgroup_v1", tStart.Sub(tPlaced),
+	log.Debug("sandbox started", "cgroup2", tCgroup.Sub(t0Plan), "prepare", tPrep.Sub(t0), "clone", tStart.Sub(tPrep), "fork", tForked.Sub(tPrep), "plan", tPlan.Sub(tForked), "placeholders", tPlaced.Sub(tPlan), "cgroup_v1", tStart.Sub(tPlaced),
 		"init_setup", tSetup.Sub(tStart), "hello", time.Since(tSetup), "init_us", initTiming)
 	go s.watch()
 	if t := pol.Limits.Timeout.D(); t > 0 {
@@ -423,17 +430,14 @@ func socketpair(typ int) (host *net.UnixConn, child *os.File, err error) {
 	return c.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "init"), nil
 }
 
-func configFile(cfg *initConfig) (*os.File, error) {
+// emptyConfigFile is the memfd the init reads its configuration from; the
+// host writes it after the clone, before the "go".
+func emptyConfigFile() (*os.File, error) {
 	fd, err := unix.MemfdCreate("airlock-init", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), "airlock-init")
-	if err := json.NewEncoder(f).Encode(cfg); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return os.NewFile(uintptr(fd), "airlock-init"), nil
 }
 
 func rootSize(files []sandbox.File) int64 {

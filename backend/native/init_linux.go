@@ -42,7 +42,13 @@ func stage(name string, err error) error {
 // exit code.
 func InitMain(serve ServeFunc) int {
 	ctl := os.NewFile(fdControl, "control")
-	cfg, err := readInitConfig()
+	// The host writes the configuration while our runtime starts and says
+	// "go" when it (and the placeholders, v1 cgroups) are ready.
+	err := waitForHost(ctl)
+	var cfg *initConfig
+	if err == nil {
+		cfg, err = readInitConfig()
+	}
 	if err == nil {
 		err = setupSandbox(cfg, ctl)
 	}
@@ -92,18 +98,22 @@ func readInitConfig() (*initConfig, error) {
 	return &cfg, nil
 }
 
-// setupSandbox waits for the host's go-ahead, then does, in order: root
-// filesystem, network, hostname, rlimits, Landlock, capabilities,
-// no_new_privs, seccomp; and reports success, passing the seccomp listener.
-func setupSandbox(cfg *initConfig, ctl *os.File) error {
+// waitForHost waits for the host's go-ahead: our configuration is written,
+// the placeholders we mount exist and we are in the v1 cgroups by now.
+func waitForHost(ctl *os.File) error {
 	// Nothing inside may read our memory or ptrace us (same uid).
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	// Wait for the host's go-ahead: the placeholders we mount exist and we
-	// are in the v1 cgroups by now.
 	buf := make([]byte, 16)
 	if _, err := ctl.Read(buf); err != nil {
 		return stage("wait for host", err)
 	}
+	return nil
+}
+
+// setupSandbox does, in order: root filesystem, network, hostname,
+// rlimits, Landlock, capabilities, no_new_privs, seccomp; and reports
+// success, passing the seccomp listener.
+func setupSandbox(cfg *initConfig, ctl *os.File) error {
 	t0 := time.Now()
 	timing := map[string]int64{}
 	mark := func(name string) {
