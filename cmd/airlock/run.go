@@ -258,15 +258,19 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	defer sb.Destroy(context.Background())
 
 	st, err := execAttached(ctx, sb, argv)
-	if stats, serr := sb.Stats(ctx); serr == nil {
-		res.MemoryPeakBytes = stats.MemoryPeakBytes
-		res.Violations = stats.Violations
-	}
-	if v := counter.Count(audit.TypeViolation); v > res.Violations {
-		res.Violations = v
-	}
-	if eg != nil {
-		res.Egress = eg.summary()
+	// The summary is only printed with --json or --result: without them,
+	// reading the cgroup's figures would only delay the exit.
+	if f.jsonOut || f.resultFile != "" {
+		if stats, serr := sb.Stats(ctx); serr == nil {
+			res.MemoryPeakBytes = stats.MemoryPeakBytes
+			res.Violations = stats.Violations
+		}
+		if v := counter.Count(audit.TypeViolation); v > res.Violations {
+			res.Violations = v
+		}
+		if eg != nil {
+			res.Egress = eg.summary()
+		}
 	}
 	if derr := sb.Destroy(context.Background()); derr != nil {
 		log.Warn("destroy sandbox", "sandbox", res.Sandbox, "err", derr)
