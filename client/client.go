@@ -224,6 +224,33 @@ func (c *Client) call(ctx context.Context, method, path string, q url.Values, in
 	return nil
 }
 
+// stream sends body (nil: none) of contentType ("": unset) and returns the
+// body of a 200 answer; the caller closes it.
+func (c *Client) stream(ctx context.Context, method, path string, q url.Values, body io.Reader, contentType string) (io.ReadCloser, error) {
+	req, err := c.request(ctx, method, path, q, body)
+	if err != nil {
+		return nil, err
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.do(req, http.StatusOK)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// send is stream for a request whose answer carries nothing of interest.
+func (c *Client) send(ctx context.Context, method, path string, q url.Values, body io.Reader, contentType string) error {
+	rc, err := c.stream(ctx, method, path, q, body, contentType)
+	if err != nil {
+		return err
+	}
+	rc.Close()
+	return nil
+}
+
 func sbPath(id string, rest ...string) string {
 	return "/v1/sandboxes/" + url.PathEscape(id) + strings.Join(rest, "")
 }

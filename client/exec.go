@@ -254,17 +254,7 @@ func (c *Client) Wait(ctx context.Context, id, pid string) (sandbox.ExitStatus, 
 // WriteStdin streams r to the stdin of background process pid (started
 // with a Stdin); eof closes its stdin afterwards.
 func (c *Client) WriteStdin(ctx context.Context, id, pid string, r io.Reader, eof bool) error {
-	req, err := c.request(ctx, "POST", procPath(id, pid, "/stdin"), url.Values{"eof": {strconv.FormatBool(eof)}}, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := c.do(req, http.StatusOK)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	return nil
+	return c.send(ctx, "POST", procPath(id, pid, "/stdin"), url.Values{"eof": {strconv.FormatBool(eof)}}, r, "application/octet-stream")
 }
 
 // OutputOptions says which output of a background process to read.
@@ -284,16 +274,12 @@ func (c *Client) Output(ctx context.Context, id, pid string, o OutputOptions) (s
 	if o.Follow {
 		q.Set("follow", "true")
 	}
-	req, err := c.request(ctx, "GET", procPath(id, pid, "/output"), q, nil)
+	body, err := c.stream(ctx, "GET", procPath(id, pid, "/output"), q, nil, "")
 	if err != nil {
 		return sandbox.ExitStatus{}, err
 	}
-	resp, err := c.do(req, http.StatusOK)
-	if err != nil {
-		return sandbox.ExitStatus{}, err
-	}
-	defer resp.Body.Close()
-	ex, _, err := readFrames(resp.Body, o.Stdout, o.Stderr)
+	defer body.Close()
+	ex, _, err := readFrames(body, o.Stdout, o.Stderr)
 	if errors.Is(err, errStreamEnded) {
 		return ex, ErrStillRunning
 	}

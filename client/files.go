@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"net/url"
 
 	"github.com/airlock-dev/airlock/api"
@@ -14,15 +13,7 @@ import (
 
 // ReadFile opens file path of sandbox id; the caller closes it.
 func (c *Client) ReadFile(ctx context.Context, id, path string) (io.ReadCloser, error) {
-	req, err := c.request(ctx, "GET", sbPath(id, "/files"), url.Values{"path": {path}}, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.do(req, http.StatusOK)
-	if err != nil {
-		return nil, err
-	}
-	return resp.Body, nil
+	return c.stream(ctx, "GET", sbPath(id, "/files"), url.Values{"path": {path}}, nil, "")
 }
 
 // WriteFile writes r to path (creating parent directories) with mode.
@@ -31,17 +22,7 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, mo
 	if mode != 0 {
 		q.Set("mode", fmt.Sprintf("%o", mode.Perm()))
 	}
-	req, err := c.request(ctx, "PUT", sbPath(id, "/files"), q, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := c.do(req, http.StatusOK)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	return nil
+	return c.send(ctx, "PUT", sbPath(id, "/files"), q, r, "application/octet-stream")
 }
 
 // Stat describes path.
@@ -79,30 +60,12 @@ func (c *Client) Mkdir(ctx context.Context, id, path string, mode fs.FileMode, p
 
 // Download returns the tree at path as a tar stream; the caller closes it.
 func (c *Client) Download(ctx context.Context, id, path string) (io.ReadCloser, error) {
-	req, err := c.request(ctx, "GET", sbPath(id, "/archive"), url.Values{"path": {path}}, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.do(req, http.StatusOK)
-	if err != nil {
-		return nil, err
-	}
-	return resp.Body, nil
+	return c.stream(ctx, "GET", sbPath(id, "/archive"), url.Values{"path": {path}}, nil, "")
 }
 
 // Upload extracts the tar stream r into directory path (created). Only
 // regular files and directories are accepted; the whole archive is checked
 // before anything is written.
 func (c *Client) Upload(ctx context.Context, id, path string, r io.Reader) error {
-	req, err := c.request(ctx, "PUT", sbPath(id, "/archive"), url.Values{"path": {path}}, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-tar")
-	resp, err := c.do(req, http.StatusOK)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	return nil
+	return c.send(ctx, "PUT", sbPath(id, "/archive"), url.Values{"path": {path}}, r, "application/x-tar")
 }

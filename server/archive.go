@@ -26,12 +26,11 @@ const (
 // handleArchiveGet streams the tree at ?path= as a tar. Symlinks are
 // stored as links (never followed); special files are skipped.
 func (s *Server) handleArchiveGet(w http.ResponseWriter, r *http.Request) {
-	l, root, err := s.fileTarget(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, root, release := s.acquireFile(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	files := l.sb.Files()
 	fi, err := files.Stat(r.Context(), root)
 	if err != nil {
@@ -143,12 +142,11 @@ func checkTarHeader(h *tar.Header) (tarEntry, error) {
 // upload is spooled to a private temp file and every header is checked
 // first, so a bad archive changes nothing in the sandbox.
 func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
-	l, root, err := s.fileTarget(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, root, release := s.acquireFile(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	tmp, err := os.CreateTemp(filepath.Join(s.cfg.DataDir), "upload-*.tar")
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("archive upload: spool: %w", err))

@@ -24,6 +24,16 @@ const (
 	maxPathLen   = 4096
 )
 
+// decodeBody is decodeJSON for a handler: on error it answers the request
+// and returns false.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := decodeJSON(r, v); err != nil {
+		s.writeError(w, r, err)
+		return false
+	}
+	return true
+}
+
 // decodeJSON strictly decodes one JSON value from r's body into v: unknown
 // fields, trailing data and bodies over maxJSONBody are errors.
 func decodeJSON(r *http.Request, v any) error {

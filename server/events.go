@@ -160,16 +160,15 @@ func toAPIEvents(evs []StoredEvent) []api.Event {
 // handleEvents lists a sandbox's audit events (after=SEQ), or follows them
 // as NDJSON (follow=true) or SSE (Accept: text/event-stream).
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
-	c := callerOf(r)
-	id := r.PathValue("id")
-	rec, err := s.store.GetSandbox(r.Context(), c.tenant, id)
-	if err != nil {
-		s.writeError(w, r, err)
+	rec := s.stored(w, r)
+	if rec == nil {
 		return
 	}
+	id := rec.ID
 	q := r.URL.Query()
 	var after int64
 	if v := q.Get("after"); v != "" {
+		var err error
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
 			s.writeError(w, r, errBadRequest("after %q: want a sequence number", v))
 			return
@@ -207,9 +206,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		if rec.State == StateStopped {
 			return
 		}
-		s.mu.Lock()
-		l := s.live[id]
-		s.mu.Unlock()
+		l := s.liveByID(id)
 		if l == nil {
 			// Ended while we read: one more pass picks up the destroy event.
 			rec.State = StateStopped

@@ -84,15 +84,13 @@ func (s *Server) execRequest(l *live, req *api.ExecRequest) (sandbox.ExecRequest
 // the background (201, a Process).
 func (s *Server) handleExec(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
-	l, err := s.lookup(c.tenant, r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
+	l, release := s.acquire(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	var req api.ExecRequest
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeError(w, r, err)
+	if !s.decodeBody(w, r, &req) {
 		return
 	}
 	enc, err := encodingOf(req.Encoding)

@@ -16,19 +16,6 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// fileTarget resolves the sandbox and the cleaned ?path= of a file request.
-func (s *Server) fileTarget(r *http.Request) (*live, string, error) {
-	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
-	if err != nil {
-		return nil, "", err
-	}
-	p, err := cleanPath(r.URL.Query().Get("path"))
-	if err != nil {
-		return nil, "", err
-	}
-	return l, p, nil
-}
-
 func parseMode(v string, def fs.FileMode) (fs.FileMode, error) {
 	if v == "" {
 		return def, nil
@@ -41,12 +28,11 @@ func parseMode(v string, def fs.FileMode) (fs.FileMode, error) {
 }
 
 func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) {
-	l, p, err := s.fileTarget(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, p, release := s.acquireFile(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	rc, err := l.sb.Files().ReadFile(r.Context(), p)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("read %q in %q: %w", p, l.sb.ID(), err))
@@ -59,12 +45,11 @@ func (s *Server) handleFileRead(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
-	l, p, err := s.fileTarget(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, p, release := s.acquireFile(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	q := r.URL.Query()
 	mode, err := parseMode(q.Get("mode"), 0o644)
 	if err != nil {
@@ -123,12 +108,11 @@ func (c *countingReader) Read(p []byte) (int, error) {
 }
 
 func (s *Server) handleFileRemove(w http.ResponseWriter, r *http.Request) {
-	l, p, err := s.fileTarget(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, p, release := s.acquireFile(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	if p == "/" {
 		s.writeError(w, r, errBadRequest("remove %q: refusing to remove the root", p))
 		return
@@ -143,12 +127,11 @@ func (s *Server) handleFileRemove(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
-	l, p, err := s.fileTarget(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, p, release := s.acquireFile(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	fi, err := l.sb.Files().Stat(r.Context(), p)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("stat %q in %q: %w", p, l.sb.ID(), err))
@@ -158,12 +141,11 @@ func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
-	l, p, err := s.fileTarget(r)
-	if err != nil {
-		s.writeError(w, r, err)
+	l, p, release := s.acquireFile(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	fis, err := l.sb.Files().List(r.Context(), p)
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("list %q in %q: %w", p, l.sb.ID(), err))
@@ -176,15 +158,13 @@ func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleFileRename(w http.ResponseWriter, r *http.Request) {
-	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
+	l, release := s.acquire(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	var req api.RenameRequest
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeError(w, r, err)
+	if !s.decodeBody(w, r, &req) {
 		return
 	}
 	from, err := cleanPath(req.From)
@@ -207,15 +187,13 @@ func (s *Server) handleFileRename(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleFileMkdir(w http.ResponseWriter, r *http.Request) {
-	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
+	l, release := s.acquire(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	var req api.MkdirRequest
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeError(w, r, err)
+	if !s.decodeBody(w, r, &req) {
 		return
 	}
 	p, err := cleanPath(req.Path)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"time"
 
@@ -13,9 +14,7 @@ import (
 // lookup returns tenant's live sandbox id; ErrNotFound for another
 // tenant's (never ErrPermission: existence is not disclosed).
 func (s *Server) lookup(tenant, id string) (*live, error) {
-	s.mu.Lock()
-	l := s.live[id]
-	s.mu.Unlock()
+	l := s.liveByID(id)
 	if l == nil || l.tenant() != tenant {
 		return nil, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
 	}
@@ -26,6 +25,49 @@ func (s *Server) lookup(tenant, id string) (*live, error) {
 		return nil, fmt.Errorf("sandbox %q: being destroyed: %w", id, sandbox.ErrClosed)
 	}
 	return l, nil
+}
+
+// liveByID returns the live sandbox id of any tenant (nil if none).
+func (s *Server) liveByID(id string) *live {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live[id]
+}
+
+// acquire returns the caller's live sandbox {id} marked in use, and the
+// release to defer; on error it has answered the request and returns nil.
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (*live, func()) {
+	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return nil, nil
+	}
+	return l, l.use()
+}
+
+// acquireFile is acquire for a file request: it also cleans ?path= (before
+// the sandbox is marked in use).
+func (s *Server) acquireFile(w http.ResponseWriter, r *http.Request) (*live, string, func()) {
+	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
+	if err == nil {
+		var p string
+		if p, err = cleanPath(r.URL.Query().Get("path")); err == nil {
+			return l, p, l.use()
+		}
+	}
+	s.writeError(w, r, err)
+	return nil, "", nil
+}
+
+// stored returns the caller's sandbox record {id}, live or stopped; on
+// error it has answered the request and returns nil.
+func (s *Server) stored(w http.ResponseWriter, r *http.Request) *Record {
+	rec, err := s.store.GetSandbox(r.Context(), callerOf(r).tenant, r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return nil
+	}
+	return rec
 }
 
 // reserve takes quota for one sandbox of memory bytes for tenant.

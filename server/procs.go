@@ -202,8 +202,7 @@ func (s *Server) handleProcSignal(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.use()()
 	var req api.SignalRequest
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeError(w, r, err)
+	if !s.decodeBody(w, r, &req) {
 		return
 	}
 	if req.Signal == 0 {

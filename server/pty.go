@@ -24,12 +24,11 @@ const maxPTYMessage = 1 << 20
 // output as binary messages and ends with a text "exit" message.
 func (s *Server) handlePTY(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
-	l, err := s.lookup(c.tenant, r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
+	l, release := s.acquire(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	conn, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return // Accept answered the request

@@ -221,8 +221,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
 	var req api.CreateSandboxRequest
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeError(w, r, err)
+	if !s.decodeBody(w, r, &req) {
 		return
 	}
 	plan, err := s.planCreate(c, req)
@@ -372,25 +371,18 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.SandboxList{Sandboxes: []api.Sandbox{}}
 	for _, rec := range recs {
-		s.mu.Lock()
-		l := s.live[rec.ID]
-		s.mu.Unlock()
+		l := s.liveByID(rec.ID)
 		out.Sandboxes = append(out.Sandboxes, s.view(l, rec, false))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	c := callerOf(r)
-	id := r.PathValue("id")
-	rec, err := s.store.GetSandbox(r.Context(), c.tenant, id)
-	if err != nil {
-		s.writeError(w, r, err)
+	rec := s.stored(w, r)
+	if rec == nil {
 		return
 	}
-	s.mu.Lock()
-	l := s.live[id]
-	s.mu.Unlock()
+	l := s.liveByID(rec.ID)
 	// Reading metadata is not use: it does not keep a sandbox from idling.
 	writeJSON(w, http.StatusOK, s.view(l, rec, true))
 }
@@ -416,16 +408,13 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
-	c := callerOf(r)
-	l, err := s.lookup(c.tenant, r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
+	l, release := s.acquire(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	var req api.PatchSandboxRequest
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeError(w, r, err)
+	if !s.decodeBody(w, r, &req) {
 		return
 	}
 	if req.Timeout != nil && req.Timeout.D() > s.cfg.MaxTimeout {
@@ -453,15 +442,13 @@ func (s *Server) handlePatch(w http.ResponseWriter, r *http.Request) {
 // API (outside) can do this; nothing inside the sandbox reaches it.
 func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
-	l, err := s.lookup(c.tenant, r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, err)
+	l, release := s.acquire(w, r)
+	if l == nil {
 		return
 	}
-	defer l.use()()
+	defer release()
 	var req api.NetworkRequest
-	if err := decodeJSON(r, &req); err != nil {
-		s.writeError(w, r, err)
+	if !s.decodeBody(w, r, &req) {
 		return
 	}
 	switch req.Mode {
