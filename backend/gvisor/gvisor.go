@@ -3,9 +3,9 @@ package gvisor
 import (
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strconv"
 	"sync"
+
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 )
 
 // Name is the policy name of this backend.
@@ -66,7 +66,7 @@ func New(cfg Config) *Backend {
 		}
 	}
 	if cfg.StateDir == "" {
-		cfg.StateDir = defaultStateDir()
+		cfg.StateDir = hostfs.StateDir(Name)
 	}
 	if cfg.CgroupParent == "" {
 		cfg.CgroupParent = "airlock-gvisor"
@@ -88,14 +88,4 @@ type Info struct {
 	Platform  string   `json:"platform,omitempty"`  // the one sandboxes will use
 	KVMDevice bool     `json:"kvm_device"`          // /dev/kvm exists
 	Err       error    `json:"-"`                   // why the backend cannot run (wraps a sandbox error kind)
-}
-
-func defaultStateDir() string {
-	if os.Geteuid() == 0 {
-		return "/run/airlock/gvisor"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "airlock", "gvisor")
-	}
-	return filepath.Join(os.TempDir(), "airlock-"+strconv.Itoa(os.Geteuid()), "gvisor")
 }

@@ -2,9 +2,8 @@ package native
 
 import (
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strconv"
+
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 )
 
 // Config configures the native backend.
@@ -48,20 +47,10 @@ func New(cfg Config) *Backend {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.StateDir == "" {
-		cfg.StateDir = defaultStateDir()
+		cfg.StateDir = hostfs.StateDir(Name)
 	}
 	return &Backend{cfg: cfg, log: cfg.Log.With("backend", Name), features: HostFeatures}
 }
 
 // Name returns "native".
 func (b *Backend) Name() string { return Name }
-
-func defaultStateDir() string {
-	if os.Geteuid() == 0 {
-		return "/run/airlock/native"
-	}
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		return filepath.Join(d, "airlock", "native")
-	}
-	return filepath.Join(os.TempDir(), "airlock-"+strconv.Itoa(os.Geteuid()), "native")
-}

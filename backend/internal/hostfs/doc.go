@@ -3,7 +3,8 @@
 // arithmetic for mount plans (coverage, depth order, the host path behind a
 // bind), the plan that protects workspace config (which paths become
 // read-only self-binds, which anchor directories become mount points, where
-// placeholders must be created) and the placeholders themselves.
+// placeholders must be created), the placeholders themselves, and the
+// default state directory where a backend records them.
 //
 // Each backend keeps its own mount representation; this package only says
 // what to mount where. It must never mount anything, never follow a symlink

@@ -1,6 +1,7 @@
 package hostfs
 
 import (
+	"os"
 	"slices"
 	"testing"
 )
@@ -44,5 +45,16 @@ func TestHostSource(t *testing.T) {
 	}
 	if _, ok := HostSource("/elsewhere", ms, bind); ok {
 		t.Error("HostSource found a bind for an uncovered path")
+	}
+}
+
+func TestStateDir(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", "/run/user/1000")
+	want := "/run/user/1000/airlock/gvisor"
+	if os.Geteuid() == 0 {
+		want = "/run/airlock/gvisor"
+	}
+	if got := StateDir("gvisor"); got != want {
+		t.Errorf("StateDir = %q, want %q", got, want)
 	}
 }
