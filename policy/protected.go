@@ -50,7 +50,7 @@ var protectedConfig = []struct {
 // ProtectedEntry is one protected workspace path.
 type ProtectedEntry struct {
 	Path string // workspace-relative, clean, e.g. ".vscode/settings.json"
-	Dir  bool   // a directory (placeholders for missing entries are made as one)
+	Dir  bool   // a directory when it exists (a missing one is pinned by an empty read-only file placeholder)
 	Why  string // what outside the sandbox runs it
 }
 
