@@ -40,7 +40,8 @@ type nativeSandbox struct {
 	tdErr    error
 	timedOut atomic.Bool
 	closed   atomic.Bool
-	lastStat cgroupStats // stats captured just before the cgroup went away
+	execs    atomic.Int64 // Exec calls so far
+	lastStat cgroupStats  // stats captured just before the cgroup went away
 	statMu   sync.Mutex
 }
 
@@ -60,7 +61,14 @@ func (s *nativeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sand
 	if s.closed.Load() || s.client == nil {
 		return nil, s.errClosed("exec")
 	}
-	oom := s.cg.stats().OOMKills
+	// The OOM-kill count before the process starts tells whether a SIGKILL
+	// it dies of was the memory limit's. Before the first exec it is 0
+	// without asking the cgroup: the init is the only process until then,
+	// and an OOM kill of it ends the sandbox.
+	var oom int64
+	if s.execs.Add(1) > 1 {
+		oom = s.cg.stats().OOMKills
+	}
 	p, err := s.client.Exec(ctx, req)
 	if err != nil {
 		if s.closed.Load() {
@@ -142,13 +150,16 @@ func (s *nativeSandbox) end(why string) {
 		if s.timer != nil {
 			s.timer.Stop()
 		}
+		t0 := time.Now()
+		_ = s.cmd.Process.Signal(syscall.SIGKILL)
+		s.cg.kill()
+		// The final figures are read while the kernel tears the processes
+		// down (peak memory, OOM kills and CPU time stay; current memory
+		// and pids are the teardown's).
 		cs := s.cg.stats()
 		s.statMu.Lock()
 		s.lastStat = cs
 		s.statMu.Unlock()
-		t0 := time.Now()
-		_ = s.cmd.Process.Signal(syscall.SIGKILL)
-		s.cg.kill()
 		<-s.waited
 		tReaped := time.Now()
 		var errs []error
