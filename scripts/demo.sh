@@ -6,8 +6,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${AIRLOCK_BIN:-bin/airlock}
+# The probe runs inside the sandbox, which sees only system directories:
+# it needs a system python3 (not one under a home directory).
 py=/usr/bin/python3
-[ -x "$py" ] || py=$(command -v python3)
+if [ ! -x "$py" ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		echo "demo: installing python3 (Debian package)"
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 >/dev/null 2>&1 ||
+			{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 >/dev/null; }
+	else
+		echo "demo: needs /usr/bin/python3 (apt-get install python3)" >&2
+		exit 1
+	fi
+fi
 
 tmp=$(mktemp -d /tmp/airlock-demo.XXXXXX)
 srv=
