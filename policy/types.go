@@ -6,6 +6,7 @@
 package policy
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -134,3 +135,19 @@ type Duration time.Duration
 
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Credentials returns the uid and gid the sandbox's processes run as: the
+// policy's, or the caller's (uid, gid) where it sets none. It fails for ids
+// outside the range a user namespace can map.
+func (p Process) Credentials(uid, gid int) (int, int, error) {
+	if p.UID != nil {
+		uid = *p.UID
+	}
+	if p.GID != nil {
+		gid = *p.GID
+	}
+	if uid < 0 || gid < 0 || uid > 1<<31-2 || gid > 1<<31-2 {
+		return 0, 0, fmt.Errorf("uid/gid %d/%d out of range: %w", uid, gid, ErrInvalid)
+	}
+	return uid, gid, nil
+}

@@ -44,15 +44,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	if ws := pol.Filesystem.WorkspacePath(); ws != "" && !filepath.IsAbs(ws) {
 		return nil, wrap("workspace %q is not absolute (policy not resolved): %w", ws, sandbox.ErrInvalid)
 	}
-	uid, gid := os.Getuid(), os.Getgid()
-	if pol.Process.UID != nil {
-		uid = *pol.Process.UID
-	}
-	if pol.Process.GID != nil {
-		gid = *pol.Process.GID
-	}
-	if uid < 0 || gid < 0 || uid > 1<<31-2 || gid > 1<<31-2 {
-		return nil, wrap("uid/gid %d/%d out of range: %w", uid, gid, sandbox.ErrInvalid)
+	uid, gid, err := pol.Process.Credentials(os.Getuid(), os.Getgid())
+	if err != nil {
+		return nil, wrap("%w", err)
 	}
 	t0 := time.Now()
 	info := b.Info(ctx)

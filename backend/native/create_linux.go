@@ -118,15 +118,9 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 			return nil, wrap("%v: %w", err, sandbox.ErrUnavailable)
 		}
 	}
-	uid, gid := os.Getuid(), os.Getgid()
-	if pol.Process.UID != nil {
-		uid = *pol.Process.UID
-	}
-	if pol.Process.GID != nil {
-		gid = *pol.Process.GID
-	}
-	if uid < 0 || gid < 0 || uid > 1<<31-2 || gid > 1<<31-2 {
-		return nil, wrap("uid/gid %d/%d out of range: %w", uid, gid, sandbox.ErrInvalid)
+	uid, gid, err := pol.Process.Credentials(os.Getuid(), os.Getgid())
+	if err != nil {
+		return nil, wrap("%w", err)
 	}
 
 	// Host-side preparation. From here on every step registers its undo.
