@@ -385,3 +385,29 @@ func TestAttackProtectedConfigAnchorRename(t *testing.T) {
 	// Unprotected files in the anchor directory stay writable.
 	mustOK(t, "write .vscode/extensions-notes.txt", f.attack(t, "write", filepath.Join(f.ws, ".vscode/extensions-notes.txt")))
 }
+
+// Every process in the sandbox starts with every capability set empty,
+// the bounding set included (it is dropped on the agent's spawn thread, not
+// on every thread of the init), whether started directly or by a child.
+func TestCapabilitySetsEmpty(t *testing.T) {
+	f := newFixture(t, nil, nil)
+	// Unconfined, this test process (root) has a full bounding set.
+	if b, err := os.ReadFile("/proc/self/status"); err != nil || strings.Contains(string(b), "CapBnd:\t0000000000000000") {
+		t.Fatalf("host process: %v, bounding set already empty: the check below would prove nothing", err)
+	}
+	for _, script := range []string{
+		"grep ^Cap /proc/self/status",
+		"sh -c 'grep ^Cap /proc/self/status'",
+		"(sleep 0.1; grep ^Cap /proc/self/status) & wait",
+	} {
+		st, out := sh(t, f.sb, script)
+		if st.Code != 0 {
+			t.Fatalf("%s: %+v %q", script, st, out)
+		}
+		for _, set := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+			if !strings.Contains(out, set+":\t0000000000000000") {
+				t.Errorf("%s: %s not empty:\n%s", script, set, out)
+			}
+		}
+	}
+}
