@@ -411,3 +411,38 @@ func TestCapabilitySetsEmpty(t *testing.T) {
 		}
 	}
 }
+
+// A workspace that is not a git repository cannot be made one from inside
+// (its .git/config could later run code through a git prompt on the host),
+// and a worktree's .git file cannot be pointed elsewhere.
+func TestAttackGitOutsideRepository(t *testing.T) {
+	t.Run("plain workspace", func(t *testing.T) {
+		f := newFixture(t, nil, nil)
+		scratch := t.TempDir()
+		if out, err := exec.Command("git", "init", "-q", scratch).CombinedOutput(); err != nil {
+			t.Fatalf("unconfined git init: %v %s", err, out)
+		}
+		mustOK(t, "unconfined write .git/config", unconfined(t, f.att, "write", filepath.Join(scratch, ".git/config")))
+		st, out := sh(t, f.sb, "cd "+f.ws+" && git init -q . 2>&1; mkdir .git 2>&1; echo '[core] fsmonitor = evil' > .git/config 2>&1; true")
+		if st.Code != 0 {
+			t.Fatalf("%+v %q", st, out)
+		}
+		if _, err := os.Stat(filepath.Join(f.ws, ".git/config")); err == nil {
+			t.Fatalf("a .git/config was created in the workspace from inside: %q", out)
+		}
+		f.sb.Destroy(context.Background())
+		if _, err := os.Lstat(filepath.Join(f.ws, ".git")); err == nil {
+			t.Errorf(".git placeholder left behind")
+		}
+	})
+	t.Run("worktree .git file", func(t *testing.T) {
+		f := newFixture(t, nil, func(ws string) {
+			os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: /nonexistent/main/.git/worktrees/x\n"), 0o644)
+		})
+		mustDeny(t, "rewrite .git file", f.attack(t, "write", filepath.Join(f.ws, ".git")))
+		mustDeny(t, "remove .git file", f.attack(t, "remove", filepath.Join(f.ws, ".git")))
+		if b, _ := os.ReadFile(filepath.Join(f.ws, ".git")); !strings.HasPrefix(string(b), "gitdir: /nonexistent/") {
+			t.Fatalf(".git file changed on the host: %q", b)
+		}
+	})
+}

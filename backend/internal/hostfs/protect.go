@@ -48,8 +48,12 @@ type Bind struct {
 func ProtectConfig(ws string, paths []string) ([]Bind, []string, error) {
 	var binds []Bind
 	var pending []string
+	// Without a .git directory, .git/hooks and .git/config are missing like
+	// any protected path, so .git itself gets the placeholder: an agent
+	// cannot turn a plain workspace into a repository whose config (say
+	// core.fsmonitor) a git prompt on the host would later run.
 	gi, gerr := os.Lstat(filepath.Join(ws, ".git"))
-	hasGit := gerr == nil && gi.IsDir()
+	gitFile := gerr == nil && gi.Mode().IsRegular()
 	for _, a := range policy.ProtectedConfigAnchors() {
 		dir := filepath.Join(ws, a)
 		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && !behindSymlink(ws, dir) {
@@ -62,8 +66,11 @@ func ProtectConfig(ws string, paths []string) ([]Bind, []string, error) {
 		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 			continue
 		}
-		if strings.HasPrefix(rel, ".git/") && !hasGit {
-			continue // not a git repository (or a worktree's .git file)
+		if strings.HasPrefix(rel, ".git/") && gitFile {
+			// A worktree's or submodule's .git file names the real git
+			// directory: rewritten, it could point git at a hostile config
+			// inside the workspace. The file itself is pinned read-only.
+			p = filepath.Join(ws, ".git")
 		}
 		if coveredBy(p, pending) {
 			continue // below a placeholder for a missing parent
