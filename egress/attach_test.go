@@ -7,13 +7,26 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
+// attach is what the CLI does: a proxy only when the policy needs one.
+func attach(spec *sandbox.Spec) (*Proxy, error) {
+	if !Needed(spec.Policy) {
+		return nil, nil
+	}
+	p, err := New(Config{SandboxID: spec.ID, Network: spec.Policy.Network, Secrets: spec.Policy.Secrets})
+	if err != nil {
+		return nil, err
+	}
+	p.Attach(spec, nil)
+	return p, nil
+}
+
 func TestAttach(t *testing.T) {
 	spec := &sandbox.Spec{ID: "sb-a", Policy: &policy.Policy{Network: policy.Network{Mode: policy.NetworkNone}}}
-	if p, err := Attach(spec, nil, nil); p != nil || err != nil || spec.Egress != nil {
+	if p, err := attach(spec); p != nil || err != nil || spec.Egress != nil {
 		t.Fatalf("mode none: %v %v", p, err)
 	}
 	spec = &sandbox.Spec{ID: "sb-b", Policy: &policy.Policy{Network: allowlist("api.test")}, Env: map[string]string{"KEEP": "1"}}
-	p, err := Attach(spec, nil, nil)
+	p, err := attach(spec)
 	if err != nil || p == nil || spec.Egress != p {
 		t.Fatalf("allowlist: %v %v", p, err)
 	}
@@ -21,7 +34,7 @@ func TestAttach(t *testing.T) {
 		t.Fatalf("spec env %v files %d", spec.Env, len(spec.Files))
 	}
 	spec = &sandbox.Spec{ID: "sb-c", Policy: &policy.Policy{Network: policy.Network{Mode: "bogus"}}}
-	if _, err := Attach(spec, nil, nil); err == nil || spec.Egress != nil || spec.Env != nil {
+	if _, err := attach(spec); err == nil || spec.Egress != nil || spec.Env != nil {
 		t.Fatalf("bad policy: %v, spec changed: %+v", err, spec)
 	}
 }

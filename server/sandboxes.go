@@ -193,16 +193,11 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 	defer cancel()
 	start := time.Now()
-	sb, err := backend.Create(ctx, sandbox.Spec{
-		ID:     id,
-		Policy: pol,
-		Image:  rootfs,
-		Audit:  sink,
-		Log:    log,
-		Egress: proxy,
-		Env:    proxy.SandboxEnv(),
-		Files:  proxy.SandboxFiles(s.cfg.CABundle),
-	})
+	spec := sandbox.Spec{ID: id, Policy: pol, Image: rootfs, Audit: sink, Log: log}
+	// Every server sandbox gets its own proxy, so that the rules of one
+	// created with a network can be changed later, from outside only.
+	proxy.Attach(&spec, s.cfg.CABundle)
+	sb, err := backend.Create(ctx, spec)
 	if err != nil {
 		os.RemoveAll(ws)
 		return nil, nil, fmt.Errorf("create sandbox %q: %w", id, err)

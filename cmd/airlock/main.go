@@ -76,21 +76,21 @@ func fail(cmd string, err error) int {
 }
 
 func exitCode(err error) int {
-	switch {
-	case err == nil:
+	if err == nil {
 		return 0
-	case errors.Is(err, errCommandNotFound):
+	}
+	return exitAirlock
+}
+
+// execExitCode maps an error starting the command inside the sandbox to
+// Docker's convention: 127 not found, 126 cannot be run, 125 anything else.
+func execExitCode(err error) int {
+	switch {
+	case errors.Is(err, sandbox.ErrNotFound):
 		return exitNotFound
-	case errors.Is(err, errCommandCannotRun):
+	case errors.Is(err, sandbox.ErrPermission):
 		return exitCannotRun
 	default:
 		return exitAirlock
 	}
 }
-
-// Errors for a command that could not be started inside the sandbox; the
-// backends report them as sandbox.ErrNotFound / ErrPermission from Exec.
-var (
-	errCommandNotFound  = fmt.Errorf("command not found: %w", sandbox.ErrNotFound)
-	errCommandCannotRun = fmt.Errorf("command cannot be run: %w", sandbox.ErrPermission)
-)

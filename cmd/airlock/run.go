@@ -269,7 +269,8 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 			res.Violations = v
 		}
 		if eg != nil {
-			res.Egress = eg.summary()
+			st := eg.Stats()
+			res.Egress = &st
 		}
 	}
 	if derr := sb.Destroy(context.Background()); derr != nil {
@@ -278,17 +279,8 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	res.DurationMS = ms(time.Since(start))
 	if err != nil {
 		res.Error = err.Error()
-		switch {
-		case errors.Is(err, sandbox.ErrNotFound):
-			fmt.Fprintf(os.Stderr, "airlock run: %v\n", err)
-			res.ExitCode = exitNotFound
-		case errors.Is(err, sandbox.ErrPermission):
-			fmt.Fprintf(os.Stderr, "airlock run: %v\n", err)
-			res.ExitCode = exitCannotRun
-		default:
-			fmt.Fprintf(os.Stderr, "airlock run: %v\n", err)
-			res.ExitCode = exitAirlock
-		}
+		fmt.Fprintf(os.Stderr, "airlock run: %v\n", err)
+		res.ExitCode = execExitCode(err)
 		return res, res.ExitCode
 	}
 	res.ExitCode, res.Signal, res.TimedOut, res.OOM, res.OutputTruncated = st.Code, st.Signal, st.TimedOut, st.OOM, st.Truncated
