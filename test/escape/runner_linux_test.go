@@ -333,7 +333,7 @@ func openPTY() (*os.File, *os.File, error) {
 // against the bait environment, with ws as workspace.
 //
 // With allowlist the sandbox gets network through its egress proxy (the
-// real one, egress.Attach) allowed to one outside name only: the network
+// real one, Proxy.Attach) allowed to one outside name only: the network
 // attacks then have a proxy to bypass or abuse.
 func (r *runner) spec(t *testing.T, ws string, allowlist bool) sandbox.Spec {
 	p, err := policy.Profile("default")
@@ -349,10 +349,12 @@ func (r *runner) spec(t *testing.T, ws string, allowlist bool) sandbox.Spec {
 	}
 	spec := sandbox.Spec{ID: randToken("esc-")[:16], Policy: rp}
 	if allowlist {
-		px, err := egress.Attach(&spec, nil, nil)
-		if err != nil || px == nil {
-			t.Fatalf("attach egress: %v (proxy %v)", err, px)
+		px, err := egress.New(egress.Config{SandboxID: spec.ID, Network: rp.Network, Secrets: rp.Secrets})
+		if err != nil {
+			t.Fatalf("egress proxy: %v", err)
 		}
+		bundle, _ := egress.SystemBundle() // nil: the sandbox trusts only its CA
+		px.Attach(&spec, bundle)
 	}
 	return spec
 }
