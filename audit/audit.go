@@ -18,6 +18,9 @@ const (
 	TypeExec      = "exec"
 	TypeExit      = "exit"
 	TypeViolation = "violation"
+	// TypeDenied is a file operation a protection rule refused (fields:
+	// rule, path, op, pid); see policy.GuardRules.
+	TypeDenied = "denied"
 	TypeLimit     = "limit"
 	TypeFile      = "file"
 	TypeEgress    = "egress"

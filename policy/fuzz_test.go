@@ -83,7 +83,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("JSON policy differs:\n%+v\n%+v\n%s", r, r3, js)
 		}
 		_ = r.Environ([]string{"PATH=/bin", "A_TOKEN=x"})
-		_ = r.ProtectedPaths()
+		_ = r.ConfigGuard("/home/x")
 	})
 }
 

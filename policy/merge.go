@@ -28,14 +28,16 @@ func Merge(base, over *Policy) *Policy {
 	out.AllowDegraded = out.AllowDegraded || o.AllowDegraded
 
 	off := map[string]int{
-		"filesystem.read_only":  len(out.Filesystem.ReadOnly),
-		"filesystem.read_write": len(out.Filesystem.ReadWrite),
-		"filesystem.deny":       len(out.Filesystem.Deny),
-		"filesystem.tmpfs":      len(out.Filesystem.Tmpfs),
-		"network.allow":         len(out.Network.Allow),
-		"network.deny":          len(out.Network.Deny),
-		"process.env_allow":     len(out.Process.EnvAllow),
-		"secrets":               len(out.Secrets),
+		"filesystem.read_only":       len(out.Filesystem.ReadOnly),
+		"filesystem.read_write":      len(out.Filesystem.ReadWrite),
+		"filesystem.deny":            len(out.Filesystem.Deny),
+		"filesystem.tmpfs":           len(out.Filesystem.Tmpfs),
+		"filesystem.writable_config": len(out.Filesystem.WritableConfig),
+		"caches":                     len(out.Caches),
+		"network.allow":              len(out.Network.Allow),
+		"network.deny":               len(out.Network.Deny),
+		"process.env_allow":          len(out.Process.EnvAllow),
+		"secrets":                    len(out.Secrets),
 	}
 
 	fs, ofs := &out.Filesystem, &o.Filesystem
@@ -48,6 +50,8 @@ func Merge(base, over *Policy) *Policy {
 	if ofs.ProtectConfig != nil {
 		fs.ProtectConfig = ofs.ProtectConfig
 	}
+	fs.WritableConfig = append(fs.WritableConfig, ofs.WritableConfig...)
+	out.Caches = append(out.Caches, o.Caches...)
 
 	str(&out.Network.Mode, o.Network.Mode)
 	out.Network.Allow = append(out.Network.Allow, o.Network.Allow...)
@@ -117,6 +121,8 @@ func (p *Policy) Clone() *Policy {
 	c.Filesystem.ReadWrite = cloneStrings(p.Filesystem.ReadWrite)
 	c.Filesystem.Deny = cloneStrings(p.Filesystem.Deny)
 	c.Filesystem.Tmpfs = cloneStrings(p.Filesystem.Tmpfs)
+	c.Filesystem.WritableConfig = cloneStrings(p.Filesystem.WritableConfig)
+	c.Caches = cloneStrings(p.Caches)
 	if p.Filesystem.ProtectConfig != nil {
 		b := *p.Filesystem.ProtectConfig
 		c.Filesystem.ProtectConfig = &b

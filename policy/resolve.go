@@ -170,6 +170,8 @@ func (r *resolver) resolve() {
 	if fs.ProtectConfig == nil {
 		fs.ProtectConfig = boolPtr(true)
 	}
+	fs.WritableConfig = r.writableConfig(fs.WritableConfig)
+	p.Caches = dedupe(p.Caches)
 
 	n := &p.Network
 	if n.Mode == "" {
@@ -258,6 +260,29 @@ func (r *resolver) resolve() {
 			p.Audit.File = cleanPath(a)
 		}
 	}
+}
+
+// writableConfig makes writable_config entries absolute: ~ and absolute
+// paths as everywhere, relative ones against the workspace.
+func (r *resolver) writableConfig(in []string) []string {
+	var out []string
+	ws := r.p.Filesystem.WorkspacePath()
+	for i, s := range in {
+		f := fmt.Sprintf("filesystem.writable_config[%d]", i)
+		switch {
+		case isAbs(s) || homeRelative(s):
+			s = r.expand(f, s)
+		case ws == "":
+			r.add(f, "%q is relative but there is no workspace to resolve it against", s)
+			continue
+		default:
+			s = cleanPath(ws + "/" + s)
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // paths expands, cleans and de-duplicates a path list, dropping built-in

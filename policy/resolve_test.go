@@ -149,8 +149,8 @@ func TestResolveWorkspaceNone(t *testing.T) {
 	if r.Filesystem.Workspace != "none" || r.Filesystem.WorkspacePath() != "" || r.Process.Workdir != "/" {
 		t.Errorf("workspace %q workdir %q", r.Filesystem.Workspace, r.Process.Workdir)
 	}
-	if r.ProtectedPaths() != nil {
-		t.Errorf("protected paths without a workspace: %q", r.ProtectedPaths())
+	if g := r.ConfigGuard(""); len(g.Homes) != 0 {
+		t.Errorf("homes without a workspace: %q", g.Homes)
 	}
 }
 

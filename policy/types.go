@@ -34,6 +34,9 @@ type Policy struct {
 	Process    Process    `yaml:"process,omitempty" json:"process"`
 	Limits     Limits     `yaml:"limits,omitempty" json:"limits"`
 	Secrets    []Secret   `yaml:"secrets,omitempty" json:"secrets,omitempty"`
+	// Caches name tool caches (go, npm, pip, cargo) kept between runs in
+	// Airlock's own per-user store and mounted where the tool looks.
+	Caches []string `yaml:"caches,omitempty" json:"caches,omitempty"`
 	Audit      Audit      `yaml:"audit,omitempty" json:"audit"`
 
 	// src remembers the file and the line of each field the file set, so
@@ -58,10 +61,15 @@ type Filesystem struct {
 	Deny []string `yaml:"deny,omitempty" json:"deny,omitempty"`
 	// Tmpfs paths get a fresh private tmpfs (/tmp always does).
 	Tmpfs []string `yaml:"tmpfs,omitempty" json:"tmpfs,omitempty"`
-	// ProtectConfig denies writes to files in the workspace that run code
-	// outside the sandbox (.git/hooks, .git/config, shell rc files, agent
-	// settings), also when they do not exist yet. Default true.
+	// ProtectConfig denies writes, at any depth of every writable host
+	// path, to files that make programs outside the sandbox run code
+	// (git hooks and config, .envrc, editor and agent settings, shell rc
+	// files of a home): see ConfigGuard. Default true.
 	ProtectConfig *bool `yaml:"protect_config,omitempty" json:"protect_config,omitempty"`
+	// WritableConfig are paths (relative to the workspace, or absolute)
+	// below which protected configuration may be written anyway: a
+	// repository the agent must create, say. Pinned files stay pinned.
+	WritableConfig []string `yaml:"writable_config,omitempty" json:"writable_config,omitempty"`
 }
 
 // Network modes.

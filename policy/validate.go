@@ -114,6 +114,21 @@ func (p *Policy) check(resolved bool) []*Error {
 		}
 	}
 
+	for i, s := range fs.WritableConfig {
+		f := fmt.Sprintf("filesystem.writable_config[%d]", i)
+		switch {
+		case s == "":
+			c.add(f, "empty path")
+		case strings.IndexByte(s, 0) >= 0:
+			c.add(f, "contains a NUL byte")
+		case c.resolved && !isAbs(s):
+			c.add(f, "%q must be an absolute path in a resolved policy", s)
+		}
+	}
+	for i, s := range p.Caches {
+		c.oneOf(fmt.Sprintf("caches[%d]", i), s, CacheNames())
+	}
+
 	c.oneOf("network.mode", p.Network.Mode, modes)
 	for i, s := range p.Network.Allow {
 		if m := checkNetworkEntry(s); m != "" {

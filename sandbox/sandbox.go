@@ -41,6 +41,20 @@ type Spec struct {
 	// Files are read-only files the backend places inside the sandbox at
 	// Path (e.g. the egress CA bundle, also over the system bundle path).
 	Files []File
+	// Caches are host directories of Airlock's own cache store bound
+	// read-write at Dst (a tool's cache directory inside).
+	Caches []Bind
+	// Pinned are host paths the sandbox must never write, create, rename
+	// or link even when a writable path holds them (the caller's policy
+	// file), with what each is. Backends pin the secret files and their
+	// own binary themselves.
+	Pinned map[string]string
+}
+
+// Bind is a host directory Src made visible read-write at Dst inside.
+type Bind struct {
+	Src string
+	Dst string
 }
 
 // File is a host-made read-only file injected into a sandbox.

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/policy"
+
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 )
 
 // writeBundle creates the bundle directory contents for plan: the root
@@ -78,12 +80,6 @@ func writeBundle(dir string, spec *ociSpec, plan *mountPlan) error {
 			return fmt.Errorf("mount point %s: %w", m.Destination, err)
 		}
 	}
-	if len(plan.Placeholders) > 0 {
-		b, _ := json.Marshal(plan.Placeholders)
-		if err := os.WriteFile(filepath.Join(dir, bundleState), b, 0o600); err != nil {
-			return err
-		}
-	}
 	b, err := json.MarshalIndent(spec, "", "  ")
 	if err != nil {
 		return err
@@ -133,13 +129,14 @@ func mountPoint(root, dst string, isDir bool) error {
 	return nil
 }
 
-// readPlaceholders returns the placeholders a bundle recorded (Cleanup).
-func readPlaceholders(dir string) []placeholder {
-	b, err := os.ReadFile(filepath.Join(dir, bundleState))
+// readPlaceholders returns the workspace placeholders an earlier version
+// recorded in a bundle (Cleanup removes them while still theirs).
+func readPlaceholders(dir string) []hostfs.Placeholder {
+	b, err := os.ReadFile(filepath.Join(dir, "placeholders.json"))
 	if err != nil {
 		return nil
 	}
-	var ph []placeholder
+	var ph []hostfs.Placeholder
 	if json.Unmarshal(b, &ph) != nil {
 		return nil
 	}

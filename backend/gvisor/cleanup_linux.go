@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 )
 
 // Cleanup removes the runsc containers, cgroups, bundles and workspace
@@ -58,7 +60,7 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 			errs = append(errs, fmt.Errorf("cleanup sandbox %q: %w", id, err))
 		}
 		dir := b.bundleDir(id)
-		if err := removePlaceholders(readPlaceholders(dir)); err != nil {
+		if err := hostfs.RemovePlaceholders(readPlaceholders(dir)); err != nil {
 			errs = append(errs, fmt.Errorf("cleanup sandbox %q: placeholders: %w", id, err))
 		}
 		if err := os.RemoveAll(dir); err != nil {

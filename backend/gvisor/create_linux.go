@@ -93,11 +93,12 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	if rootfs == "" {
 		rootfs = pol.Filesystem.Rootfs
 	}
-	plan, err := planMounts(planInput{Policy: pol, Rootfs: rootfs, Files: spec.Files, Bundle: dir, UID: uid, GID: gid})
-	if plan != nil {
-		ph := plan.Placeholders
-		undo = append(undo, func() { removePlaceholders(ph) })
+	guard := pol.ConfigGuard(pol.Process.Env["HOME"])
+	for k, v := range spec.Pinned {
+		guard.Pinned[k] = v
 	}
+	guard.Pinned[agentBin] = "the airlock binary"
+	plan, err := planMounts(planInput{Policy: pol, Rootfs: rootfs, Files: spec.Files, Bundle: dir, UID: uid, GID: gid, Guard: guard})
 	if err != nil {
 		return nil, wrap("%w", err)
 	}
@@ -190,12 +191,16 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 
 	s := &gvSandbox{
 		id: spec.ID, b: b, log: log, audit: sink, cmd: cmd, waited: waited, client: client, cg: cg,
-		placeholders: plan.Placeholders, bundle: dir, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
+		bundle: dir, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
 	}
 	go s.watch()
 	log.Debug("sandbox started", "prepare", start.Sub(t0), "runsc_to_hello", helloAt.Sub(start), "total", time.Since(t0))
 	if t := pol.Limits.Timeout.D(); t > 0 {
 		s.timer = time.AfterFunc(t, s.timeout)
+	}
+	for _, d := range plan.Degraded {
+		log.Warn("protection waived by allow_degraded", "what", d)
+		sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeDegraded, Message: d})
 	}
 	sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
 		"backend": Name, "pid": cmd.Process.Pid, "platform": info.Platform, "runsc": info.Version,

@@ -23,23 +23,18 @@ const (
 	bundleDenyDir  = "deny-dir" // empty mode-000 directory mounted over denied directories
 	bundleDenyFile = "deny-file"
 	bundleFiles    = "files" // Spec.Files, one file each
-	bundleState    = "placeholders.json"
 )
 
 // mountPlan is the filesystem part of a bundle: the OCI mounts, what the
-// root skeleton must hold, the injected files and the workspace
-// placeholders made for protected paths that did not exist.
+// root skeleton must hold and the injected files.
 type mountPlan struct {
-	Mounts       []ociMount
-	Links        map[string]string // top-level symlinks in the root: name -> target
-	Files        []sandbox.File    // written under files/N, bound at Path
-	Placeholders []placeholder     // created on the host, in creation order
+	Mounts []ociMount
+	Links  map[string]string // top-level symlinks in the root: name -> target
+	Files  []sandbox.File    // written under files/N, bound at Path
+	// Degraded says which protection the plan could only partly apply
+	// (allow_degraded), for the audit stream.
+	Degraded []string
 }
-
-// placeholder is an empty file created in the workspace as the mount
-// point of a protected path that did not exist (see hostfs); removed at the
-// end while still ours and empty.
-type placeholder = hostfs.Placeholder
 
 // planInput is what planMounts needs besides the policy.
 type planInput struct {
@@ -49,13 +44,21 @@ type planInput struct {
 	Bundle string // bundle directory (sources of deny mounts and files)
 	UID    int    // owner of extra tmpfs mounts (home dirs)
 	GID    int
+	// Guard is what writes to host paths must respect; nil: nothing.
+	Guard *policy.ConfigGuard
 }
 
 // planMounts turns a resolved policy into OCI mounts with the native
 // backend's semantics. It checks every host path it needs (a missing
-// read_only, read_write or workspace path is ErrInvalid) and creates the
-// protected-path placeholders last, so an error before that leaves nothing;
-// on error the placeholders it did create are returned for removal.
+// read_only, read_write or workspace path is ErrInvalid); it changes
+// nothing on the host.
+//
+// gVisor cannot mediate the sandbox's writes to host paths as the native
+// backend does (its gofer writes them), so protected configuration cannot
+// be kept from being *created* there. With protect_config on, a writable
+// host path is refused (fail closed) unless allow_degraded: then every
+// protected entry that exists is bound read-only, at any depth. Pinned
+// files (the policy file, secrets, the agent) are bound read-only always.
 func planMounts(in planInput) (*mountPlan, error) {
 	f := in.Policy.Filesystem
 	p := &mountPlan{Links: map[string]string{}}
@@ -163,23 +166,52 @@ func planMounts(in planInput) (*mountPlan, error) {
 		}
 		p.Mounts = append(p.Mounts, denyMount(src, d))
 	}
-	// Protected workspace config comes last: it creates host placeholders.
-	if ws != "" {
-		binds, pending, err := hostfs.ProtectConfig(ws, in.Policy.ProtectedPaths())
-		if err != nil {
-			return nil, err
-		}
-		ph, err := hostfs.CreatePlaceholders(ws, pending)
-		p.Placeholders = ph
-		if err != nil {
-			return p, err
-		}
-		for _, b := range binds {
-			p.Mounts = append(p.Mounts, bindMount(b.Path, b.Path, b.Kind != hostfs.AnchorBind))
-		}
+	if err := p.protect(in, ws); err != nil {
+		return nil, err
 	}
 	sortMounts(p.Mounts)
 	return p, nil
+}
+
+// protect binds read-only what a sandbox must not write in its writable
+// host paths; see planMounts.
+func (p *mountPlan) protect(in planInput, ws string) error {
+	g := in.Guard
+	if g == nil {
+		return nil
+	}
+	roots := append([]string{}, in.Policy.Filesystem.ReadWrite...)
+	if ws != "" {
+		roots = append([]string{ws}, roots...)
+	}
+	if len(roots) == 0 {
+		return nil
+	}
+	for path := range g.Pinned {
+		if hostfs.Under(path, roots) {
+			if _, err := os.Lstat(path); err == nil {
+				p.Mounts = append(p.Mounts, bindMount(path, path, true))
+			}
+		}
+	}
+	if !g.Config {
+		return nil
+	}
+	if !in.Policy.AllowDegraded {
+		return fmt.Errorf("protect_config with a writable host path (%s): the gvisor backend cannot keep the sandbox from creating protected configuration there (git hooks and config, .envrc, editor and agent settings) at every depth: %w; use the native backend, set filesystem.protect_config: false, or allow_degraded (then only what exists is protected)", roots[0], sandbox.ErrUnavailable)
+	}
+	for _, r := range roots {
+		found, truncated := hostfs.ExistingProtected(r, g)
+		for _, e := range found {
+			p.Mounts = append(p.Mounts, bindMount(e.Path, e.Path, true))
+		}
+		what := "protected configuration in " + r + ": only entries that exist are read-only; new ones can be created"
+		if truncated {
+			what += " (and only in the first directories walked)"
+		}
+		p.Degraded = append(p.Degraded, what)
+	}
+	return nil
 }
 
 func bindMount(src, dst string, ro bool) ociMount {
@@ -233,7 +265,3 @@ func isDeny(m ociMount) bool {
 func sortMounts(ms []ociMount) {
 	hostfs.SortMounts(ms, func(m ociMount) string { return m.Destination }, isDeny)
 }
-
-// removePlaceholders removes, newest first, the placeholders that are still
-// ours and empty (something may have been put there meanwhile).
-func removePlaceholders(ph []placeholder) error { return hostfs.RemovePlaceholders(ph) }

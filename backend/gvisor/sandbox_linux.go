@@ -19,19 +19,18 @@ import (
 // gvSandbox is one running gVisor sandbox: the `runsc run` process, its
 // cgroup and the agent client talking to the container's init.
 type gvSandbox struct {
-	id           string
-	b            *Backend
-	log          *slog.Logger
-	audit        audit.Sink
-	cmd          *exec.Cmd
-	waited       <-chan struct{} // closed when `runsc run` has exited
-	client       *agent.Client
-	cg           *sandboxCgroup
-	placeholders []placeholder
-	bundle       string
-	memLimit     bool
-	oomBefore    int64 // the cgroup's OOM kills at start (always 0: the cgroup is new)
-	timer        *time.Timer
+	id        string
+	b         *Backend
+	log       *slog.Logger
+	audit     audit.Sink
+	cmd       *exec.Cmd
+	waited    <-chan struct{} // closed when `runsc run` has exited
+	client    *agent.Client
+	cg        *sandboxCgroup
+	bundle    string
+	memLimit  bool
+	oomBefore int64 // the cgroup's OOM kills at start (always 0: the cgroup is new)
+	timer     *time.Timer
 
 	done     chan struct{}
 	teardown sync.Once
@@ -128,7 +127,7 @@ func (s *gvSandbox) timeout() {
 
 // end tears the sandbox down once: close the agent channel (the agent, the
 // container's init, exits and the container ends with it), make sure with
-// runsc kill/delete, then remove the cgroup leftovers, placeholders and the
+// runsc kill/delete, then remove the cgroup leftovers and the
 // bundle.
 func (s *gvSandbox) end(why string) {
 	s.teardown.Do(func() {
@@ -149,9 +148,6 @@ func (s *gvSandbox) end(why string) {
 		var errs []error
 		if err := s.cg.remove(); err != nil {
 			errs = append(errs, err)
-		}
-		if err := removePlaceholders(s.placeholders); err != nil {
-			errs = append(errs, fmt.Errorf("remove placeholders: %w", err))
 		}
 		if err := os.RemoveAll(s.bundle); err != nil {
 			errs = append(errs, fmt.Errorf("remove bundle: %w", err))

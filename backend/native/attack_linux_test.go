@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -203,61 +204,154 @@ func TestAttackFilesystem(t *testing.T) {
 	}
 }
 
-func TestAttackProtectedConfig(t *testing.T) {
-	f := newFixture(t, nil, func(ws string) {
-		if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
-			t.Fatalf("git init: %v %s", err, out)
-		}
-		os.WriteFile(filepath.Join(ws, ".profile"), []byte("# mine\n"), 0o644)
-	})
-	ws := f.ws
-	// Unconfined, all of these work (checked on a copy of the layout).
-	scratch := t.TempDir()
-	exec.Command("git", "init", "-q", scratch).Run()
-	mustOK(t, "unconfined hook", unconfined(t, f.att, "write", filepath.Join(scratch, ".git/hooks/pre-commit")))
-	mustOK(t, "unconfined rename .git", unconfined(t, f.att, "rename", filepath.Join(scratch, ".git"), filepath.Join(scratch, "g")))
+// protectedAttacks are writes that plant code a host program runs later,
+// at the workspace root and below: each must work unconfined and be
+// refused inside. Paths are relative to a directory holding a git
+// repository (made by gitLayout).
+var protectedAttacks = []struct{ name, script string }{
+	{"hook", "printf '#!/bin/sh\\necho pwned\\n' > R/.git/hooks/pre-commit && chmod +x R/.git/hooks/pre-commit"},
+	{"chmod +x an existing hook", "chmod +x R/.git/hooks/post-checkout"},
+	{"git config fsmonitor", "printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> R/.git/config"},
+	{"git config via git", "git -C R/. config core.fsmonitor 'touch /tmp/pwned'"},
+	{"config via rename", "echo '[core]' > R/.git/c.new && mv R/.git/c.new R/.git/config"},
+	{"config through a symlink", "ln -s .git/config R/link && echo '[alias]' >> R/link"},
+	{"config through a hard link", "ln R/.git/config R/hard && echo '[alias]' >> R/hard"},
+	{"info/attributes", "mkdir -p R/.git/info && echo '* filter=x' > R/.git/info/attributes"},
+	{"new repository", "git init -q R/new && git -C R/new config core.fsmonitor 'touch /tmp/pwned'"},
+	{"bare repository config", "git init -q --bare R/bare.git && printf '[core]\\n' >> R/bare.git/config"},
+	{"envrc", "echo 'touch /tmp/pwned' > R/.envrc"},
+	{"vscode tasks", "mkdir -p R/.vscode && echo '{}' > R/.vscode/tasks.json"},
+	{"vscode dir swap", "mkdir -p R/x && echo '{}' > R/x/settings.json && mv R/x R/.vscode2 && mkdir -p R/.vscode && mv -T R/.vscode2 R/.vscode"},
+	{"claude settings", "mkdir -p R/.claude && echo '{}' > R/.claude/settings.json"},
+	{"mcp.json", "echo '{}' > R/.mcp.json"},
+	{"idea", "mkdir -p R/.idea && echo x > R/.idea/workspace.xml"},
+	{"set-uid file", "cp /bin/true R/tool && chmod 4755 R/tool"},
+	{"set-gid directory", "mkdir -p R/sgid && chmod 2775 R/sgid"},
+	{"set-uid at creation", "python3 -c \"import os; os.close(os.open('R/suid', os.O_CREAT|os.O_WRONLY, 0o4755))\" && test -u R/suid"},
+}
 
-	for _, c := range []struct{ name, cmd, a, b string }{
-		{"create .git/hooks/pre-commit", "write", ".git/hooks/pre-commit", ""},
-		{"append .git/config", "append", ".git/config", ""},
-		{"replace .git/config", "write", ".git/config", ""},
-		{"create .bashrc", "write", ".bashrc", ""},
-		{"append existing .profile", "append", ".profile", ""},
-		{"create .vscode/settings.json", "write", ".vscode/settings.json", ""},
-		{"create .claude/settings.json", "write", ".claude/settings.json", ""},
-		{"rename .git", "rename", ".git", "git-moved"},
-		{"rename .git/hooks", "rename", ".git/hooks", ".git/hooks2"},
-		{"remove .bashrc", "remove", ".bashrc", ""},
+// gitLayout makes dir a git repository with a disabled hook sample and one
+// commit.
+func gitLayout(t *testing.T, dir string) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"init", "-q", dir},
+		{"-C", dir, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "init"},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			args := []string{c.cmd, filepath.Join(ws, c.a)}
-			if c.b != "" {
-				args = append(args, filepath.Join(ws, c.b))
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	os.WriteFile(filepath.Join(dir, ".git/hooks/post-checkout"), []byte("#!/bin/sh\nexit 0\n"), 0o644)
+}
+
+// snapshot lists a tree's names, modes, owners and sizes.
+func snapshot(t *testing.T, root string) string {
+	t.Helper()
+	var b strings.Builder
+	filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return nil
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		fmt.Fprintf(&b, "%s %v %d:%d %d\n", strings.TrimPrefix(p, root), fi.Mode(), st.Uid, st.Gid, fi.Size())
+		return nil
+	})
+	return b.String()
+}
+
+// TestAttackProtectedConfig plants host-run code at depth 0, 1 and 3 of
+// the workspace: each attack works unconfined on a copy, is refused
+// inside, and leaves the workspace exactly as it was.
+func TestAttackProtectedConfig(t *testing.T) {
+	for _, depth := range []string{".", "a", "a/b/c"} {
+		t.Run("depth "+depth, func(t *testing.T) {
+			f := newFixture(t, nil, func(ws string) { gitLayout(t, filepath.Join(ws, depth)) })
+			scratch := t.TempDir()
+			before := snapshot(t, f.ws)
+			for _, a := range protectedAttacks {
+				t.Run(a.name, func(t *testing.T) {
+					dir := filepath.Join(scratch, strings.ReplaceAll(a.name, " ", "-"))
+					gitLayout(t, dir)
+					script := strings.ReplaceAll(a.script, "R/", dir+"/")
+					if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+						t.Fatalf("unconfined the attack fails (test is broken): %v %s", err, out)
+					}
+					script = strings.ReplaceAll(a.script, "R/", filepath.Join(f.ws, depth)+"/")
+					st, out := sh(t, f.sb, "if ("+script+"); then echo ESCAPED; fi")
+					if strings.Contains(out, "ESCAPED") {
+						t.Fatalf("attack succeeded inside: %+v %q", st, out)
+					}
+					if !strings.Contains(strings.ToLower(out), "permission denied") && !strings.Contains(strings.ToLower(out), "not permitted") {
+						t.Errorf("refusal does not read as a permission error: %q", out)
+					}
+				})
 			}
-			mustDeny(t, "sandboxed", f.attack(t, args...))
+			// Only the attacks' harmless leftovers may differ: none of the
+			// protected names, and nothing set-id.
+			after := snapshot(t, f.ws)
+			for _, line := range strings.Split(after, "\n") {
+				if line == "" || strings.Contains(before, line+"\n") {
+					continue
+				}
+				for _, bad := range []string{"/hooks/pre-commit ", "/.envrc", "/.vscode/tasks.json", "/.vscode/settings.json", "/.claude/settings.json", ".mcp.json", "/.idea/", "rwsr", "rwxrwsr", "/new/.git/config", "/bare.git/config"} {
+					if strings.Contains(line, bad) {
+						t.Errorf("planted on the host: %s", line)
+					}
+				}
+				if strings.Contains(line, "/.git/config ") || strings.Contains(line, "/.git/hooks/post-checkout ") {
+					t.Errorf("protected file changed: %s", line)
+				}
+			}
+			// The refusals were audited with their rule.
+			rules := map[string]bool{}
+			f.audit.mu <- struct{}{}
+			for _, e := range f.audit.events {
+				if e.Type == audit.TypeDenied {
+					rules[fmt.Sprint(e.Fields["rule"])] = true
+				}
+			}
+			<-f.audit.mu
+			for _, r := range []string{policy.RuleGitHooks, policy.RuleGitConfig, policy.RuleEnvrc, policy.RuleEditor, policy.RuleAgent, policy.RuleGitNewRepo, policy.RuleSetID} {
+				if !rules[r] {
+					t.Errorf("no denied event for rule %s (have %v)", r, rules)
+				}
+			}
 		})
 	}
-	// Ordinary work in the repository still works.
-	mustOK(t, "write object", f.attack(t, "write", filepath.Join(ws, ".git/objects/x")))
-	if st, out := sh(t, f.sb, "cd "+ws+" && git add attack && git -c user.email=a@b -c user.name=a commit -qm x && echo committed"); st.Code != 0 || !strings.HasSuffix(out, "committed") {
-		t.Fatalf("git commit inside: %+v %q", st, out)
+}
+
+// TestGitWorkflows: ordinary git work inside a protected workspace.
+func TestGitWorkflows(t *testing.T) {
+	f := newFixture(t, nil, func(ws string) { gitLayout(t, ws) })
+	script := `set -e
+cd ` + f.ws + `
+git() { command git -c user.email=a@b -c user.name=a "$@"; }
+echo one > a.txt; mkdir -p d/e; echo two > d/e/f.txt
+git add -A && git commit -qm first
+git checkout -qb feature; echo three >> a.txt; git commit -qam second
+git checkout -q master 2>/dev/null || git checkout -q main
+git merge -q feature
+echo wip > untracked.txt; echo dirty >> a.txt
+git stash -u -q && test ! -e untracked.txt && git stash pop -q && test -e untracked.txt
+git add -A && git commit -qm third
+git worktree add -q wt feature2 2>/dev/null || git worktree add -q -b feature2 wt
+echo four > wt/b.txt; git -C wt add b.txt; git -C wt commit -qm fourth
+git worktree remove wt
+git branch -D feature2 >/dev/null
+git gc -q
+echo STATUS; git status --porcelain; echo DONE`
+	st, out := sh(t, f.sb, script)
+	if st.Code != 0 || !strings.HasSuffix(out, "DONE") {
+		t.Fatalf("git workflow inside: %+v\n%s", st, out)
 	}
-	if b, _ := os.ReadFile(filepath.Join(ws, ".profile")); string(b) != "# mine\n" {
-		t.Fatalf(".profile changed: %q", b)
+	if _, status, _ := strings.Cut(out, "STATUS\n"); strings.TrimSpace(strings.TrimSuffix(status, "DONE")) != "" {
+		t.Errorf("git status not clean: %q", status)
 	}
-	// Placeholders exist on the host while the sandbox runs, and are gone
-	// after Destroy.
-	if _, err := os.Stat(filepath.Join(ws, ".bashrc")); err != nil {
-		t.Fatalf("placeholder .bashrc missing while running: %v", err)
-	}
-	f.sb.Destroy(context.Background())
-	for _, p := range []string{".bashrc", ".vscode", ".claude", ".zshrc", ".envrc"} {
-		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
-			t.Errorf("placeholder %s left behind", p)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(ws, ".git/config")); err != nil {
-		t.Errorf(".git/config gone: %v", err)
+	// The host's git sees the same history.
+	log, err := exec.Command("git", "-C", f.ws, "log", "--oneline").CombinedOutput()
+	if err != nil || strings.Count(string(log), "\n") < 4 {
+		t.Fatalf("host git log: %v %s", err, log)
 	}
 }
 
@@ -356,9 +450,8 @@ func TestAttackKernel(t *testing.T) {
 	}
 }
 
-// An existing directory holding protected entries cannot be renamed away and
-// re-created without them (the sandbox would then write the host's
-// .vscode/settings.json through the new directory).
+// An existing directory holding protected entries can be renamed away,
+// but neither it nor a replacement comes back under the protected name.
 func TestAttackProtectedConfigAnchorRename(t *testing.T) {
 	layout := func(ws string) {
 		for _, d := range []string{".vscode", ".claude"} {
@@ -378,12 +471,12 @@ func TestAttackProtectedConfigAnchorRename(t *testing.T) {
 	for _, d := range []string{".vscode", ".claude"} {
 		mustDeny(t, "replace "+d, f.attack(t, "replace-dir", filepath.Join(f.ws, d), "settings.json"))
 	}
-	mustDeny(t, "write .vscode/settings.json", f.attack(t, "write", filepath.Join(f.ws, ".vscode/settings.json")))
-	if b, _ := os.ReadFile(filepath.Join(f.ws, ".vscode/settings.json")); string(b) != "{}\n" {
-		t.Fatalf(".vscode/settings.json changed on the host: %q", b)
+	mustDeny(t, "rename back", f.attack(t, "rename", filepath.Join(f.ws, ".vscode.moved"), filepath.Join(f.ws, ".vscode")))
+	if _, err := os.Stat(filepath.Join(f.ws, ".vscode/settings.json")); err == nil {
+		t.Fatal("a .vscode/settings.json is back on the host")
 	}
-	// Unprotected files in the anchor directory stay writable.
-	mustOK(t, "write .vscode/extensions-notes.txt", f.attack(t, "write", filepath.Join(f.ws, ".vscode/extensions-notes.txt")))
+	// Unprotected files in such a directory stay writable.
+	mustOK(t, "write .claude/notes.txt", f.attack(t, "write", filepath.Join(f.ws, ".claude/notes.txt")))
 }
 
 // Every process in the sandbox starts with every capability set empty,
@@ -412,37 +505,12 @@ func TestCapabilitySetsEmpty(t *testing.T) {
 	}
 }
 
-// A workspace that is not a git repository cannot be made one from inside
-// (its .git/config could later run code through a git prompt on the host),
-// and a worktree's .git file cannot be pointed elsewhere.
-func TestAttackGitOutsideRepository(t *testing.T) {
-	t.Run("plain workspace", func(t *testing.T) {
-		f := newFixture(t, nil, nil)
-		scratch := t.TempDir()
-		if out, err := exec.Command("git", "init", "-q", scratch).CombinedOutput(); err != nil {
-			t.Fatalf("unconfined git init: %v %s", err, out)
-		}
-		mustOK(t, "unconfined write .git/config", unconfined(t, f.att, "write", filepath.Join(scratch, ".git/config")))
-		st, out := sh(t, f.sb, "cd "+f.ws+" && git init -q . 2>&1; mkdir .git 2>&1; echo '[core] fsmonitor = evil' > .git/config 2>&1; true")
-		if st.Code != 0 {
-			t.Fatalf("%+v %q", st, out)
-		}
-		if _, err := os.Stat(filepath.Join(f.ws, ".git/config")); err == nil {
-			t.Fatalf("a .git/config was created in the workspace from inside: %q", out)
-		}
-		f.sb.Destroy(context.Background())
-		if _, err := os.Lstat(filepath.Join(f.ws, ".git")); err == nil {
-			t.Errorf(".git placeholder left behind")
-		}
+// A worktree's .git file (which names the real git directory) may be
+// rewritten: a git directory it could point to inside the workspace never
+// has a config written from inside (TestAttackProtectedConfig).
+func TestWorktreeGitFileWritable(t *testing.T) {
+	f := newFixture(t, nil, func(ws string) {
+		os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: /nonexistent/main/.git/worktrees/x\n"), 0o644)
 	})
-	t.Run("worktree .git file", func(t *testing.T) {
-		f := newFixture(t, nil, func(ws string) {
-			os.WriteFile(filepath.Join(ws, ".git"), []byte("gitdir: /nonexistent/main/.git/worktrees/x\n"), 0o644)
-		})
-		mustDeny(t, "rewrite .git file", f.attack(t, "write", filepath.Join(f.ws, ".git")))
-		mustDeny(t, "remove .git file", f.attack(t, "remove", filepath.Join(f.ws, ".git")))
-		if b, _ := os.ReadFile(filepath.Join(f.ws, ".git")); !strings.HasPrefix(string(b), "gitdir: /nonexistent/") {
-			t.Fatalf(".git file changed on the host: %q", b)
-		}
-	})
+	mustOK(t, "rewrite .git file", f.attack(t, "write", filepath.Join(f.ws, ".git")))
 }

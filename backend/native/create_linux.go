@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/fsguard"
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"golang.org/x/sys/unix"
@@ -62,188 +65,306 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	return s, nil
 }
 
+// undoStack holds what to undo if a later stage of create fails.
+type undoStack []func()
+
+func (u *undoStack) push(f func()) { *u = append(*u, f) }
+
+func (u *undoStack) run() {
+	for i := len(*u) - 1; i >= 0; i-- {
+		(*u)[i]()
+	}
+}
+
+// create runs the stages in order: prepare (decide, touch nothing), spawn
+// (cgroup, init process), configure (mount plan, init config, limits) and
+// connect (the init's setup, the agent, the seccomp supervisor). Each
+// stage registers what undoes it; a failure undoes everything.
 func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directIO) (_ *nativeSandbox, err error) {
+	p, err := b.prepare(spec)
+	if err != nil {
+		return nil, err
+	}
+	var undo undoStack
+	defer func() {
+		if err != nil {
+			undo.run()
+		}
+	}()
+	b.reclaimStale()
+	st, err := b.spawn(p, direct, &undo)
+	if err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	defer st.closeChildEnds()
+	plan, err := b.configure(p, st, direct, &undo)
+	if err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	s, err := b.connect(ctx, p, st, plan, direct, &undo)
+	if err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	return s, nil
+}
+
+// prepared is everything create decides before touching the host.
+type prepared struct {
+	spec     sandbox.Spec
+	pol      *policy.Policy
+	log      *slog.Logger
+	sink     audit.Sink
+	feats    Features
+	t0       time.Time
+	uid, gid int // inside, and (as root) on the host
+	filter   filterSpec
+	mediate  bool
+	degraded []string
+	env      []string
+	lim      cgroupLimits
+	guard    *policy.ConfigGuard
+}
+
+func (p *prepared) wrap(format string, args ...any) error {
+	return fmt.Errorf("create sandbox %q: "+format, append([]any{p.spec.ID}, args...)...)
+}
+
+// prepare validates the spec and fails closed on anything the policy
+// needs that the host lacks. It changes nothing on the host.
+func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 	if !validSandboxID(spec.ID) {
 		return nil, fmt.Errorf("create sandbox %q: invalid id: %w", spec.ID, sandbox.ErrInvalid)
 	}
-	wrap := func(format string, args ...any) error {
-		return fmt.Errorf("create sandbox %q: "+format, append([]any{spec.ID}, args...)...)
+	p := &prepared{spec: spec, pol: spec.Policy, feats: b.features(), t0: time.Now()}
+	if p.pol == nil {
+		return nil, p.wrap("nil policy: %w", sandbox.ErrInvalid)
 	}
-	if spec.Policy == nil {
-		return nil, wrap("nil policy: %w", sandbox.ErrInvalid)
-	}
-	pol := spec.Policy
-	if spec.Image != "" && pol.Filesystem.Rootfs != spec.Image {
+	if spec.Image != "" && p.pol.Filesystem.Rootfs != spec.Image {
 		// For native, an image is a root filesystem directory.
-		pol = pol.Clone()
-		pol.Filesystem.Rootfs = spec.Image
+		p.pol = p.pol.Clone()
+		p.pol.Filesystem.Rootfs = spec.Image
 	}
-	log := spec.Log
-	if log == nil {
-		log = b.log
+	p.log = spec.Log
+	if p.log == nil {
+		p.log = b.log
 	}
-	log = log.With("sandbox", spec.ID)
-	sink := spec.Audit
-	if sink == nil {
-		sink = audit.Discard
+	p.log = p.log.With("sandbox", spec.ID)
+	p.sink = spec.Audit
+	if p.sink == nil {
+		p.sink = audit.Discard
 	}
-	feats := b.features()
-	t0 := time.Now()
-
-	// Fail closed on anything the policy needs that the host lacks.
-	var degraded []string
+	feats := p.feats
 	need := func(ok bool, what string) error {
 		if ok {
 			return nil
 		}
-		if !pol.AllowDegraded {
-			return wrap("%s: %w", what, sandbox.ErrUnavailable)
+		if !p.pol.AllowDegraded {
+			return p.wrap("%s: %w", what, sandbox.ErrUnavailable)
 		}
-		degraded = append(degraded, what)
+		p.degraded = append(p.degraded, what)
 		return nil
 	}
 	if !feats.UserNamespaces {
-		return nil, wrap("user namespaces not available (%s): %w", feats.UserNamespacesReason, sandbox.ErrUnavailable)
+		return nil, p.wrap("user namespaces not available (%s): %w", feats.UserNamespacesReason, sandbox.ErrUnavailable)
 	}
 	if err := need(feats.LandlockABI > 0, "landlock not supported by this kernel"); err != nil {
 		return nil, err
 	}
-	var filter filterSpec
 	useSeccomp := feats.Seccomp && feats.SeccompArch
 	if err := need(useSeccomp, "seccomp filter not available on this host"); err != nil {
 		return nil, err
 	}
-	if useSeccomp {
-		if filter, err = buildFilter(feats.SeccompUserNotif); err != nil {
-			return nil, wrap("%v: %w", err, sandbox.ErrUnavailable)
+	// Writes to host-backed paths go through the host's mediator, which
+	// enforces protected config, pinned files and set-id bits at every
+	// depth; without it (kernel < 5.14) they cannot be enforced.
+	if writesHost(p.pol, spec.Caches) {
+		p.mediate = useSeccomp && feats.SeccompAddFD && feats.LandlockABI > 0
+		if err := need(p.mediate, "write mediation for the workspace (seccomp user notification with ADDFD, Linux 5.14+): without it protected config, pinned files and set-id bits cannot be enforced"); err != nil {
+			return nil, err
 		}
 	}
-	uid, gid, err := pol.Process.Credentials(os.Getuid(), os.Getgid())
-	if err != nil {
-		return nil, wrap("%w", err)
+	var err error
+	if useSeccomp {
+		if p.filter, err = buildFilter(feats.SeccompUserNotif, p.mediate); err != nil {
+			return nil, p.wrap("%v: %w", err, sandbox.ErrUnavailable)
+		}
 	}
-
-	// Host-side preparation. From here on every step registers its undo.
-	var undo []func()
-	defer func() {
-		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
+	if p.uid, p.gid, err = p.pol.Process.Credentials(os.Getuid(), os.Getgid()); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	p.guard = p.pol.ConfigGuard(p.pol.Process.Env["HOME"])
+	for k, v := range spec.Pinned {
+		p.guard.Pinned[k] = v
+	}
+	if exe, err := os.Executable(); err == nil {
+		p.guard.Pinned[exe] = "the airlock binary"
+	}
+	if !p.mediate {
+		// Nothing can keep a writable path from rewriting a pinned file:
+		// refuse to start rather than let the sandbox edit its own policy.
+		for path, what := range p.guard.Pinned {
+			if w := writablePath(p.pol, spec.Caches, path); w != "" {
+				return nil, p.wrap("%s %s is inside the writable path %s and this host cannot protect it (no write mediation): move it out, or make %s read-only: %w", what, path, w, w, sandbox.ErrUnavailable)
 			}
 		}
-	}()
-	// The cgroup2 directory exists before the clone (the init is born in
-	// it). Everything else the init needs (mount plan, configuration,
-	// placeholders, v1 cgroups, limits) is prepared while its runtime
-	// starts: it reads its configuration only after the host's "go".
-	t0Plan := time.Now()
-	lim := cgroupLimits{Memory: int64(pol.Limits.Memory), Pids: pol.Limits.Pids, CPUs: pol.Limits.CPUs}
-	cg := newCgroupV2(hostCgroups(), b.cfg.CgroupParent, spec.ID, lim)
-	undo = append(undo, func() { cg.kill(); _ = cg.remove() })
-	tCgroup := time.Now()
-	env := environ(pol, spec.Env)
-	memfd, err := emptyConfigFile()
-	if err != nil {
-		return nil, wrap("init config: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	defer memfd.Close()
-	ctlHost, ctlInit, err := socketpair(unix.SOCK_SEQPACKET)
-	if err != nil {
-		return nil, wrap("control socket: %v: %w", err, sandbox.ErrUnavailable)
+	p.env = environ(p.pol, spec.Env)
+	p.lim = cgroupLimits{Memory: int64(p.pol.Limits.Memory), Pids: p.pol.Limits.Pids, CPUs: p.pol.Limits.CPUs}
+	return p, nil
+}
+
+// writesHost reports whether the sandbox gets a host-backed writable path.
+func writesHost(pol *policy.Policy, caches []sandbox.Bind) bool {
+	return pol.Filesystem.WorkspacePath() != "" || len(pol.Filesystem.ReadWrite) > 0 || len(caches) > 0
+}
+
+// writablePath returns the writable host path holding path, or "".
+func writablePath(pol *policy.Policy, caches []sandbox.Bind, path string) string {
+	roots := append([]string{pol.Filesystem.WorkspacePath()}, pol.Filesystem.ReadWrite...)
+	for _, c := range caches {
+		roots = append(roots, c.Src)
 	}
-	defer ctlInit.Close()
-	undo = append(undo, func() { ctlHost.Close() })
-	chHost, chInit, err := socketpair(unix.SOCK_STREAM)
-	if err != nil {
-		return nil, wrap("channel: %v: %w", err, sandbox.ErrUnavailable)
+	for _, r := range roots {
+		if r != "" && hostfs.Under(path, []string{r}) {
+			return r
+		}
 	}
-	defer chInit.Close()
-	undo = append(undo, func() { chHost.Close() })
+	return ""
+}
+
+// started is the init process and what connects the host to it.
+type started struct {
+	cmd      *exec.Cmd
+	waited   chan struct{} // closed once the init is reaped
+	waitErr  error
+	cg       *sandboxCgroup
+	memfd    *os.File
+	ctlHost  *net.UnixConn
+	ctlInit  *os.File
+	chHost   *net.UnixConn
+	chInit   *os.File
+	stderr   *boundedBuffer
+	lock     *os.File
+	tCgroup  time.Time
+	tForked  time.Time
+	tPrepare time.Time
+}
+
+// closeChildEnds closes the descriptors only the init needed.
+func (st *started) closeChildEnds() {
+	st.memfd.Close()
+	st.ctlInit.Close()
+	st.chInit.Close()
+}
+
+// spawn makes the cgroup2 directory (the init is born in it) and starts
+// the init, which waits for the host's "go" before touching anything.
+func (b *Backend) spawn(p *prepared, direct *directIO, undo *undoStack) (*started, error) {
+	st := &started{waited: make(chan struct{}), stderr: &boundedBuffer{max: 8 << 10}}
+	lock, err := b.lockState(p.spec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("state: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	st.lock = lock
+	undo.push(func() { b.unlockState(p.spec.ID, lock) })
+	st.cg = newCgroupV2(hostCgroups(), b.cfg.CgroupParent, p.spec.ID, p.lim)
+	undo.push(func() { st.cg.kill(); _ = st.cg.remove() })
+	st.tCgroup = time.Now()
+	if st.memfd, err = emptyConfigFile(); err != nil {
+		return nil, fmt.Errorf("init config: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	if st.ctlHost, st.ctlInit, err = socketpair(unix.SOCK_SEQPACKET); err != nil {
+		st.memfd.Close()
+		return nil, fmt.Errorf("control socket: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	undo.push(func() { st.ctlHost.Close() })
+	if st.chHost, st.chInit, err = socketpair(unix.SOCK_STREAM); err != nil {
+		st.memfd.Close()
+		st.ctlInit.Close()
+		return nil, fmt.Errorf("channel: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	undo.push(func() { st.chHost.Close() })
 
 	cmd := exec.Command(b.cfg.AgentBinary, InitCommand)
 	cmd.Args[0] = "airlock-init"
 	// One P: the init is I/O bound, starts faster, and has fewer threads
 	// for the all-threads capability drop to stop.
 	cmd.Env = []string{"GOMAXPROCS=1"}
-	cmd.ExtraFiles = []*os.File{memfd, ctlInit, chInit}
-	stderr := &boundedBuffer{max: 8 << 10}
+	cmd.ExtraFiles = []*os.File{st.memfd, st.ctlInit, st.chInit}
 	if direct != nil {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = direct.Stdin, direct.Stdout, direct.Stderr
 	} else {
-		cmd.Stderr = stderr
+		cmd.Stderr = st.stderr
 	}
-	cmd.SysProcAttr = sysProcAttr(uid, gid, feats.Rootless, cg)
-	tPrep := time.Now()
-	if err := cmd.Start(); err != nil {
+	cmd.SysProcAttr = sysProcAttr(p.uid, p.gid, p.feats.Rootless, st.cg)
+	st.tPrepare = time.Now()
+	if err := startProcess(cmd); err != nil {
+		st.closeChildEnds()
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, os.ErrNotExist) {
-			return nil, wrap("start init %s: %v: %w", b.cfg.AgentBinary, err, sandbox.ErrUnavailable)
+			return nil, fmt.Errorf("start init %s: %v: %w", b.cfg.AgentBinary, err, sandbox.ErrUnavailable)
 		}
-		return nil, wrap("start init (namespaces: %s): %v: %w", "user,mount,pid,net,ipc,uts,cgroup", err, sandbox.ErrUnavailable)
+		return nil, fmt.Errorf("start init (namespaces: %s): %v: %w", "user,mount,pid,net,ipc,uts,cgroup", err, sandbox.ErrUnavailable)
 	}
-	tForked := time.Now()
-	waited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(waited) }()
-	undo = append(undo, func() {
+	st.tForked = time.Now()
+	st.cmd = cmd
+	go func() { st.waitErr = cmd.Wait(); close(st.waited) }()
+	undo.push(func() {
 		_ = cmd.Process.Kill()
-		cg.kill()
-		<-waited
+		st.cg.kill()
+		<-st.waited
 	})
-	// While the init's runtime starts (it waits for "go" before touching
-	// anything): mount plan and configuration, placeholders, state, v1
-	// cgroups and limits.
-	plan, err := buildPlan(pol, spec.Files, !feats.Rootless && uid == 0)
+	return st, nil
+}
+
+// configure writes the init's configuration (mount plan, Landlock,
+// seccomp, limits) while its runtime starts, and puts it in the v1
+// cgroups with the limits written.
+func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *undoStack) (*fsPlan, error) {
+	plan, err := buildPlan(p.pol, p.spec.Files, p.spec.Caches, !p.feats.Rootless && p.uid == 0, p.mediate)
 	if err != nil {
-		return nil, wrap("%w", err)
+		return nil, err
 	}
-	tPlan := time.Now()
 	cfg := initConfig{
-		ID:            spec.ID,
+		ID:            p.spec.ID,
 		Hostname:      "airlock",
-		RootSize:      rootSize(spec.Files),
+		RootSize:      rootSize(p.spec.Files),
 		Mounts:        plan.Mounts,
 		Landlock:      append(plan.Landlock, llRule{Access: llReadDir, Path: "/"}),
-		UseLandlock:   feats.LandlockABI > 0,
-		Seccomp:       filter.Prog,
-		SeccompNotify: feats.SeccompUserNotif,
-		Rlimits:       rlimits(pol),
-		Workdir:       pol.Process.Workdir,
+		UseLandlock:   p.feats.LandlockABI > 0,
+		Seccomp:       p.filter.Prog,
+		SeccompNotify: p.feats.SeccompUserNotif,
+		Rlimits:       rlimits(p.pol),
+		Workdir:       p.pol.Process.Workdir,
 	}
 	if direct != nil {
 		cfg.Exec = direct.Args
 		cfg.Env = direct.Env
 		if cfg.Env == nil {
-			cfg.Env = env
+			cfg.Env = p.env
 		}
 	}
-	if err := json.NewEncoder(memfd).Encode(&cfg); err != nil {
-		return nil, wrap("init config: %v: %w", err, sandbox.ErrUnavailable)
+	if err := json.NewEncoder(st.memfd).Encode(&cfg); err != nil {
+		return nil, fmt.Errorf("init config: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	var placeholders []placeholder
-	undo = append(undo, func() { _ = removePlaceholders(placeholders) })
-	placeholders, err = createPlaceholders(pol.Filesystem.WorkspacePath(), plan.Pending)
+	missing, err := st.cg.finish(hostCgroups(), b.cfg.CgroupParent, p.spec.ID, p.lim)
 	if err != nil {
-		return nil, wrap("%v: %w", err, sandbox.ErrUnavailable)
-	}
-	if len(placeholders) > 0 {
-		if err := b.writeState(spec.ID, placeholders); err != nil {
-			return nil, wrap("write state: %v: %w", err, sandbox.ErrUnavailable)
-		}
-		undo = append(undo, func() { b.removeState(spec.ID) })
-	}
-	tPlaced := time.Now()
-	missing, err := cg.finish(hostCgroups(), b.cfg.CgroupParent, spec.ID, lim)
-	if err != nil {
-		return nil, wrap("cgroup: %v: %w", err, sandbox.ErrUnavailable)
+		return nil, fmt.Errorf("cgroup: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	for _, m := range missing {
-		if err := need(false, m.String()); err != nil {
-			return nil, err
+		if !p.pol.AllowDegraded {
+			return nil, fmt.Errorf("%s: %w", m, sandbox.ErrUnavailable)
 		}
+		p.degraded = append(p.degraded, m.String())
 	}
-	if err := cg.joinV1(cmd.Process.Pid); err != nil {
-		return nil, wrap("%v: %w", err, sandbox.ErrUnavailable)
+	if err := st.cg.joinV1(st.cmd.Process.Pid); err != nil {
+		return nil, fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)
 	}
+	return plan, nil
+}
+
+// connect lets the init set up, starts the agent session and the seccomp
+// supervisor (with the write mediator), and returns the running sandbox.
+func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *fsPlan, direct *directIO, undo *undoStack) (*nativeSandbox, error) {
 	tStart := time.Now()
 	hctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
@@ -252,6 +373,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		hctx, cancel = context.WithTimeout(ctx, setupTimeout)
 		defer cancel()
 	}
+	pol, spec := p.pol, p.spec
 	// The agent's Hello is sent now and waits in the channel until the
 	// init serves it: one fewer host<->init wake-up on the start path.
 	var client *agent.Client
@@ -261,66 +383,86 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
 			guestEgress = egressAddr
 		}
-		client, err = agent.NewClient(chHost, agent.ClientOptions{
-			SandboxID: spec.ID, Log: log, Audit: sink, Egress: spec.Egress,
+		var err error
+		client, err = agent.NewClient(st.chHost, agent.ClientOptions{
+			SandboxID: spec.ID, Log: p.log, Audit: p.sink, Egress: spec.Egress,
 			OutputLimit: int64(pol.Limits.OutputBytes),
 		})
 		if err != nil {
-			return nil, wrap("agent: %v: %w", err, sandbox.ErrUnavailable)
+			return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
 		}
-		undo = append(undo, func() { client.Close() })
-		gc := agent.GuestConfig{Env: env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress}
+		undo.push(func() { client.Close() })
+		gc := agent.GuestConfig{Env: p.env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress}
 		go func() { helloDone <- client.Hello(hctx, gc) }()
 	} else {
-		chHost.Close()
+		st.chHost.Close()
 		helloDone <- nil
 	}
-	listener, initTiming, err := handshake(hctx, ctlHost, waited)
+	listener, initTiming, err := handshake(hctx, st.ctlHost, st.waited)
 	if err != nil {
 		if errors.Is(err, errInitExited) {
-			<-waited
-			msg := stderr.String()
-			if msg == "" && waitErr != nil {
-				msg = waitErr.Error()
+			<-st.waited
+			msg := st.stderr.String()
+			if msg == "" && st.waitErr != nil {
+				msg = st.waitErr.Error()
 			}
-			return nil, wrap("init exited during setup: %s: %w", msg, sandbox.ErrUnavailable)
+			return nil, fmt.Errorf("init exited during setup: %s: %w", msg, sandbox.ErrUnavailable)
 		}
-		return nil, wrap("%w", err)
+		return nil, err
 	}
-	ctlHost.Close()
+	st.ctlHost.Close()
 	tSetup := time.Now()
 
 	s := &nativeSandbox{
-		id: spec.ID, b: b, log: log, audit: sink, cmd: cmd, cg: cg, client: client,
-		placeholders: placeholders, waited: waited, done: make(chan struct{}), stderr: stderr,
+		id: spec.ID, b: b, log: p.log, audit: p.sink, cmd: st.cmd, cg: st.cg, client: client, lock: st.lock,
+		waited: st.waited, done: make(chan struct{}), stderr: st.stderr, denials: newDenials(p.sink, spec.ID, p.log),
 	}
 	if listener >= 0 {
-		sup, err := newSupervisor(listener, s.violation)
+		var med *fsguard.Mediator
+		if p.mediate {
+			med, err = fsguard.New(fsguard.Config{
+				Pid: st.cmd.Process.Pid, Mounts: plan.Mediated, Private: plan.Private,
+				Guard: p.guard, Creds: hostCreds(p), Listener: listener, Report: s.denials.report,
+			})
+			if err != nil {
+				unix.Close(listener)
+				return nil, fmt.Errorf("write mediator: %v: %w", err, sandbox.ErrUnavailable)
+			}
+		}
+		sup, err := newSupervisor(listener, med, s.violation)
 		if err != nil {
-			unix.Close(listener)
-			return nil, wrap("seccomp supervisor: %v: %w", err, sandbox.ErrUnavailable)
+			return nil, fmt.Errorf("seccomp supervisor: %v: %w", err, sandbox.ErrUnavailable)
 		}
 		s.sup = sup
-		undo = append(undo, sup.stop)
+		undo.push(sup.stop)
 	}
 	if err := <-helloDone; err != nil {
-		return nil, wrap("agent hello: %w", err)
+		return nil, fmt.Errorf("agent hello: %w", err)
 	}
-	log.Debug("sandbox started", "cgroup2", tCgroup.Sub(t0Plan), "prepare", tPrep.Sub(t0), "clone", tStart.Sub(tPrep), "fork", tForked.Sub(tPrep), "plan", tPlan.Sub(tForked), "placeholders", tPlaced.Sub(tPlan), "cgroup_v1", tStart.Sub(tPlaced),
+	p.log.Debug("sandbox started", "cgroup2", st.tCgroup.Sub(p.t0), "prepare", st.tPrepare.Sub(p.t0),
+		"fork", st.tForked.Sub(st.tPrepare), "configure", tStart.Sub(st.tForked),
 		"init_setup", tSetup.Sub(tStart), "hello", time.Since(tSetup), "init_us", initTiming)
 	go s.watch()
 	if t := pol.Limits.Timeout.D(); t > 0 {
 		s.timer = time.AfterFunc(t, s.timeout)
 	}
-	for _, d := range degraded {
-		log.Warn("protection waived by allow_degraded", "what", d)
-		sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeDegraded, Message: d})
+	for _, d := range p.degraded {
+		p.log.Warn("protection waived by allow_degraded", "what", d)
+		p.sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeDegraded, Message: d})
 	}
-	sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
-		"backend": Name, "pid": cmd.Process.Pid, "landlock_abi": feats.LandlockABI,
-		"seccomp_notify": listener >= 0, "cgroup": feats.CgroupVersion,
+	p.sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
+		"backend": Name, "pid": st.cmd.Process.Pid, "landlock_abi": p.feats.LandlockABI,
+		"seccomp_notify": listener >= 0, "write_mediation": p.mediate, "cgroup": p.feats.CgroupVersion,
 	}})
 	return s, nil
+}
+
+// hostCreds are the host credentials of the sandbox's processes.
+func hostCreds(p *prepared) fsguard.Creds {
+	if p.feats.Rootless {
+		return fsguard.Creds{UID: os.Geteuid(), GID: os.Getegid()}
+	}
+	return fsguard.Creds{UID: p.uid, GID: p.gid, Groups: []int{}}
 }
 
 var errInitExited = errors.New("init exited")

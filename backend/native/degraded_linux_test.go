@@ -19,10 +19,12 @@ func TestFailClosed(t *testing.T) {
 		name    string
 		mutate  func(*Features)
 		missing string
+		events  int    // degraded events: the protection, and write mediation that needs it
 		check   string // shell check inside the degraded sandbox, prints "weak" when the protection is absent
 	}{
-		{"no landlock", func(f *Features) { f.LandlockABI = 0 }, "landlock", ""},
-		{"no seccomp", func(f *Features) { f.Seccomp = false }, "seccomp", "grep -q '^Seccomp:[[:space:]]*0' /proc/self/status && echo weak"},
+		{"no landlock", func(f *Features) { f.LandlockABI = 0 }, "landlock", 2, ""},
+		{"no seccomp", func(f *Features) { f.Seccomp = false }, "seccomp", 2, "grep -q '^Seccomp:[[:space:]]*0' /proc/self/status && echo weak"},
+		{"no addfd", func(f *Features) { f.SeccompAddFD = false }, "write mediation", 1, "touch .envrc && echo weak"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			b := testBackend(t)
@@ -44,8 +46,8 @@ func TestFailClosed(t *testing.T) {
 				t.Fatalf("degraded create: %v", err)
 			}
 			defer sb.Destroy(context.Background())
-			if events.count(audit.TypeDegraded) != 1 {
-				t.Fatalf("want one degraded event, got %d", events.count(audit.TypeDegraded))
+			if n := events.count(audit.TypeDegraded); n != c.events {
+				t.Fatalf("want %d degraded events, got %d", c.events, n)
 			}
 			if c.check != "" {
 				if _, out := sh(t, sb, c.check); out != "weak" {

@@ -15,17 +15,21 @@ import (
 // Features is what this host offers the native backend, for `airlock
 // doctor` and Probe.
 type Features struct {
-	Rootless             bool     `json:"rootless"`
-	UserNamespaces       bool     `json:"user_namespaces"`
-	UserNamespacesReason string   `json:"user_namespaces_reason,omitempty"`
-	LandlockABI          int      `json:"landlock_abi"`
-	Seccomp              bool     `json:"seccomp"`
-	SeccompUserNotif     bool     `json:"seccomp_user_notif"`
-	SeccompArch          bool     `json:"seccomp_arch_supported"`
-	CgroupVersion        string   `json:"cgroup_version"` // v1, v2, hybrid, none
-	CgroupV2Mount        string   `json:"cgroup_v2_mount,omitempty"`
-	CgroupControllers    []string `json:"cgroup_controllers"` // usable by this user
-	CgroupReason         string   `json:"cgroup_reason,omitempty"`
+	Rootless             bool   `json:"rootless"`
+	UserNamespaces       bool   `json:"user_namespaces"`
+	UserNamespacesReason string `json:"user_namespaces_reason,omitempty"`
+	LandlockABI          int    `json:"landlock_abi"`
+	Seccomp              bool   `json:"seccomp"`
+	SeccompUserNotif     bool   `json:"seccomp_user_notif"`
+	// SeccompAddFD: the supervisor can hand a descriptor over as a call's
+	// result (SECCOMP_ADDFD_FLAG_SEND, Linux 5.14): what write mediation
+	// needs.
+	SeccompAddFD      bool     `json:"seccomp_addfd"`
+	SeccompArch       bool     `json:"seccomp_arch_supported"`
+	CgroupVersion     string   `json:"cgroup_version"` // v1, v2, hybrid, none
+	CgroupV2Mount     string   `json:"cgroup_v2_mount,omitempty"`
+	CgroupControllers []string `json:"cgroup_controllers"` // usable by this user
+	CgroupReason      string   `json:"cgroup_reason,omitempty"`
 }
 
 var (
@@ -44,6 +48,7 @@ func detectFeatures() Features {
 	f.UserNamespaces, f.UserNamespacesReason = userNamespaces(f.Rootless)
 	f.LandlockABI = landlockABI()
 	f.Seccomp, f.SeccompUserNotif = seccompSupport()
+	f.SeccompAddFD = f.SeccompUserNotif && kernelAtLeast(5, 14)
 	_, f.SeccompArch = auditArch[runtime.GOARCH]
 	h := hostCgroups()
 	switch {
@@ -116,6 +121,25 @@ func userNamespaces(rootless bool) (bool, string) {
 		}
 	}
 	return true, ""
+}
+
+// kernelAtLeast compares the running kernel's release with major.minor.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	rel := unix.ByteSliceToString(u.Release[:])
+	parts := strings.SplitN(rel, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(strings.TrimFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }
 
 func readSysctl(p string) (int, error) {

@@ -32,6 +32,10 @@ const (
 	llReadWrite = llReadExec | llWriteFile | llRemoveDir | llRemoveFil | llMakeChar |
 		llMakeDir | llMakeReg | llMakeSock | llMakeFifo | llMakeBlock | llMakeSym |
 		llRefer | llTruncate | llIoctlDev
+	// llMediated is what a host-backed writable bind grants directly:
+	// reading, executing and removing. Writing, creating, renaming,
+	// linking and truncating go through the host's write mediator.
+	llMediated = llReadExec | llRemoveDir | llRemoveFil | llIoctlDev
 	// llFileRights are the rights that apply to a non-directory.
 	llFileRights = llExecute | llWriteFile | llReadFile | llTruncate | llIoctlDev
 	// llDevRights are what terminal and other device nodes need.

@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"github.com/airlock-dev/airlock/internal/testutil"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -34,8 +36,8 @@ func leaks(b *Backend, id, marker string) []string {
 			out = append(out, "cgroup "+d)
 		}
 	}
-	if _, err := os.Stat(b.statePath(id)); err == nil {
-		out = append(out, "state "+b.statePath(id))
+	if _, err := os.Stat(b.lockPath(id)); err == nil {
+		out = append(out, "state "+b.lockPath(id))
 	}
 	if marker != "" {
 		ents, _ := os.ReadDir("/proc")
@@ -174,7 +176,7 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 		{"missing rootfs", func(ws string, p *policy.Policy) { p.Filesystem.Rootfs = "/nonexistent/rootfs" }, nil, sandbox.ErrInvalid},
 		{"init fails mid-setup", nil, func(s *sandbox.Spec) {
 			// A file under a read-only tree where no mount point exists:
-			// the init fails after the cgroup and placeholders were made.
+			// the init fails after the cgroup and state were made.
 			s.Files = []sandbox.File{{Path: "/usr/airlock-missing-dir/ca.pem", Data: []byte("x")}}
 		}, sandbox.ErrUnavailable},
 		{"bad id", nil, func(s *sandbox.Spec) { s.ID = "../evil" }, sandbox.ErrInvalid},
@@ -209,41 +211,79 @@ func TestCreateFailureLeavesNothing(t *testing.T) {
 
 func TestCleanupRemovesLeftovers(t *testing.T) {
 	b := testBackend(t)
-	ws := workspace(t)
-	pol := testPolicy(t, ws, nil)
 	id := newID(t)
-	// Simulate a crashed host: state and cgroup exist, no sandbox object.
-	plan, err := buildPlan(pol, nil, false)
+	// Simulate a crashed host: a lock file nobody holds and the cgroup.
+	lock, err := b.lockState(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ph, err := createPlaceholders(ws, plan.Pending)
+	lock.Close() // the process "died": the kernel dropped its lock
+	if _, _, err := newCgroup(hostCgroups(), "", id, cgroupLimits{Pids: 10}); err != nil {
+		t.Fatal(err)
+	}
+	// A live sandbox of another process (its lock held) must survive.
+	liveID := newID(t)
+	live, err := b.lockState(liveID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := b.writeState(id, ph); err != nil {
-		t.Fatal(err)
-	}
-	cg, _, err := newCgroup(hostCgroups(), "", id, cgroupLimits{Pids: 10})
+	defer b.unlockState(liveID, live)
+	liveCg, _, err := newCgroup(hostCgroups(), "", liveID, cgroupLimits{Pids: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_ = cg
-	keepID := newID(t)
-	if err := b.writeState(keepID, nil); err != nil {
+	defer liveCg.remove()
+	// A placeholder an earlier version left, with its state file.
+	ws := workspace(t)
+	old := filepath.Join(ws, ".bashrc")
+	if err := os.WriteFile(old, nil, 0o444); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Cleanup(context.Background(), map[string]bool{keepID: true}); err != nil {
+	var st syscall.Stat_t
+	syscall.Stat(old, &st)
+	legacy, _ := json.Marshal(map[string]any{"placeholders": []hostfs.Placeholder{{Path: old, Dev: uint64(st.Dev), Ino: st.Ino}}})
+	legacyID := newID(t)
+	os.WriteFile(filepath.Join(b.cfg.StateDir, legacyID+".json"), legacy, 0o600)
+
+	if err := b.Cleanup(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := leaks(b, id, ""); len(got) > 0 {
 		t.Fatalf("left behind: %v", got)
 	}
-	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
-		t.Fatalf("placeholders left: %v", ents)
+	if _, err := os.Stat(b.lockPath(liveID)); err != nil {
+		t.Fatalf("a live sandbox's lock was reclaimed: %v", err)
 	}
-	if _, err := os.Stat(b.statePath(keepID)); err != nil {
-		t.Fatalf("kept sandbox's state removed: %v", err)
+	if liveCg.v2Dir != "" {
+		if _, err := os.Stat(liveCg.v2Dir); err != nil {
+			t.Fatalf("a live sandbox's cgroup was removed: %v", err)
+		}
+	}
+	if _, err := os.Lstat(old); err == nil {
+		t.Fatal("legacy placeholder left in the workspace")
+	}
+}
+
+// A run killed with SIGKILL leaves its cgroup; the next create reclaims it.
+func TestCreateReclaimsDeadRuns(t *testing.T) {
+	b := testBackend(t)
+	id := newID(t)
+	lock, err := b.lockState(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock.Close()
+	if _, _, err := newCgroup(hostCgroups(), "", id, cgroupLimits{Pids: 10}); err != nil {
+		t.Fatal(err)
+	}
+	ws := workspace(t)
+	sb, err := b.Create(context.Background(), sandbox.Spec{ID: newID(t), Policy: testPolicy(t, ws, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	if got := leaks(b, id, ""); len(got) > 0 {
+		t.Fatalf("dead run not reclaimed: %v", got)
 	}
 }
 

@@ -1,94 +1,118 @@
 package native
 
 import (
-	"os"
+	"errors"
 	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/backend/internal/fsguard"
 )
 
-// seccompNotif mirrors struct seccomp_notif (80 bytes on every arch).
-type seccompNotif struct {
-	ID    uint64
-	Pid   uint32
-	Flags uint32
-	Nr    int32
-	Arch  uint32
-	IP    uint64
-	Args  [6]uint64
-}
-
-// seccompNotifResp mirrors struct seccomp_notif_resp.
-type seccompNotifResp struct {
-	ID    uint64
-	Val   int64
-	Error int32
-	Flags uint32
-}
-
-// supervisor answers the sandbox's denied syscalls with EPERM from the host
-// and reports each as a violation. It owns the listener, which waits in the
-// runtime's poller (no OS thread per sandbox).
+// supervisor answers the sandbox's seccomp notifications from the host:
+// calls of the write mediator's (fsguard) go to it; every other one is a
+// denied call, answered EPERM and reported as a violation. It runs on one
+// OS thread of its own, which the mediator gives the sandbox's file-system
+// credentials: calls are decided and performed one at a time.
 type supervisor struct {
-	f      *os.File
-	count  atomic.Int64
+	fd     int
+	med    *fsguard.Mediator // nil: no write mediation
+	count  atomic.Int64      // denied calls (not counting mediator refusals, reported apart)
 	report func(name string, pid uint32)
+	stopFD int // eventfd: stop asks the loop to end
 	done   chan struct{}
 }
 
-func newSupervisor(fd int, report func(string, uint32)) (*supervisor, error) {
-	if err := unix.SetNonblock(fd, true); err != nil {
+// newSupervisor takes ownership of the listener fd (and of med) and starts
+// the loop. ready returns once the loop's thread is prepared.
+func newSupervisor(fd int, med *fsguard.Mediator, report func(string, uint32)) (*supervisor, error) {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		unix.Close(fd)
+		if med != nil {
+			med.Close()
+		}
 		return nil, err
 	}
-	s := &supervisor{f: os.NewFile(uintptr(fd), "seccomp-listener"), report: report, done: make(chan struct{})}
-	go s.loop()
+	// Synchronous wake-ups (6.6+): the kernel switches straight to our
+	// thread when a call blocks, halving the round trip. Best effort.
+	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
+	s := &supervisor{fd: fd, med: med, report: report, stopFD: efd, done: make(chan struct{})}
+	ready := make(chan error, 1)
+	go s.loop(ready)
+	if err := <-ready; err != nil {
+		<-s.done
+		unix.Close(efd)
+		return nil, err
+	}
 	return s, nil
 }
 
-func (s *supervisor) loop() {
+func (s *supervisor) loop(ready chan<- error) {
 	defer close(s.done)
-	rc, err := s.f.SyscallConn()
-	if err != nil {
-		return
+	defer func() {
+		unix.Close(s.fd)
+		if s.med != nil {
+			s.med.Close()
+		}
+	}()
+	if s.med != nil {
+		// Locks this goroutine to its thread for good: the thread, which
+		// now has the sandbox's credentials, dies when the loop returns.
+		if err := s.med.PrepareThread(); err != nil {
+			ready <- err
+			return
+		}
 	}
+	ready <- nil
+	pfd := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: int32(s.stopFD), Events: unix.POLLIN}}
 	for {
-		var n seccompNotif
-		var got, gone bool
-		err := rc.Read(func(fd uintptr) bool {
-			// RECV blocks whatever the file flags say: only call it when
-			// poll says a notification is pending.
-			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			if k, err := unix.Poll(pfd, 0); err != nil || k == 0 {
-				return false
+		pfd[0].Revents, pfd[1].Revents = 0, 0
+		if _, err := unix.Poll(pfd, -1); err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
 			}
-			if pfd[0].Revents&unix.POLLIN == 0 {
-				gone = pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
-				return gone
-			}
-			n = seccompNotif{}
-			if _, _, e := unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); e != 0 {
-				return true // interrupted, or the caller died meanwhile: look again
-			}
-			got = true
-			resp := seccompNotifResp{ID: n.ID, Error: -int32(unix.EPERM)}
-			_, _, _ = unix.Syscall(unix.SYS_IOCTL, fd, unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(&resp)))
-			return true
-		})
-		if err != nil || gone {
-			return // closed by stop, or every process that could notify is gone
+			return
 		}
-		if got {
-			s.count.Add(1)
-			if s.report != nil {
-				s.report(syscallName(n.Nr, n.Args), n.Pid)
+		if pfd[1].Revents != 0 {
+			return
+		}
+		if pfd[0].Revents&unix.POLLIN == 0 {
+			if pfd[0].Revents&(unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0 {
+				return // every process that could notify is gone
 			}
+			continue
+		}
+		var n fsguard.Notif
+		if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_RECV, uintptr(unsafe.Pointer(&n))); e != 0 {
+			continue // interrupted, or the caller died meanwhile
+		}
+		if s.med != nil && fsguard.Handles(n.Nr) {
+			resp, sent := s.med.Handle(&n)
+			if !sent {
+				s.send(&resp)
+			}
+			continue
+		}
+		resp := fsguard.Response{ID: n.ID, Error: -int32(unix.EPERM)}
+		s.send(&resp)
+		s.count.Add(1)
+		if s.report != nil {
+			s.report(syscallName(n.Nr, n.Args), n.Pid)
 		}
 	}
+}
+
+func (s *supervisor) send(resp *fsguard.Response) {
+	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(resp)))
 }
 
 // stop ends the loop and closes the listener. Call once.
 func (s *supervisor) stop() {
-	s.f.Close()
+	var one [8]byte
+	one[0] = 1
+	_, _ = unix.Write(s.stopFD, one[:])
 	<-s.done
+	unix.Close(s.stopFD)
 }

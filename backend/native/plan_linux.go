@@ -38,28 +38,30 @@ type mountOp struct {
 	Link string `json:"l,omitempty"`
 }
 
-// placeholder is an empty file the host created in the workspace as the
-// mount point for a protected path that did not exist (see hostfs).
-type placeholder = hostfs.Placeholder
-
 // fsPlan is the filesystem part of a sandbox: the mount plan and the
 // Landlock rules matching it.
 type fsPlan struct {
 	Mounts   []mountOp
 	Landlock []llRule
-	// Pending are placeholder paths to create (createPlaceholders) before
-	// the init mounts them; buildPlan itself changes nothing on the host.
-	Pending []string
+	// Mediated are the host-backed writable binds (workspace, read_write
+	// paths, caches): their Landlock rules grant no write right, so every
+	// write there goes through the host's write mediator (fsguard).
+	// Private are the sandbox's own mounts below them (tmpfs, files,
+	// deny masks), which are not.
+	Mediated []string
+	Private  []string
 }
 
 // buildPlan turns a resolved policy into a mount plan. It checks every
-// host path it needs (a missing read_only path is ErrInvalid) and lists the
-// protected-path placeholders to create; it changes nothing on the host.
+// host path it needs (a missing read_only path is ErrInvalid); it changes
+// nothing on the host.
 //
 // hostRoot says the sandbox's uid is host root (a root caller's default):
 // without capabilities it still owns root's files, so the root-only
-// secrets of the host's system directories are hidden as well.
-func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan, error) {
+// secrets of the host's system directories are hidden as well. mediate
+// says writes to host-backed writable binds go through the host's write
+// mediator (Landlock grants none there); without it they are direct.
+func buildPlan(pol *policy.Policy, files []sandbox.File, caches []sandbox.Bind, hostRoot, mediate bool) (*fsPlan, error) {
 	f := pol.Filesystem
 	p := &fsPlan{}
 	addBind := func(src, dst string, ro bool, field string, optional bool) error {
@@ -82,7 +84,11 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan
 		}
 		p.Mounts = append(p.Mounts, mountOp{Kind: opBind, Src: src, Dst: dst, RO: ro, Dir: fi.IsDir()})
 		access := llReadExec
-		if !ro {
+		switch {
+		case !ro && mediate:
+			access = llMediated
+			p.Mediated = append(p.Mediated, dst)
+		case !ro:
 			access = llReadWrite
 		}
 		if !fi.IsDir() {
@@ -155,6 +161,11 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan
 			return nil, err
 		}
 	}
+	for _, c := range caches {
+		if err := addBind(c.Src, c.Dst, false, "cache", false); err != nil {
+			return nil, err
+		}
+	}
 	for i, file := range files {
 		if !filepath.IsAbs(file.Path) || filepath.Clean(file.Path) != file.Path {
 			return nil, fmt.Errorf("file %d path %q: %w: not absolute and clean", i, file.Path, sandbox.ErrInvalid)
@@ -186,17 +197,11 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, hostRoot bool) (*fsPlan
 		}
 	}
 	sortMounts(p.Mounts)
-	if ws != "" {
-		ops, pending, err := protectConfig(ws, pol.ProtectedPaths())
-		if err != nil {
-			return nil, err
+	for _, m := range p.Mounts {
+		if m.Kind != opBind && m.Kind != opSymlink && hostfs.Under(m.Dst, p.Mediated) {
+			p.Private = append(p.Private, m.Dst)
 		}
-		p.Mounts = append(p.Mounts, ops...)
-		p.Pending = pending
 	}
-	// Deny ops must follow every bind that could cover their path,
-	// including protected ones inside the workspace.
-	sortMounts(p.Mounts)
 	return p, nil
 }
 
@@ -231,28 +236,3 @@ func sortMounts(ops []mountOp) {
 	hostfs.SortMounts(ops, func(o mountOp) string { return o.Dst },
 		func(o mountOp) bool { return o.Kind == opDenyDir || o.Kind == opDenyFile })
 }
-
-// protectConfig returns the mount operations protecting the workspace's
-// config paths (hostfs.ProtectConfig: read-only self-binds, anchor
-// directories made mount points) and the placeholders to create for those
-// that do not exist yet; it changes nothing on the host.
-func protectConfig(ws string, paths []string) ([]mountOp, []string, error) {
-	binds, pending, err := hostfs.ProtectConfig(ws, paths)
-	if err != nil {
-		return nil, nil, err
-	}
-	ops := make([]mountOp, len(binds))
-	for i, b := range binds {
-		ops[i] = mountOp{Kind: opBind, Src: b.Path, Dst: b.Path, RO: b.Kind != hostfs.AnchorBind, Dir: b.Dir}
-	}
-	return ops, pending, nil
-}
-
-// createPlaceholders creates the pending placeholders; it returns those
-// made even on error, for removal.
-func createPlaceholders(ws string, pending []string) ([]placeholder, error) {
-	return hostfs.CreatePlaceholders(ws, pending)
-}
-
-// removePlaceholders removes the placeholders that are still ours.
-func removePlaceholders(ph []placeholder) error { return hostfs.RemovePlaceholders(ph) }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,18 +47,15 @@ func TestBuildPlan(t *testing.T) {
 		p.Filesystem.Deny = append(p.Filesystem.Deny, filepath.Join(ws, "secret"), filepath.Join(ws, "private"), "/nonexistent/x")
 		p.Filesystem.ReadWrite = append(p.Filesystem.ReadWrite, extra)
 	})
-	plan, err := buildPlan(pol, []sandbox.File{{Path: "/etc/airlock-ca.pem", Data: []byte("pem")}}, true)
+	cache := t.TempDir()
+	plan, err := buildPlan(pol, []sandbox.File{{Path: "/etc/airlock-ca.pem", Data: []byte("pem")}},
+		[]sandbox.Bind{{Src: cache, Dst: "/home/x/.cache/go-build"}}, true, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ents, _ := os.ReadDir(ws); len(ents) != 2 {
 		t.Fatalf("buildPlan changed the workspace: %v", ents)
 	}
-	placeholders, err := createPlaceholders(ws, plan.Pending)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer removePlaceholders(placeholders)
 	ops := plan.Mounts
 	wsOp := findOp(ops, opBind, ws)
 	if wsOp < 0 || ops[wsOp].RO {
@@ -87,29 +85,48 @@ func TestBuildPlan(t *testing.T) {
 	if i := findOp(ops, opFile, "/etc/airlock-ca.pem"); i < 0 || ops[i].Mode&0o222 != 0 {
 		t.Fatal("injected file missing or writable")
 	}
-	// Landlock: workspace writable, /usr read+exec only.
+	if i := findOp(ops, opBind, "/home/x/.cache/go-build"); i < 0 || ops[i].RO || ops[i].Src != cache {
+		t.Fatalf("cache not bound read-write at its place: %+v", ops)
+	}
+	// Landlock: the host-backed writable binds grant no write right (the
+	// mediator writes there); /tmp does; /usr is read+exec only.
 	rights := map[string]uint64{}
 	for _, r := range plan.Landlock {
 		rights[r.Path] |= r.Access
 	}
-	if rights[ws]&llWriteFile == 0 || rights["/usr"]&llWriteFile != 0 || rights["/usr"]&llExecute == 0 {
-		t.Fatalf("landlock rights wrong: ws %#x /usr %#x", rights[ws], rights["/usr"])
-	}
-	// Protected config: placeholders for missing files, self-binds read-only.
-	if len(placeholders) == 0 {
-		t.Fatal("no placeholders for missing protected files")
-	}
-	for _, ph := range placeholders {
-		if i := findOp(ops, opBind, ph.Path); i < 0 || !ops[i].RO {
-			t.Fatalf("placeholder %s not bound read-only", ph.Path)
+	for _, p := range []string{ws, extra, "/home/x/.cache/go-build"} {
+		if rights[p] != llMediated {
+			t.Errorf("landlock rights of %s: %#x, want %#x (read, exec, remove)", p, rights[p], llMediated)
 		}
 	}
-	if err := removePlaceholders(placeholders); err != nil {
+	if rights["/tmp"]&llWriteFile == 0 || rights["/usr"]&llWriteFile != 0 || rights["/usr"]&llExecute == 0 {
+		t.Fatalf("landlock rights wrong: /tmp %#x /usr %#x", rights["/tmp"], rights["/usr"])
+	}
+	if !slices.Contains(plan.Mediated, ws) || !slices.Contains(plan.Mediated, extra) || len(plan.Mediated) != 3 {
+		t.Errorf("mediated %v", plan.Mediated)
+	}
+	if !slices.Contains(plan.Private, filepath.Join(ws, "secret")) || !slices.Contains(plan.Private, filepath.Join(ws, "private")) {
+		t.Errorf("deny masks below the workspace not private: %v", plan.Private)
+	}
+	// Nothing is bound over the workspace's own entries: no placeholder,
+	// no self-bind of protected files (the mediator decides every write).
+	for _, o := range ops {
+		if o.Kind == opBind && o.Src == o.Dst && strings.HasPrefix(o.Dst, ws+"/") {
+			t.Errorf("bind inside the workspace: %+v", o)
+		}
+	}
+	// Without mediation (degraded), the workspace is plainly writable.
+	plain, err := buildPlan(pol, nil, nil, false, false)
+	if err != nil {
 		t.Fatal(err)
 	}
-	ents, _ := os.ReadDir(ws)
-	if len(ents) != 2 {
-		t.Fatalf("workspace after removing placeholders: %v", ents)
+	for _, r := range plain.Landlock {
+		if r.Path == ws && r.Access != llReadWrite {
+			t.Errorf("unmediated workspace rights %#x", r.Access)
+		}
+	}
+	if len(plain.Mediated) != 0 {
+		t.Errorf("unmediated plan lists mediated binds %v", plain.Mediated)
 	}
 }
 
@@ -130,7 +147,7 @@ func TestBuildPlanErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			pol := planPolicy(t, ws, c.edit)
-			_, err := buildPlan(pol, c.files, false)
+			_, err := buildPlan(pol, c.files, nil, false, true)
 			if !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want ErrInvalid containing %q", err, c.want)
 			}
@@ -214,32 +231,5 @@ func TestDetectCgroups(t *testing.T) {
 	}
 	if got := h.v1Parent("memory", "custom"); got != "/sys/fs/cgroup/memory/custom" {
 		t.Fatalf("v1 parent %q", got)
-	}
-}
-
-// A symlink planted in the workspace (by an earlier sandbox) must not make
-// the host create placeholders outside it.
-func TestPlaceholderNeverFollowsSymlinks(t *testing.T) {
-	ws := t.TempDir()
-	outside := t.TempDir()
-	os.Symlink(outside, filepath.Join(ws, ".claude"))
-	os.Symlink(outside, filepath.Join(ws, ".vscode"))
-	pol := planPolicy(t, ws, nil)
-	plan, err := buildPlan(pol, nil, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	placeholders, err := createPlaceholders(ws, plan.Pending)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer removePlaceholders(placeholders)
-	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
-		t.Fatalf("host created files through a workspace symlink: %v", ents)
-	}
-	for _, ph := range placeholders {
-		if strings.HasPrefix(ph.Path, filepath.Join(ws, ".claude")+"/") || strings.HasPrefix(ph.Path, filepath.Join(ws, ".vscode")+"/") {
-			t.Fatalf("placeholder behind a symlink: %s", ph.Path)
-		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -21,17 +22,18 @@ import (
 // nativeSandbox is one running native sandbox: the init process (pid 1 of
 // its namespaces), its cgroup, the seccomp supervisor and the agent client.
 type nativeSandbox struct {
-	id           string
-	b            *Backend
-	log          *slog.Logger
-	audit        audit.Sink
-	cmd          *exec.Cmd
-	cg           *sandboxCgroup
-	sup          *supervisor
-	client       *agent.Client
-	placeholders []placeholder
-	stderr       *boundedBuffer
-	timer        *time.Timer
+	id      string
+	b       *Backend
+	log     *slog.Logger
+	audit   audit.Sink
+	cmd     *exec.Cmd
+	cg      *sandboxCgroup
+	sup     *supervisor
+	client  *agent.Client
+	lock    *os.File // the state lock, held while the sandbox lives
+	denials *denials
+	stderr  *boundedBuffer
+	timer   *time.Timer
 
 	waited   <-chan struct{} // closed when the init has been reaped
 	done     chan struct{}   // closed when the sandbox has ended
@@ -107,6 +109,10 @@ func (s *nativeSandbox) Stats(ctx context.Context) (sandbox.Stats, error) {
 	if s.sup != nil {
 		st.Violations = int(s.sup.count.Load())
 	}
+	if s.denials != nil {
+		n, _ := s.denials.count()
+		st.Violations += n
+	}
 	if closed {
 		return st, s.errClosed("stats")
 	}
@@ -142,8 +148,8 @@ func (s *nativeSandbox) violation(name string, pid uint32) {
 }
 
 // end tears the sandbox down once: kill the init (the pid namespace dies
-// with it) and everything in the cgroup, reap, remove cgroup, placeholders
-// and state.
+// with it) and everything in the cgroup, reap, remove the cgroup and the
+// state lock.
 func (s *nativeSandbox) end(why string) {
 	s.teardown.Do(func() {
 		s.closed.Store(true)
@@ -173,16 +179,16 @@ func (s *nativeSandbox) end(why string) {
 			errs = append(errs, err)
 		}
 		tCgroup := time.Now()
-		if err := removePlaceholders(s.placeholders); err != nil {
-			errs = append(errs, fmt.Errorf("remove placeholders: %w", err))
-		}
-		s.b.removeState(s.id)
+		s.b.unlockState(s.id, s.lock)
 		s.log.Debug("sandbox ended", "why", why, "reap", tReaped.Sub(t0), "cgroup", tCgroup.Sub(tReaped), "files", time.Since(tCgroup))
 		if len(errs) > 0 {
 			s.tdErr = fmt.Errorf("destroy sandbox %q: %w", s.id, errors.Join(errs...))
 		}
-		s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeDestroy, Message: why,
-			Fields: map[string]any{"memory_peak_bytes": cs.MemoryPeak, "oom_kills": cs.OOMKills}})
+		fields := map[string]any{"memory_peak_bytes": cs.MemoryPeak, "oom_kills": cs.OOMKills}
+		if n, more := s.denials.count(); n > 0 {
+			fields["denied"], fields["denied_unreported"] = n, more
+		}
+		s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeDestroy, Message: why, Fields: fields})
 		close(s.done)
 	})
 }

@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +28,8 @@ const (
 	offArch    = 4
 	offArgLow0 = 16 // args[0], low 32 bits (little endian)
 	offArgLow1 = 24 // args[1], low 32 bits
+	offArgLow2 = 32
+	offArgLow3 = 40
 )
 
 // cloneNewMask holds every CLONE_NEW* flag (also CLONE_NEWTIME, which shares
@@ -53,12 +56,28 @@ type filterSpec struct {
 	Prog []bpfInsn
 }
 
+// Flags and modes the filter looks at.
+const (
+	// writeIntent: an open that may write or create (O_TMPFILE shares
+	// O_DIRECTORY's bit, so its own bit is tested).
+	writeIntent = unix.O_WRONLY | unix.O_RDWR | unix.O_CREAT | unix.O_TRUNC | (unix.O_TMPFILE &^ unix.O_DIRECTORY)
+	setIDBits   = unix.S_ISUID | unix.S_ISGID
+	execBits    = 0o111
+)
+
 // buildFilter compiles the deny-list filter. notify selects
-// SECCOMP_RET_USER_NOTIF for denied calls (else RET_ERRNO|EPERM).
-func buildFilter(notify bool) (filterSpec, error) {
+// SECCOMP_RET_USER_NOTIF for denied calls (else RET_ERRNO|EPERM). mediate
+// routes the calls that create, rename, link or open for writing (and
+// chmods that set execute or set-id bits) to the host's write mediator
+// (fsguard), which needs notify; without it set-id modes are refused here
+// and openat2, whose mode the filter cannot read, answers ENOSYS.
+func buildFilter(notify, mediate bool) (filterSpec, error) {
 	arch, ok := auditArch[runtime.GOARCH]
 	if !ok {
 		return filterSpec{}, fmt.Errorf("seccomp: architecture %s not supported", runtime.GOARCH)
+	}
+	if mediate && !notify {
+		return filterSpec{}, fmt.Errorf("seccomp: write mediation needs user notification")
 	}
 	deny := uint32(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
 	if notify {
@@ -83,6 +102,26 @@ func buildFilter(notify bool) (filterSpec, error) {
 	// clone3 passes its flags in memory the filter cannot read: ENOSYS
 	// makes libc fall back to clone, whose flags are checked.
 	a.jeq(unix.SYS_CLONE3, "enosys", "")
+	// File calls: which argument holds the flags or mode.
+	a.jeq(unix.SYS_OPEN, "open1", "")
+	a.jeq(unix.SYS_OPENAT, "open2", "")
+	a.jeq(unix.SYS_CREAT, "mode1", "")
+	a.jeq(unix.SYS_MKDIR, "mode1", "")
+	a.jeq(unix.SYS_MKNOD, "mode1", "")
+	a.jeq(unix.SYS_MKDIRAT, "mode2", "")
+	a.jeq(unix.SYS_MKNODAT, "mode2", "")
+	a.jeq(unix.SYS_CHMOD, "chmod1", "")
+	a.jeq(unix.SYS_FCHMOD, "chmod1", "")
+	a.jeq(unix.SYS_FCHMODAT, "chmod2", "")
+	a.jeq(unix.SYS_FCHMODAT2, "chmod2", "")
+	if mediate {
+		for _, nr := range []uint32{unix.SYS_OPENAT2, unix.SYS_SYMLINK, unix.SYS_SYMLINKAT, unix.SYS_LINK,
+			unix.SYS_LINKAT, unix.SYS_RENAME, unix.SYS_RENAMEAT, unix.SYS_RENAMEAT2, unix.SYS_TRUNCATE} {
+			a.jeq(nr, "mediate", "")
+		}
+	} else {
+		a.jeq(unix.SYS_OPENAT2, "enosys", "")
+	}
 	a.ret(unix.SECCOMP_RET_ALLOW)
 
 	a.label("checkflags")
@@ -92,7 +131,7 @@ func buildFilter(notify bool) (filterSpec, error) {
 
 	a.label("checkioctl")
 	a.ld(offArgLow1)
-	for req := range deniedIoctls {
+	for _, req := range sortedKeys(deniedIoctls) {
 		a.jeq(req, "deny", "")
 	}
 	a.ret(unix.SECCOMP_RET_ALLOW)
@@ -100,13 +139,70 @@ func buildFilter(notify bool) (filterSpec, error) {
 	// Socket families no network namespace confines.
 	a.label("checksocket")
 	a.ld(offArgLow0)
-	for fam := range deniedSocketFamilies {
+	for _, fam := range sortedKeys(deniedSocketFamilies) {
 		a.jeq(fam, "deny", "")
 	}
 	a.ret(unix.SECCOMP_RET_ALLOW)
 
+	// open(path, flags, mode) and openat(dirfd, path, flags, mode): with
+	// mediation every open that may write goes to the mediator (which
+	// also refuses set-id modes); without, only set-id creation is refused.
+	for _, o := range []struct {
+		label       string
+		flags, mode uint32
+	}{{"open1", offArgLow1, offArgLow2}, {"open2", offArgLow2, offArgLow3}} {
+		a.label(o.label)
+		a.ld(o.flags)
+		if mediate {
+			a.jset(writeIntent, "mediate", "")
+			a.ret(unix.SECCOMP_RET_ALLOW)
+			continue
+		}
+		a.jset(unix.O_CREAT|(unix.O_TMPFILE&^unix.O_DIRECTORY), "", "allow")
+		a.ld(o.mode)
+		a.jset(setIDBits, "setid", "")
+		a.ret(unix.SECCOMP_RET_ALLOW)
+	}
+	// creat, mkdir, mknod (mode in arg 1), mkdirat, mknodat (arg 2).
+	for _, m := range []struct {
+		label string
+		off   uint32
+	}{{"mode1", offArgLow1}, {"mode2", offArgLow2}} {
+		a.label(m.label)
+		if mediate {
+			a.ja("mediate")
+			continue
+		}
+		a.ld(m.off)
+		a.jset(setIDBits, "setid", "")
+		a.ret(unix.SECCOMP_RET_ALLOW)
+	}
+	// chmod family: set-id bits are refused; execute bits (which turn a
+	// planted file into a git hook) go to the mediator.
+	for _, m := range []struct {
+		label string
+		off   uint32
+	}{{"chmod1", offArgLow1}, {"chmod2", offArgLow2}} {
+		a.label(m.label)
+		a.ld(m.off)
+		if mediate {
+			a.jset(setIDBits|execBits, "mediate", "")
+		} else {
+			a.jset(setIDBits, "setid", "")
+		}
+		a.ret(unix.SECCOMP_RET_ALLOW)
+	}
+
+	a.label("allow")
+	a.ret(unix.SECCOMP_RET_ALLOW)
 	a.label("deny")
 	a.ret(deny)
+	a.label("setid")
+	a.ret(deny)
+	if mediate {
+		a.label("mediate")
+		a.ret(unix.SECCOMP_RET_USER_NOTIF)
+	}
 	a.label("eperm")
 	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
 	a.label("enosys")
@@ -116,6 +212,15 @@ func buildFilter(notify bool) (filterSpec, error) {
 		return filterSpec{}, err
 	}
 	return filterSpec{Prog: prog}, nil
+}
+
+func sortedKeys(m map[uint32]string) []uint32 {
+	keys := make([]uint32, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // syscallName names a denied syscall for violation events.
@@ -168,6 +273,7 @@ type asm struct {
 type fixup struct {
 	at     int
 	jt, jf string
+	ja     string // BPF_JA target (K holds the offset)
 }
 
 func (a *asm) ld(off uint32) {
@@ -183,7 +289,14 @@ func (a *asm) jmp(op uint16, k uint32, jt, jf string) {
 	a.insns = append(a.insns, bpfInsn{Code: unix.BPF_JMP | op | unix.BPF_K, K: k})
 }
 
-func (a *asm) jeq(k uint32, jt, jf string)  { a.jmp(unix.BPF_JEQ, k, jt, jf) }
+func (a *asm) jeq(k uint32, jt, jf string) { a.jmp(unix.BPF_JEQ, k, jt, jf) }
+
+// ja jumps unconditionally (a jeq that is always true on the loaded word
+// would need a known value; BPF_JA takes a 32-bit offset).
+func (a *asm) ja(to string) {
+	a.fixups = append(a.fixups, fixup{at: len(a.insns), ja: to})
+	a.insns = append(a.insns, bpfInsn{Code: unix.BPF_JMP | unix.BPF_JA})
+}
 func (a *asm) jge(k uint32, jt, jf string)  { a.jmp(unix.BPF_JGE, k, jt, jf) }
 func (a *asm) jset(k uint32, jt, jf string) { a.jmp(unix.BPF_JSET, k, jt, jf) }
 
@@ -211,6 +324,14 @@ func (a *asm) assemble() ([]bpfInsn, error) {
 		return uint8(d), nil
 	}
 	for _, f := range a.fixups {
+		if f.ja != "" {
+			to, ok := a.labels[f.ja]
+			if !ok || to <= f.at {
+				return nil, fmt.Errorf("seccomp: bad jump to %q", f.ja)
+			}
+			a.insns[f.at].K = uint32(to - f.at - 1)
+			continue
+		}
 		jt, err := off(f.at, f.jt)
 		if err != nil {
 			return nil, err

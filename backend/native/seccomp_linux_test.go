@@ -2,6 +2,7 @@ package native
 
 import (
 	"encoding/binary"
+	"slices"
 	"testing"
 
 	"github.com/airlock-dev/airlock/internal/testutil"
@@ -45,13 +46,20 @@ func TestSeccompFilterDecisions(t *testing.T) {
 	if !ok {
 		testutil.Skip(t, "seccomp filter table exists for amd64 only")
 	}
-	notif, err := buildFilter(true)
+	notif, err := buildFilter(true, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	errno, err := buildFilter(false)
+	errno, err := buildFilter(false, false)
 	if err != nil {
 		t.Fatal(err)
+	}
+	mediated, err := buildFilter(true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := buildFilter(false, true); err == nil {
+		t.Error("mediation without notification accepted")
 	}
 	const (
 		allow  = unix.SECCOMP_RET_ALLOW
@@ -95,6 +103,9 @@ func TestSeccompFilterDecisions(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			if got := runFilter(t, mediated.Prog, c.in); got != c.want {
+				t.Errorf("mediated filter: got %#x, want %#x", got, c.want)
+			}
 			if got := runFilter(t, notif.Prog, c.in); got != c.want {
 				t.Errorf("notify filter: got %#x, want %#x", got, c.want)
 			}
@@ -106,6 +117,85 @@ func TestSeccompFilterDecisions(t *testing.T) {
 				t.Errorf("errno filter: got %#x, want %#x", got, want)
 			}
 		})
+	}
+}
+
+// TestSeccompFileCalls: with mediation every call that may create or
+// write a file (and chmods setting execute or set-id bits) goes to the
+// host; without it only set-id modes are refused, and openat2 (mode in
+// memory) answers ENOSYS.
+func TestSeccompFileCalls(t *testing.T) {
+	arch, ok := auditArch["amd64"]
+	if !ok {
+		testutil.Skip(t, "seccomp filter table exists for amd64 only")
+	}
+	const (
+		allow  = unix.SECCOMP_RET_ALLOW
+		notify = unix.SECCOMP_RET_USER_NOTIF
+		eperm  = unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)
+		enosys = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	)
+	filters := map[string]filterSpec{}
+	for name, f := range map[string][2]bool{"mediated": {true, true}, "notify": {true, false}, "errno": {false, false}} {
+		prog, err := buildFilter(f[0], f[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		filters[name] = prog
+	}
+	wr, cr, rd := uint64(unix.O_WRONLY), uint64(unix.O_CREAT|unix.O_WRONLY), uint64(unix.O_RDONLY)
+	for _, c := range []struct {
+		name                    string
+		in                      []byte
+		mediated, notify, errno uint32
+	}{
+		{"openat read", seccompInput(arch, unix.SYS_OPENAT, 0, 0, rd, 0), allow, allow, allow},
+		{"openat write", seccompInput(arch, unix.SYS_OPENAT, 0, 0, wr, 0), notify, allow, allow},
+		{"openat create 0644", seccompInput(arch, unix.SYS_OPENAT, 0, 0, cr, 0o644), notify, allow, allow},
+		{"openat create 4755", seccompInput(arch, unix.SYS_OPENAT, 0, 0, cr, 0o4755), notify, notify, eperm},
+		{"openat read 4755", seccompInput(arch, unix.SYS_OPENAT, 0, 0, rd, 0o4755), allow, allow, allow},
+		{"openat tmpfile 2755", seccompInput(arch, unix.SYS_OPENAT, 0, 0, unix.O_TMPFILE|unix.O_WRONLY, 0o2755), notify, notify, eperm},
+		{"open truncate", seccompInput(arch, unix.SYS_OPEN, 0, unix.O_TRUNC, 0), notify, allow, allow},
+		{"open create 2755", seccompInput(arch, unix.SYS_OPEN, 0, cr, 0o2755), notify, notify, eperm},
+		{"creat 0644", seccompInput(arch, unix.SYS_CREAT, 0, 0o644), notify, allow, allow},
+		{"creat 4755", seccompInput(arch, unix.SYS_CREAT, 0, 0o4755), notify, notify, eperm},
+		{"mkdir 0755", seccompInput(arch, unix.SYS_MKDIR, 0, 0o755), notify, allow, allow},
+		{"mkdir 2755", seccompInput(arch, unix.SYS_MKDIR, 0, 0o2755), notify, notify, eperm},
+		{"mkdirat 2755", seccompInput(arch, unix.SYS_MKDIRAT, 0, 0, 0o2755), notify, notify, eperm},
+		{"mknodat fifo", seccompInput(arch, unix.SYS_MKNODAT, 0, 0, unix.S_IFIFO|0o644), notify, allow, allow},
+		{"chmod 0644", seccompInput(arch, unix.SYS_CHMOD, 0, 0o644), allow, allow, allow},
+		{"chmod 0755", seccompInput(arch, unix.SYS_CHMOD, 0, 0o755), notify, allow, allow},
+		{"chmod 4755", seccompInput(arch, unix.SYS_CHMOD, 0, 0o4755), notify, notify, eperm},
+		{"fchmod 2644", seccompInput(arch, unix.SYS_FCHMOD, 3, 0o2644), notify, notify, eperm},
+		{"fchmodat 0700", seccompInput(arch, unix.SYS_FCHMODAT, 0, 0, 0o700), notify, allow, allow},
+		{"fchmodat2 6755", seccompInput(arch, unix.SYS_FCHMODAT2, 0, 0, 0o6755, 0), notify, notify, eperm},
+		{"openat2", seccompInput(arch, unix.SYS_OPENAT2), notify, enosys, enosys},
+		{"renameat2", seccompInput(arch, unix.SYS_RENAMEAT2), notify, allow, allow},
+		{"linkat", seccompInput(arch, unix.SYS_LINKAT), notify, allow, allow},
+		{"symlink", seccompInput(arch, unix.SYS_SYMLINK), notify, allow, allow},
+		{"truncate", seccompInput(arch, unix.SYS_TRUNCATE), notify, allow, allow},
+		{"unlinkat", seccompInput(arch, unix.SYS_UNLINKAT), allow, allow, allow},
+		{"ftruncate", seccompInput(arch, unix.SYS_FTRUNCATE), allow, allow, allow},
+	} {
+		for name, want := range map[string]uint32{"mediated": c.mediated, "notify": c.notify, "errno": c.errno} {
+			if got := runFilter(t, filters[name].Prog, c.in); got != want {
+				t.Errorf("%s, %s filter: got %#x, want %#x", c.name, name, got, want)
+			}
+		}
+	}
+}
+
+// The filter is the same program every time (it was emitted in map order).
+func TestSeccompFilterDeterministic(t *testing.T) {
+	if _, ok := auditArch["amd64"]; !ok {
+		testutil.Skip(t, "seccomp filter table exists for amd64 only")
+	}
+	first, _ := buildFilter(true, true)
+	for i := 0; i < 20; i++ {
+		again, _ := buildFilter(true, true)
+		if !slices.Equal(first.Prog, again.Prog) {
+			t.Fatal("two builds of the filter differ")
+		}
 	}
 }
 

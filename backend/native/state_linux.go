@@ -9,79 +9,165 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// sandboxState is what Cleanup needs to undo a sandbox whose host process
-// died: the placeholders it created in the workspace.
-type sandboxState struct {
-	Placeholders []placeholder `json:"placeholders"`
+// Each live sandbox holds an exclusive flock on StateDir/<id>.lock for as
+// long as its host process lives: the kernel drops it when that process
+// dies, however it dies (SIGKILL included). A lock file nobody holds is a
+// dead sandbox's, whose cgroups are reclaimed by the next create or by
+// Cleanup: by lock, never by guessing from names or ages.
+
+func (b *Backend) lockPath(id string) string {
+	return filepath.Join(b.cfg.StateDir, id+".lock")
 }
 
-func (b *Backend) statePath(id string) string {
-	return filepath.Join(b.cfg.StateDir, id+".json")
-}
-
-func (b *Backend) writeState(id string, ph []placeholder) error {
+// lockState creates and locks the sandbox's lock file. It is created
+// under a temporary name and renamed once locked, so that no reclaimer
+// ever finds it unlocked.
+func (b *Backend) lockState(id string) (*os.File, error) {
 	if err := os.MkdirAll(b.cfg.StateDir, 0o700); err != nil {
-		return err
+		return nil, err
 	}
-	data, err := json.Marshal(sandboxState{Placeholders: ph})
+	tmp := filepath.Join(b.cfg.StateDir, "."+id+".new")
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|os.O_TRUNC, 0o600)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tmp := b.statePath(id) + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
 	}
-	return os.Rename(tmp, b.statePath(id))
+	if err := os.Rename(tmp, b.lockPath(id)); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return nil, err
+	}
+	return f, nil
 }
 
-func (b *Backend) removeState(id string) {
-	_ = os.Remove(b.statePath(id))
+// unlockState removes the lock file (still holding the lock) and closes it.
+func (b *Backend) unlockState(id string, f *os.File) {
+	if f == nil {
+		return
+	}
+	_ = os.Remove(b.lockPath(id))
+	f.Close()
 }
 
-// Cleanup removes leftovers of sandboxes not in keep: state (and the
-// placeholders it lists) and cgroups under our parent (killing what is
-// still in them). Idempotent.
-func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
-	var errs []error
-	if ents, err := os.ReadDir(b.cfg.StateDir); err == nil {
-		for _, e := range ents {
-			id, ok := strings.CutSuffix(e.Name(), ".json")
-			if !ok || keep[id] {
-				continue
-			}
-			data, err := os.ReadFile(filepath.Join(b.cfg.StateDir, e.Name()))
-			if err == nil {
-				var st sandboxState
-				if json.Unmarshal(data, &st) == nil {
-					if err := removePlaceholders(st.Placeholders); err != nil {
-						errs = append(errs, err)
-					}
-				}
-			}
-			b.removeState(id)
+// reclaimStale removes what dead sandboxes left: the cgroups of every
+// lock file no live process holds, and the lock files. It returns the IDs
+// reclaimed.
+func (b *Backend) reclaimStale() []string {
+	ents, err := os.ReadDir(b.cfg.StateDir)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	for _, e := range ents {
+		id, ok := strings.CutSuffix(e.Name(), ".lock")
+		if !ok || !validSandboxID(id) {
+			continue
+		}
+		if b.reclaim(id) {
+			ids = append(ids, id)
 		}
 	}
+	return ids
+}
+
+// reclaim takes a dead sandbox's lock and removes its cgroups and lock
+// file; it reports false when the sandbox is alive (its lock is held).
+func (b *Backend) reclaim(id string) bool {
+	f, err := os.OpenFile(b.lockPath(id), os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+		return false // alive
+	}
+	b.removeCgroups(id)
+	// Only remove the file we locked: another reclaimer may have removed
+	// it and a new sandbox cannot reuse the name (IDs are unique).
+	var a, c unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &a) == nil && unix.Stat(b.lockPath(id), &c) == nil && a.Ino == c.Ino && a.Dev == c.Dev {
+		_ = os.Remove(b.lockPath(id))
+	}
+	return true
+}
+
+// removeCgroups kills what is left in sandbox id's cgroups and removes them.
+func (b *Backend) removeCgroups(id string) error {
+	var errs []error
+	for _, p := range b.cgroupParents() {
+		dir := filepath.Join(p, id)
+		if _, err := os.Stat(dir); err != nil {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
+			killProcs(filepath.Join(dir, "cgroup.procs"))
+		}
+		if err := rmdirRetry(dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Backend) cgroupParents() []string {
 	h := hostCgroups()
-	parents := []string{}
+	var parents []string
 	if p := h.v2Parent(b.cfg.CgroupParent); p != "" {
 		parents = append(parents, p)
 	}
 	for c := range h.v1Mount {
 		parents = append(parents, h.v1Parent(c, b.cfg.CgroupParent))
 	}
-	for _, p := range parents {
+	return parents
+}
+
+// Cleanup removes leftovers of sandboxes not in keep: dead sandboxes'
+// lock files, and every cgroup under our parent (killing what is still in
+// them) whose sandbox is neither kept nor alive. Earlier versions left
+// placeholder files in workspaces and listed them in <id>.json: those are
+// removed too while still ours. Idempotent.
+func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
+	var errs []error
+	if ents, err := os.ReadDir(b.cfg.StateDir); err == nil {
+		for _, e := range ents {
+			name := e.Name()
+			if id, ok := strings.CutSuffix(name, ".json"); ok && !keep[id] {
+				if err := removeLegacyState(filepath.Join(b.cfg.StateDir, name)); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	b.reclaimStale()
+	alive := map[string]bool{}
+	if ents, err := os.ReadDir(b.cfg.StateDir); err == nil {
+		for _, e := range ents {
+			if id, ok := strings.CutSuffix(e.Name(), ".lock"); ok {
+				alive[id] = true
+			}
+		}
+	}
+	for _, p := range b.cgroupParents() {
 		ents, err := os.ReadDir(p)
 		if err != nil {
 			continue
 		}
 		for _, e := range ents {
-			if !e.IsDir() || keep[e.Name()] || !validSandboxID(e.Name()) {
+			id := e.Name()
+			if !e.IsDir() || keep[id] || alive[id] || !validSandboxID(id) {
 				continue
 			}
-			dir := filepath.Join(p, e.Name())
+			dir := filepath.Join(p, id)
 			if err := os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0); err != nil {
 				killProcs(filepath.Join(dir, "cgroup.procs"))
 			}
@@ -96,6 +182,24 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 	return nil
 }
 
+// removeLegacyState removes the workspace placeholders an earlier version
+// recorded in a state file, then the file.
+func removeLegacyState(file string) error {
+	data, err := os.ReadFile(file)
+	if err == nil {
+		var st struct {
+			Placeholders []hostfs.Placeholder `json:"placeholders"`
+		}
+		if json.Unmarshal(data, &st) == nil {
+			if err := hostfs.RemovePlaceholders(st.Placeholders); err != nil {
+				return err
+			}
+		}
+	}
+	_ = os.Remove(file)
+	return nil
+}
+
 // Probe reports whether the native backend can run here.
 func (b *Backend) Probe(ctx context.Context) sandbox.Probe {
 	f := HostFeatures()
@@ -104,6 +208,7 @@ func (b *Backend) Probe(ctx context.Context) sandbox.Probe {
 		"landlock_abi":       fmt.Sprint(f.LandlockABI),
 		"seccomp":            fmt.Sprint(f.Seccomp && f.SeccompArch),
 		"seccomp_notify":     fmt.Sprint(f.SeccompUserNotif),
+		"write_mediation":    fmt.Sprint(f.SeccompAddFD),
 		"cgroup":             f.CgroupVersion,
 		"cgroup_controllers": strings.Join(f.CgroupControllers, ","),
 		"rootless":           fmt.Sprint(f.Rootless),

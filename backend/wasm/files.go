@@ -10,6 +10,7 @@ import (
 	"path"
 
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -42,7 +43,10 @@ func (f *files) at(op, p string, a access) (*mount, string, error) {
 // kindErr wraps an os.Root error with the sandbox error kind it means.
 func (f *files) kindErr(op, p string, err error) error {
 	var kind error
+	var denied *deniedError
 	switch {
+	case errors.As(err, &denied):
+		return fmt.Errorf("%s %q in %q: %w", op, p, f.s.id, err)
 	case isEscape(err):
 		kind = sandbox.ErrPermission
 		err = errors.New("path leaves the sandbox's filesystem")
@@ -94,7 +98,7 @@ func (f *files) WriteFile(ctx context.Context, p string, r io.Reader, mode fs.Fi
 		mode = 0o644
 	}
 	if mkdirs {
-		if err := m.root.MkdirAll(path.Dir(rel), 0o755); err != nil {
+		if err := f.mkdirAll(m, path.Dir(rel), 0o755); err != nil {
 			return f.kindErr("write", p, err)
 		}
 	}
@@ -103,7 +107,11 @@ func (f *files) WriteFile(ctx context.Context, p string, r io.Reader, mode fs.Fi
 			return fmt.Errorf("write %q in %q: through a symlink where the policy protects paths: %w", p, f.s.id, sandbox.ErrPermission)
 		}
 	}
-	file, err := m.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE, mode&fs.ModePerm)
+	var file *os.File
+	err = m.rules.guarded(m.root, rel, writeOp(m.root, rel), func() (err error) {
+		file, err = m.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE, mode&fs.ModePerm)
+		return err
+	})
 	if err != nil {
 		return f.kindErr("write", p, err)
 	}
@@ -194,9 +202,9 @@ func (f *files) Mkdir(ctx context.Context, p string, mode fs.FileMode, parents b
 		mode = 0o755
 	}
 	if parents {
-		err = m.root.MkdirAll(rel, mode&fs.ModePerm)
+		err = f.mkdirAll(m, rel, mode&fs.ModePerm)
 	} else {
-		err = m.root.Mkdir(rel, mode&fs.ModePerm)
+		err = m.rules.guarded(m.root, rel, policy.OpMkdir, func() error { return m.root.Mkdir(rel, mode&fs.ModePerm) })
 	}
 	if err != nil {
 		return f.kindErr("mkdir", p, err)
@@ -242,9 +250,36 @@ func (f *files) Rename(ctx context.Context, from, to string) error {
 	if relFrom == "." || relTo == "." {
 		return fmt.Errorf("rename %q to %q in %q: a mount point cannot be renamed: %w", from, to, f.s.id, sandbox.ErrPermission)
 	}
-	if err := mf.root.Rename(relFrom, relTo); err != nil {
+	fi, err := mf.root.Lstat(relFrom)
+	if err == nil {
+		err = mf.rules.guarded(mf.root, relTo, renameOp(fi), func() error { return mf.root.Rename(relFrom, relTo) })
+	}
+	if err != nil {
 		return f.kindErr("rename", from, err)
 	}
 	f.s.emit(audit.TypeFile, "rename "+from, map[string]any{"from": from, "to": to})
 	return nil
+}
+
+// mkdirAll creates rel and its missing parents, each one allowed by the
+// guard first.
+func (f *files) mkdirAll(m *mount, rel string, perm fs.FileMode) error {
+	rel = path.Clean(rel)
+	if rel == "." {
+		return nil
+	}
+	if fi, err := m.root.Stat(rel); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: not a directory", rel)
+		}
+		return nil
+	}
+	if err := f.mkdirAll(m, path.Dir(rel), perm); err != nil {
+		return err
+	}
+	err := m.rules.guarded(m.root, rel, policy.OpMkdir, func() error { return m.root.Mkdir(rel, perm) })
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	return err
 }

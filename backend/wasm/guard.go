@@ -1,14 +1,19 @@
 package wasm
 
 import (
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
-	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // access is what an operation does to a path.
@@ -17,48 +22,42 @@ type access int
 const (
 	accessRead   access = iota
 	accessWrite         // create, write, chmod, link to
-	accessRemove        // unlink, rmdir, rename away: also refused on ancestors of protected paths
+	accessRemove        // unlink, rmdir, rename away
 )
 
 // mountRules are a mount's path rules, relative to its host directory:
-// deny (no access at all) and protect (the policy's protect_config paths:
-// no writes, and no removing or renaming a directory that holds one, which
-// would let a guest recreate it). Paths are checked as given and, on Linux,
-// again as the kernel resolved them (symlinks, hard links), so an alias
-// cannot reach them.
+// deny (no access at all), checked as given and, on Linux, again as the
+// kernel resolved the path (symlinks, hard links), so an alias cannot reach
+// it; and the write guard (policy.ConfigGuard: protected configuration at
+// every depth, pinned files), decided on the directory the kernel
+// resolved, under a lock held until the operation is done, so that two
+// processes cannot race a check.
 type mountRules struct {
-	deny    []string
-	protect []string
-	real    string // the host directory with symlinks resolved
+	deny   []string
+	guard  *policy.ConfigGuard // nil on the sandbox's private mounts
+	real   string              // the host directory with symlinks resolved
+	report func(policy.Denial)
+
+	mu   sync.Mutex
+	last policy.Denial // the last refusal (under mu)
 }
 
 func (r *mountRules) active(a access) bool {
-	return len(r.deny) > 0 || (a != accessRead && len(r.protect) > 0)
+	return len(r.deny) > 0 || (a != accessRead && r.guard != nil)
 }
 
-// lexical checks a cleaned relative path against the rules.
+// lexical checks a cleaned relative path against the deny rules.
 func (r *mountRules) lexical(clean string, a access) experimentalsys.Errno {
 	if denied(r.deny, clean) {
 		return experimentalsys.EACCES
 	}
-	if a == accessRead {
-		return 0
-	}
-	for _, p := range r.protect {
-		if clean == p || under(clean, p) || clean == "." && a == accessRemove {
-			return experimentalsys.EPERM
-		}
-		if a == accessRemove && under(p, clean) {
-			return experimentalsys.EPERM
-		}
-	}
 	return 0
 }
 
-// check checks rel (relative to root) for access a, following what the
-// kernel would resolve for its parent directory.
+// check checks rel (relative to root) against the deny rules, following
+// what the kernel would resolve for its parent directory.
 func (r *mountRules) check(root *os.Root, rel string, a access) experimentalsys.Errno {
-	if !r.active(a) {
+	if len(r.deny) == 0 {
 		return 0
 	}
 	clean := path.Clean(rel)
@@ -83,48 +82,102 @@ func (r *mountRules) check(root *os.Root, rel string, a access) experimentalsys.
 	return 0
 }
 
-// checkOpened checks the file the kernel actually opened (after following
-// a final symlink, or through a hard link) for access a.
+// guarded runs act once the guard allowed op on rel's entry, holding the
+// lock across both. Without a guard it just runs act.
+func (r *mountRules) guarded(root *os.Root, rel string, op policy.GuardOp, act func() error) error {
+	if r.guard == nil {
+		return act()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.decide(root, rel, op); e != 0 {
+		return &deniedError{r.last}
+	}
+	return act()
+}
+
+// deniedError is a write the guard refused: EACCES to a WASI program,
+// ErrPermission naming the rule to the files API.
+type deniedError struct{ d policy.Denial }
+
+func (e *deniedError) Error() string {
+	return e.d.Op + " " + e.d.Path + ": refused by rule " + e.d.Rule + " (" + policy.GuardRuleWhy(e.d.Rule) + ")"
+}
+
+func (e *deniedError) Unwrap() []error {
+	return []error{sandbox.ErrPermission, experimentalsys.EACCES}
+}
+
+// decide asks the guard about op on rel's entry, in the directory the
+// kernel resolves rel's parent to (lexically where /proc cannot say).
+func (r *mountRules) decide(root *os.Root, rel string, op policy.GuardOp) experimentalsys.Errno {
+	clean := path.Clean(rel)
+	if clean == "." || r.guard == nil {
+		return 0
+	}
+	parentRel := path.Dir(clean)
+	if dir, err := root.Open(parentRel); err == nil {
+		if real, ok := r.realRel(dir); ok {
+			parentRel = real
+		}
+		dir.Close()
+	}
+	base := r.real
+	if base == "" {
+		return experimentalsys.EACCES // cannot place the mount: fail closed
+	}
+	d := r.guard.Check(op, hostfs.Dir(filepath.Join(base, filepath.FromSlash(parentRel))), path.Base(clean))
+	if d == nil {
+		return 0
+	}
+	r.last = *d
+	if r.report != nil {
+		r.report(*d)
+	}
+	return experimentalsys.EACCES
+}
+
+// writeOp is the guard operation of writing rel: OpWrite on what exists,
+// OpCreate on a new name.
+func writeOp(root *os.Root, rel string) policy.GuardOp {
+	if _, err := root.Lstat(rel); err == nil {
+		return policy.OpWrite
+	}
+	return policy.OpCreate
+}
+
+// renameOp is how an entry arrives under a new name.
+func renameOp(fi fs.FileInfo) policy.GuardOp {
+	switch {
+	case fi.IsDir():
+		return policy.OpRenameDir
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return policy.OpSymlink
+	}
+	return policy.OpRenameFile
+}
+
+// checkOpened checks the file the kernel actually opened for access a:
+// the deny rules on its real path, and for a write the guard on it (a
+// final symlink followed elsewhere).
 func (r *mountRules) checkOpened(root *os.Root, f *os.File, a access) experimentalsys.Errno {
 	if !r.active(a) {
 		return 0
 	}
-	if rel, ok := r.realRel(f); ok {
-		if e := r.lexical(rel, a); e != 0 {
-			return e
-		}
-	}
-	if a == accessRead || len(r.protect) == 0 {
+	rel, ok := r.realRel(f)
+	if !ok {
 		return 0
 	}
-	fi, err := f.Stat()
-	if err != nil {
-		return errno(err)
+	if e := r.lexical(rel, a); e != 0 {
+		return e
 	}
-	st := sys.NewStat_t(fi)
-	if st.Nlink <= 1 || fi.IsDir() {
-		return 0
-	}
-	// A hard link to a protected file: compare identities.
-	for _, p := range r.protect {
-		pfi, err := root.Lstat(p)
-		if err != nil {
-			continue
-		}
-		if os.SameFile(fi, pfi) {
-			return experimentalsys.EPERM
-		}
-		if pfi.IsDir() {
-			var entries []os.DirEntry
-			if d, err := root.Open(p); err == nil {
-				entries, _ = d.ReadDir(-1)
-				d.Close()
+	if a == accessWrite && r.guard != nil && rel != "." {
+		d := r.guard.Check(policy.OpWrite, hostfs.Dir(filepath.Join(r.real, filepath.FromSlash(path.Dir(rel)))), path.Base(rel))
+		if d != nil {
+			if r.report != nil {
+				r.report(*d)
 			}
-			for _, e := range entries {
-				if efi, err := e.Info(); err == nil && os.SameFile(fi, efi) {
-					return experimentalsys.EPERM
-				}
-			}
+			return experimentalsys.EACCES
 		}
 	}
 	return 0
@@ -156,7 +209,6 @@ func relRules(host string, abs []string) []string {
 	}
 	return out
 }
-
 // quota bounds the bytes written into a private directory (the policy's
 // disk limit for /tmp and tmpfs paths). It counts growth of files and
 // credits removed files; it is an upper bound of the real use.

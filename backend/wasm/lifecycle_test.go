@@ -251,7 +251,7 @@ func TestFilesAPI(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(outside, "secret")); string(b) != "s" {
 		t.Fatalf("host file outside changed: %q", b)
 	}
-	if _, err := os.Stat(filepath.Join(ws, ".git")); !errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(ws, ".git/hooks")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("protected directory created: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental/sysfs"
 
+	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -30,8 +31,9 @@ type mount struct {
 type mountOpts struct {
 	readOnly bool
 	private  bool
-	deny     []string // absolute host paths
-	protect  []string // absolute host paths
+	deny     []string            // absolute host paths
+	guard    *policy.ConfigGuard // writes to host mounts; nil: none
+	report   func(policy.Denial)
 	disk     int64    // bytes the guest may write into it; 0: no limit
 }
 
@@ -65,10 +67,13 @@ func (t *mountTable) add(guest, host string, o mountOpts) error {
 		root:     root,
 		readOnly: o.readOnly,
 		private:  o.private,
-		rules:    mountRules{deny: relRules(host, o.deny), protect: relRules(host, o.protect), real: real},
+		rules:    mountRules{deny: relRules(host, o.deny), real: real, report: o.report},
 	}
 	if o.disk > 0 && !o.readOnly {
 		m.quota = &quota{limit: o.disk}
+	}
+	if !o.private && !o.readOnly {
+		m.rules.guard = o.guard
 	}
 	for i, old := range t.mounts {
 		if old.guest == m.guest {

@@ -9,6 +9,8 @@ import (
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/airlock-dev/airlock/policy"
 )
 
 // rootFS is the WASI view of one preopened directory for one process.
@@ -92,6 +94,15 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 		return nil, e
 	}
 	rules := &r.m.rules
+	if a == accessWrite && rules.guard != nil {
+		// The guard's decision and the open (which may create) happen
+		// under its lock.
+		rules.mu.Lock()
+		defer rules.mu.Unlock()
+		if e := rules.decide(r.m.root, rel, writeOp(r.m.root, rel)); e != 0 {
+			return nil, e
+		}
+	}
 	if a == accessWrite && flag&experimentalsys.O_CREAT != 0 && rules.active(a) {
 		// Creating through a symlink could create a protected file before
 		// the opened file can be checked: refuse it.
@@ -203,19 +214,35 @@ func (r *rootFS) mutating(p string, a access, op func(rel string) error) experim
 }
 
 func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
-	return r.mutating(p, accessWrite, func(rel string) error { return r.m.root.Mkdir(rel, perm) })
+	return r.mutating(p, accessWrite, func(rel string) error {
+		return r.m.rules.guarded(r.m.root, rel, policy.OpMkdir, func() error { return r.m.root.Mkdir(rel, perm) })
+	})
 }
 
 func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
-	return r.mutating(p, accessWrite, func(rel string) error { return r.m.root.Chmod(rel, perm) })
+	if perm&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+		return experimentalsys.EPERM
+	}
+	return r.mutating(p, accessWrite, func(rel string) error {
+		if perm&0o111 == 0 {
+			return r.m.root.Chmod(rel, perm)
+		}
+		return r.m.rules.guarded(r.m.root, rel, policy.OpChmodExec, func() error { return r.m.root.Chmod(rel, perm) })
+	})
 }
 
 func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
-	toRel, e := r.rel(to, accessRemove)
+	toRel, e := r.rel(to, accessWrite)
 	if e != 0 {
 		return e
 	}
-	return r.mutating(from, accessRemove, func(rel string) error { return r.m.root.Rename(rel, toRel) })
+	return r.mutating(from, accessRemove, func(rel string) error {
+		fi, err := r.m.root.Lstat(rel)
+		if err != nil {
+			return err
+		}
+		return r.m.rules.guarded(r.m.root, toRel, renameOp(fi), func() error { return r.m.root.Rename(rel, toRel) })
+	})
 }
 
 // removed credits the quota with a file about to be removed.
@@ -255,20 +282,33 @@ func (r *rootFS) Unlink(p string) experimentalsys.Errno {
 	})
 }
 
-// Link refuses links to protected files (a hard link is an alias the
-// rules would not see by name).
+// Link refuses links from protected files (a hard link is an alias the
+// rules would not see by name) and to protected names.
 func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
 	oldRel, e := r.rel(oldPath, accessWrite)
 	if e != 0 {
 		return e
 	}
-	return r.mutating(newPath, accessWrite, func(rel string) error { return r.m.root.Link(oldRel, rel) })
+	return r.mutating(newPath, accessWrite, func(rel string) error {
+		op := policy.OpLink
+		if fi, err := r.m.root.Lstat(oldRel); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			op = policy.OpSymlink
+		}
+		return r.m.rules.guarded(r.m.root, oldRel, policy.OpLinkSource, func() error {
+			if e := r.m.rules.decide(r.m.root, rel, op); e != 0 {
+				return e
+			}
+			return r.m.root.Link(oldRel, rel)
+		})
+	})
 }
 
 // Symlink creates a link with any target text; following it is still
 // confined to the root and checked against the rules.
 func (r *rootFS) Symlink(oldPath, linkName string) experimentalsys.Errno {
-	return r.mutating(linkName, accessWrite, func(rel string) error { return r.m.root.Symlink(oldPath, rel) })
+	return r.mutating(linkName, accessWrite, func(rel string) error {
+		return r.m.rules.guarded(r.m.root, rel, policy.OpSymlink, func() error { return r.m.root.Symlink(oldPath, rel) })
+	})
 }
 
 func (r *rootFS) Readlink(p string) (string, experimentalsys.Errno) {

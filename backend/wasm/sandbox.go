@@ -110,7 +110,18 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 // buildFS opens the mounts the policy grants.
 func (s *wasmSandbox) buildFS(spec sandbox.Spec) error {
 	fsp := spec.Policy.Filesystem
-	rules := mountOpts{deny: fsp.Deny, protect: spec.Policy.ProtectedPaths()}
+	guard := spec.Policy.ConfigGuard(spec.Policy.Process.Env["HOME"])
+	for k, v := range spec.Pinned {
+		guard.Pinned[k] = v
+	}
+	if exe, err := os.Executable(); err == nil {
+		guard.Pinned[exe] = "the airlock binary"
+	}
+	rules := mountOpts{deny: fsp.Deny, guard: guard, report: func(d policy.Denial) {
+		s.log.Info("write refused", "rule", d.Rule, "op", d.Op, "path", d.Path)
+		s.emit(audit.TypeDenied, d.Op+" "+d.Path+": refused by rule "+d.Rule,
+			map[string]any{"rule": d.Rule, "op": d.Op, "path": d.Path})
+	}}
 	if fsp.Rootfs != "" {
 		o := rules
 		o.readOnly = true

@@ -1,9 +1,9 @@
 package hostfs
 
-// Placeholder is an empty file the host created in the workspace as the
-// mount point for a protected path that did not exist. All placeholders of
-// one sandbox are hard links to one inode (creating inodes is what costs on
-// ext4; links are cheap), so removal can check that a path is still ours.
+// Placeholder is an empty file an earlier version of Airlock created in a
+// workspace as the mount point of a protected path that did not exist.
+// Nothing creates them any more; RemovePlaceholders cleans up after those
+// versions (their state files list them).
 type Placeholder struct {
 	Path string `json:"path"`
 	Dev  uint64 `json:"dev"`
