@@ -47,6 +47,11 @@ func testPolicy(t testing.TB, ws string, edit func(p *policy.Policy)) *policy.Po
 	}
 	p.Filesystem.Workspace = ws
 	p.Limits.Timeout = 0
+	// gVisor cannot mediate writes: protect_config would refuse a writable
+	// workspace (TestProtectedConfigRefused); the tests of protection turn
+	// it back on, with allow_degraded.
+	off := false
+	p.Filesystem.ProtectConfig = &off
 	if edit != nil {
 		edit(p)
 	}

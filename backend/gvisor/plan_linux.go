@@ -203,7 +203,7 @@ func (p *mountPlan) protect(in planInput, ws string) error {
 	for _, r := range roots {
 		found, truncated := hostfs.ExistingProtected(r, g)
 		for _, e := range found {
-			p.Mounts = append(p.Mounts, bindMount(e.Path, e.Path, true))
+			p.Mounts = append(p.Mounts, bindMount(e.Path, e.Path, !e.Anchor))
 		}
 		what := "protected configuration in " + r + ": only entries that exist are read-only; new ones can be created"
 		if truncated {

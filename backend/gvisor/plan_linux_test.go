@@ -1,6 +1,7 @@
 package gvisor
 
 import (
+	"errors"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -29,16 +30,19 @@ func TestPlanMounts(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "secret"), nil, 0o644)
 	ro := t.TempDir()
 	bundle := t.TempDir()
+	on := true
 	pol := testPolicy(t, ws, func(p *policy.Policy) {
 		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, ro)
 		p.Filesystem.Deny = append(p.Filesystem.Deny, filepath.Join(ws, "secret"), "/nonexistent/x")
+		p.Filesystem.ProtectConfig = &on
+		p.AllowDegraded = true
 	})
-	plan, err := planMounts(planInput{Policy: pol, Bundle: bundle, UID: 1000, GID: 1000,
+	guard := pol.ConfigGuard("/root")
+	plan, err := planMounts(planInput{Policy: pol, Bundle: bundle, UID: 1000, GID: 1000, Guard: guard,
 		Files: []sandbox.File{{Path: "/run/airlock/ca.pem", Data: []byte("pem")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer removePlaceholders(plan.Placeholders)
 	check := func(dst, typ string, wantOpt ...string) {
 		t.Helper()
 		ms := mountAt(plan.Mounts, dst)
@@ -65,7 +69,6 @@ func TestPlanMounts(t *testing.T) {
 	check("/root", "tmpfs", "uid=1000", "gid=1000")
 	check(ws+"/.git/config", "bind", "ro")
 	check(ws+"/.git/hooks", "bind", "ro")
-	check(ws+"/.bashrc", "bind", "ro")
 	check("/run/airlock/ca.pem", "bind", "ro")
 	check(AgentPath, "bind", "ro")
 	if ms := mountAt(plan.Mounts, filepath.Join(ws, "secret")); len(ms) != 1 || filepath.Base(ms[0].Source) != bundleDenyFile {
@@ -89,14 +92,17 @@ func TestPlanMounts(t *testing.T) {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(ws, ".bashrc")); err != nil {
-		t.Errorf("no placeholder for .bashrc: %v", err)
+	// Degraded protection: what exists is bound read-only, nothing is made.
+	if len(plan.Degraded) == 0 {
+		t.Error("degraded protection not reported")
 	}
-	if err := removePlaceholders(plan.Placeholders); err != nil {
-		t.Fatal(err)
+	if ents, _ := os.ReadDir(ws); len(ents) != 2 {
+		t.Errorf("planning changed the workspace: %v", ents)
 	}
-	if _, err := os.Stat(filepath.Join(ws, ".bashrc")); err == nil {
-		t.Error(".bashrc placeholder not removed")
+	// Without allow_degraded, a writable workspace is refused.
+	strict := testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ProtectConfig = &on })
+	if _, err := planMounts(planInput{Policy: strict, Bundle: t.TempDir(), Guard: strict.ConfigGuard("/root")}); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Errorf("protect_config with a writable workspace: %v, want ErrUnavailable", err)
 	}
 }
 
@@ -112,7 +118,6 @@ func TestPlanMountsRootfs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer removePlaceholders(plan.Placeholders)
 	if ms := mountAt(plan.Mounts, "/usr"); len(ms) != 1 || ms[0].Source != filepath.Join(rootfs, "usr") {
 		t.Errorf("/usr mounts %+v, want the rootfs's", ms)
 	}
@@ -198,25 +203,25 @@ func TestMountPointNeverFollowsLinks(t *testing.T) {
 	}
 }
 
-// A symlink planted in the workspace (by an earlier sandbox) never makes
-// the host create placeholders outside it.
-func TestPlanMountsPlaceholdersNeverFollowSymlinks(t *testing.T) {
+// A symlink planted in the workspace (by an earlier sandbox) is never
+// followed when looking for what to protect.
+func TestPlanMountsNeverFollowSymlinks(t *testing.T) {
 	ws := workspace(t)
 	outside := t.TempDir()
+	os.MkdirAll(filepath.Join(outside, "git"), 0o755)
+	os.WriteFile(filepath.Join(outside, "git", "config"), nil, 0o644)
 	if err := os.Symlink(outside, filepath.Join(ws, ".config")); err != nil {
 		t.Fatal(err)
 	}
-	plan, err := planMounts(planInput{Policy: testPolicy(t, ws, nil), Bundle: t.TempDir()})
+	on := true
+	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ProtectConfig = &on; p.AllowDegraded = true })
+	plan, err := planMounts(planInput{Policy: pol, Bundle: t.TempDir(), Guard: pol.ConfigGuard(ws)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer removePlaceholders(plan.Placeholders)
-	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
-		t.Fatalf("placeholders created through the symlink: %v", ents)
-	}
-	for _, ph := range plan.Placeholders {
-		if strings.HasPrefix(ph.Path, filepath.Join(ws, ".config")+"/") {
-			t.Errorf("placeholder behind a symlink: %s", ph.Path)
+	for _, m := range plan.Mounts {
+		if strings.HasPrefix(m.Source, outside) || strings.HasPrefix(m.Destination, filepath.Join(ws, ".config")+"/") {
+			t.Errorf("mount through the symlink: %+v", m)
 		}
 	}
 }

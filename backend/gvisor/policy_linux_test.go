@@ -94,20 +94,47 @@ func TestWritesConfinedToWorkspace(t *testing.T) {
 	}
 }
 
+// protectedPolicy turns config protection on for gVisor, which only runs
+// it degraded: existing protected entries read-only.
+func protectedPolicy(t *testing.T, ws string, degraded bool) *policy.Policy {
+	on := true
+	return testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ProtectConfig = &on; p.AllowDegraded = degraded })
+}
+
+// TestProtectedConfigRefused: gVisor cannot keep a sandbox from creating
+// protected config in a writable workspace, so it refuses to start one
+// unless allow_degraded, leaving nothing behind.
+func TestProtectedConfigRefused(t *testing.T) {
+	b := testBackend(t)
+	ws := workspace(t)
+	id := newID(t)
+	_, err := b.Create(context.Background(), sandbox.Spec{ID: id, Policy: protectedPolicy(t, ws, false)})
+	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "protect_config") {
+		t.Fatalf("err %v, want ErrUnavailable naming protect_config", err)
+	}
+	if err := leaks(b, id); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestProtectedConfigReadOnly(t *testing.T) {
 	b := testBackend(t)
 	ws := workspace(t)
 	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
 	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644)
+	os.MkdirAll(filepath.Join(ws, "a", "b", ".git", "hooks"), 0o755)
+	os.WriteFile(filepath.Join(ws, "a", "b", ".git", "config"), []byte("[core]\n"), 0o644)
 	if err := os.WriteFile(filepath.Join(ws, ".git", "hooks", "probe"), nil, 0o755); err != nil {
 		t.Fatalf("unconfined hook write: %v", err)
 	}
 	os.Remove(filepath.Join(ws, ".git", "hooks", "probe"))
+	before, _ := os.ReadDir(ws)
 	id := newID(t)
-	sb := create(t, b, sandbox.Spec{ID: id, Policy: testPolicy(t, ws, nil)})
+	sb := create(t, b, sandbox.Spec{ID: id, Policy: protectedPolicy(t, ws, true)})
 	for _, attack := range []string{
 		"echo '[core] hooksPath=/tmp' >> .git/config", "echo evil > .git/hooks/pre-commit",
-		"echo evil >> .bashrc", "mv .git .git2", "rm -rf .git/hooks", "mkdir -p .vscode && echo {} > .vscode/tasks.json",
+		"echo '[core] hooksPath=/tmp' >> a/b/.git/config", "echo evil > a/b/.git/hooks/pre-commit",
+		"rm -rf .git/hooks",
 	} {
 		if st, out := sh(t, sb, attack); st.Code == 0 {
 			t.Errorf("%q inside succeeded: %q", attack, out)
@@ -119,25 +146,20 @@ func TestProtectedConfigReadOnly(t *testing.T) {
 	if data, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(data) != "[core]\n" {
 		t.Errorf(".git/config changed on the host: %q", data)
 	}
-	if _, err := os.Stat(filepath.Join(ws, ".bashrc")); err != nil {
-		t.Errorf("no .bashrc placeholder while the sandbox runs: %v", err)
+	if after, _ := os.ReadDir(ws); len(after) != len(before) {
+		t.Errorf("the sandbox added entries to the workspace root: %v", after)
 	}
 	if err := sb.Destroy(context.Background()); err != nil {
 		t.Fatal(err)
-	}
-	for _, p := range []string{".bashrc", ".vscode", ".claude", ".envrc"} {
-		if _, err := os.Lstat(filepath.Join(ws, p)); err == nil {
-			t.Errorf("placeholder %s left in the workspace", p)
-		}
 	}
 	if err := leaks(b, id); err != nil {
 		t.Error(err)
 	}
 }
 
-// An existing directory holding protected entries (.vscode, .claude) cannot
-// be renamed away and re-created without them: the sandbox would then write
-// the host's .vscode/settings.json through the new directory.
+// In degraded mode, an existing directory holding a protected entry
+// (.vscode with settings.json) cannot be renamed away and re-created
+// without it: its read-only bind is a mount point inside it.
 func TestProtectedConfigAnchorRename(t *testing.T) {
 	layout := func(ws string) {
 		for _, d := range []string{".vscode", ".claude"} {
@@ -160,8 +182,8 @@ func TestProtectedConfigAnchorRename(t *testing.T) {
 	b := testBackend(t)
 	ws := workspace(t)
 	layout(ws)
-	sb := create(t, b, sandbox.Spec{Policy: testPolicy(t, ws, nil)})
-	for _, d := range []string{".vscode", ".claude"} {
+	sb := create(t, b, sandbox.Spec{Policy: protectedPolicy(t, ws, true)})
+	for _, d := range []string{".vscode"} {
 		if st, out := sh(t, sb, fmt.Sprintf(attack, d)); st.Code == 0 {
 			t.Errorf("replace %s inside succeeded: %q", d, out)
 		}
@@ -303,7 +325,7 @@ func TestBadSpecLeavesNothing(t *testing.T) {
 			}
 			ents, _ := os.ReadDir(ws)
 			if len(ents) > 0 {
-				t.Errorf("failed Create left %d entries in the workspace (placeholders)", len(ents))
+				t.Errorf("failed Create left %d entries in the workspace", len(ents))
 			}
 		})
 	}

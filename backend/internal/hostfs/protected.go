@@ -3,6 +3,7 @@ package hostfs
 import (
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/airlock-dev/airlock/policy"
 )
@@ -13,7 +14,13 @@ import (
 type Protected struct {
 	Path string
 	Dir  bool
+	// Anchor: a directory of policy.ConfigDirs that is not itself read-only:
+	// bind it onto itself (writable) so that it cannot be renamed away and
+	// replaced by one without its protected entries.
+	Anchor bool
 }
+
+var configDirs = policy.ConfigDirs()
 
 // maxProtectedWalk bounds the directories ExistingProtected reads.
 const maxProtectedWalk = 200000
@@ -54,6 +61,9 @@ func ExistingProtected(root string, g *policy.ConfigGuard) (out []Protected, tru
 			if isDir && g.Check(policy.OpCreate, hostDir(p), "x") != nil {
 				out = append(out, Protected{Path: p, Dir: true}) // all of it
 				continue
+			}
+			if isDir && slices.Contains(configDirs, e.Name()) {
+				out = append(out, Protected{Path: p, Dir: true, Anchor: true})
 			}
 			if g.Check(policy.OpWrite, d, e.Name()) != nil {
 				out = append(out, Protected{Path: p, Dir: isDir})
