@@ -42,7 +42,8 @@ type cgroupMissing struct {
 }
 
 func (m cgroupMissing) String() string {
-	return fmt.Sprintf("cgroup %s controller not writable (%s): set %s to 0 or allow_degraded", m.Controller, m.Why, m.Field)
+	flag := "--" + strings.TrimPrefix(m.Field, "limits.")
+	return fmt.Sprintf("cgroup %s controller not writable (%s): to run without that limit, pass %s 0 (policy %s: 0), or --allow-degraded", m.Controller, m.Why, flag, m.Field)
 }
 
 // newCgroup makes the sandbox's cgroup and applies lim. It returns the

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"flag"
+	"io"
+	"sync"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -34,6 +37,8 @@ type runFlags struct {
 	jsonOut                                                  bool
 	resultFile, auditFile                                    string
 	allowDegraded                                            bool
+	writableConfig, caches                                   listFlag
+	set                                                      map[string]bool // flags given on the command line
 }
 
 // runResult is what --json prints: a machine-readable summary.
@@ -48,7 +53,11 @@ type runResult struct {
 	DurationMS      float64       `json:"duration_ms"`
 	MemoryPeakBytes int64         `json:"memory_peak_bytes"`
 	Violations      int           `json:"violations"`
-	Egress          *egress.Stats `json:"egress,omitempty"`
+	// Denied are the writes a protection rule refused (distinct, at most
+	// 100); DeniedTotal counts all of them.
+	Denied      []policy.Denial `json:"denied,omitempty"`
+	DeniedTotal int             `json:"denied_total,omitempty"`
+	Egress      *egress.Stats   `json:"egress,omitempty"`
 	Error           string        `json:"error,omitempty"`
 }
 
@@ -79,9 +88,13 @@ func runRun(args []string) int {
 	fs.StringVar(&f.resultFile, "result", "", "write the JSON result to `FILE`")
 	fs.StringVar(&f.auditFile, "audit", "", "write audit events as JSON lines to `FILE` (- for stderr)")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "start even when a requested protection is unavailable (logged)")
+	fs.Var(&f.writableConfig, "writable-config", "let the sandbox write protected config (git hooks and config, .envrc, editor and agent settings) below `DIR` (repeatable)")
+	fs.Var(&f.caches, "cache", "keep tool cache `NAME` (go, npm, pip, cargo) between runs in airlock's own store (repeatable)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	argv := fs.Args()
 	if len(argv) == 0 {
 		fmt.Fprintln(os.Stderr, "airlock run: no command given (usage: airlock run [flags] -- CMD [ARGS])")
@@ -135,7 +148,12 @@ func (f *runFlags) policy() (*policy.Policy, error) {
 		return nil, fmt.Errorf("get working directory: %w", err)
 	}
 	home, _ := os.UserHomeDir()
-	return p.Resolve(policy.ResolveEnv{Cwd: cwd, Home: home, Environ: os.Environ(), UID: os.Getuid(), GID: os.Getgid(), GuardCwd: true})
+	r, err := p.Resolve(policy.ResolveEnv{Cwd: cwd, Home: home, Environ: os.Environ(), UID: os.Getuid(), GID: os.Getgid(), GuardCwd: true})
+	if err != nil {
+		return nil, err
+	}
+	adjustToolchains(r, os.Stderr)
+	return r, nil
 }
 
 // apply layers flags over p: lists append, scalars override.
@@ -201,15 +219,27 @@ func (f *runFlags) apply(p *policy.Policy) error {
 		}
 		p.Limits.Timeout = d
 	}
-	if f.cpus != 0 {
+	// An explicit 0 means no limit (and removes the profile's).
+	if f.set["cpus"] {
 		p.Limits.CPUs = f.cpus
+		if f.cpus == 0 {
+			p.Limits.CPUs = policy.Unlimited
+		}
 	}
-	if f.pids != 0 {
+	if f.set["pids"] {
 		p.Limits.Pids = f.pids
+		if f.pids == 0 {
+			p.Limits.Pids = policy.Unlimited
+		}
 	}
-	if f.openFiles != 0 {
+	if f.set["open-files"] {
 		p.Limits.OpenFiles = f.openFiles
+		if f.openFiles == 0 {
+			p.Limits.OpenFiles = policy.Unlimited
+		}
 	}
+	p.Filesystem.WritableConfig = append(p.Filesystem.WritableConfig, f.writableConfig...)
+	p.Caches = append(p.Caches, f.caches...)
 	if f.auditFile != "" {
 		p.Audit.File = f.auditFile
 	}
@@ -236,14 +266,25 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 		return failRes(err)
 	}
 	defer closeAudit()
-	counter := &audit.Counter{Next: sink}
+	var live io.Writer
+	if !isTerminal(int(os.Stderr.Fd())) {
+		live = os.Stderr // an agent reading its command's errors learns why
+	}
+	denials := newDenialLog(sink, live)
+	counter := &audit.Counter{Next: denials}
 
 	b, err := openPolicyBackend(pol.Backend, pol.Isolation, log)
 	if err != nil {
 		return failRes(err)
 	}
 	res.Backend = b.Name()
-	spec := sandbox.Spec{ID: res.Sandbox, Policy: pol, Audit: counter, Log: log}
+	spec := sandbox.Spec{ID: res.Sandbox, Policy: pol, Audit: counter, Log: log, Pinned: f.pinned(pol)}
+	if spec.Caches, err = cacheBinds(pol); err != nil {
+		return failRes(err)
+	}
+	if spec.Files, err = homeFiles(pol); err != nil {
+		return failRes(err)
+	}
 	eg, err := setupEgress(&spec, counter, log)
 	if err != nil {
 		return failRes(err)
@@ -276,6 +317,10 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	if derr := sb.Destroy(context.Background()); derr != nil {
 		log.Warn("destroy sandbox", "sandbox", res.Sandbox, "err", derr)
 	}
+	res.Denied, res.DeniedTotal = denials.Denials()
+	if s := denials.summary(); s != "" {
+		fmt.Fprint(os.Stderr, s)
+	}
 	res.DurationMS = ms(time.Since(start))
 	if err != nil {
 		res.Error = err.Error()
@@ -296,30 +341,50 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 // execAttached runs argv with this process's stdio, a PTY when stdin is a
 // terminal, and forwards SIGINT/SIGTERM/SIGHUP to the command.
 func execAttached(ctx context.Context, sb sandbox.Sandbox, argv []string) (sandbox.ExitStatus, error) {
-	req := sandbox.ExecRequest{Args: argv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr}
+	// A closed pipe on our stdout (airlock run ... | head) ends the
+	// command as it would end outside: SIGPIPE.
+	var p sandbox.Process
+	var pmu sync.Mutex
+	sigpipe := func() {
+		pmu.Lock()
+		defer pmu.Unlock()
+		if p != nil {
+			_ = p.Signal(ctx, int(syscall.SIGPIPE))
+		}
+	}
+	req := sandbox.ExecRequest{Args: argv, Stdin: os.Stdin, Stdout: &pipeWriter{w: os.Stdout, closed: sigpipe}, Stderr: &pipeWriter{w: os.Stderr, closed: sigpipe}}
 	term, err := attachTerminal(&req)
 	if err != nil {
 		return sandbox.ExitStatus{}, err
 	}
 	defer term.restore()
-	p, err := sb.Exec(ctx, req)
-	if req.TTY && errors.Is(err, sandbox.ErrNotSupported) {
+	pmu.Lock()
+	var err2 error
+	p, err2 = sb.Exec(ctx, req)
+	if req.TTY && errors.Is(err2, sandbox.ErrNotSupported) {
 		// The backend has no terminals (wasm): plain streams instead.
 		term.restore()
 		req.TTY, req.Stderr = false, os.Stderr
-		p, err = sb.Exec(ctx, req)
+		p, err2 = sb.Exec(ctx, req)
 	}
-	if err != nil {
-		return sandbox.ExitStatus{}, err
+	pmu.Unlock()
+	if err2 != nil {
+		return sandbox.ExitStatus{}, err2
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// Notified, a write to a closed pipe returns EPIPE instead of killing
+	// airlock before it cleaned up (pipeWriter passes it on).
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 	defer signal.Stop(sigs)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		for {
 			select {
+			case <-pipes:
 			case s := <-sigs:
 				if err := p.Signal(ctx, int(s.(syscall.Signal))); errors.Is(err, sandbox.ErrNotSupported) {
 					_ = sb.Destroy(context.Background()) // no signals (wasm): stop the command

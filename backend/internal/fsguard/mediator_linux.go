@@ -768,7 +768,8 @@ func failClosed(err error) result {
 // wherever they land, since Landlock does not control modes.
 func (c *call) chmod(dirfd int32, pathArg int, mode uint32, flags int) result {
 	if mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-		return c.denyRule(policy.RuleSetID, "", "chmod", unix.EPERM)
+		p, _ := c.path(dirfd, pathArg)
+		return c.denyRule(policy.RuleSetID, p, "chmod", unix.EPERM)
 	}
 	if flags&unix.AT_EMPTY_PATH != 0 {
 		if p, err := c.str(pathArg); err == nil && p == "" {
@@ -809,7 +810,8 @@ func (c *call) chmod(dirfd int32, pathArg int, mode uint32, flags int) result {
 // descriptor holds, found through its magic link.
 func (c *call) fchmod(fd int32, mode uint32) result {
 	if mode&(unix.S_ISUID|unix.S_ISGID) != 0 {
-		return c.denyRule(policy.RuleSetID, "", "chmod", unix.EPERM)
+		p, _ := readlink("/proc/" + strconv.FormatUint(uint64(c.n.Pid), 10) + "/fd/" + strconv.Itoa(int(fd)))
+		return c.denyRule(policy.RuleSetID, p, "chmod", unix.EPERM)
 	}
 	link := "/proc/" + strconv.FormatUint(uint64(c.n.Pid), 10) + "/fd/" + strconv.Itoa(int(fd))
 	f, err := unix.Open(link, unix.O_PATH|unix.O_CLOEXEC, 0)

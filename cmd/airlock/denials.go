@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/policy"
+)
+
+// maxDenialList bounds the refusals `run` keeps for its summary and --json.
+const maxDenialList = 100
+
+// denialLog collects the writes a protection rule refused during a run, for
+// the summary on stderr at exit and the --json list; with live set it also
+// says so on stderr the first time each one happens, so that an agent
+// reading its command's error output learns it was airlock, which rule, and
+// how to allow it.
+type denialLog struct {
+	Next audit.Sink
+	live io.Writer // nil: no live notices (stderr is a terminal the agent draws on)
+
+	mu    sync.Mutex
+	list  []policy.Denial
+	seen  map[policy.Denial]bool
+	total int
+}
+
+func newDenialLog(next audit.Sink, live io.Writer) *denialLog {
+	return &denialLog{Next: next, live: live, seen: map[policy.Denial]bool{}}
+}
+
+// Emit records denied events and forwards every event.
+func (d *denialLog) Emit(e audit.Event) {
+	if e.Type == audit.TypeDenied {
+		x := policy.Denial{Rule: str(e.Fields["rule"]), Op: str(e.Fields["op"]), Path: str(e.Fields["path"])}
+		d.mu.Lock()
+		d.total++
+		first := !d.seen[x]
+		if first && len(d.list) < maxDenialList {
+			d.seen[x] = true
+			d.list = append(d.list, x)
+		}
+		d.mu.Unlock()
+		if first && d.live != nil {
+			fmt.Fprintf(d.live, "airlock: refused %s %s: %s\n", x.Op, x.Path, ruleAdvice(x.Rule))
+		}
+	}
+	if d.Next != nil {
+		d.Next.Emit(e)
+	}
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// Denials returns the distinct refusals kept and how many there were.
+func (d *denialLog) Denials() ([]policy.Denial, int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]policy.Denial(nil), d.list...), d.total
+}
+
+// ruleAdvice says why a rule exists and how to allow what it refused.
+func ruleAdvice(rule string) string {
+	why := policy.GuardRuleWhy(rule)
+	switch rule {
+	case policy.RuleSetID:
+		return rule + " rule (" + why + "); cannot be allowed"
+	case policy.RulePinned:
+		return rule + " rule (" + why + "); move the file out of the sandbox's writable paths to change it"
+	case "":
+		return "refused by a protection rule"
+	}
+	return rule + " rule (" + why + "); to allow: --writable-config DIR (filesystem.writable_config) for a directory you trust, or filesystem.protect_config: false"
+}
+
+// summary is the paragraph `run` prints on stderr at exit.
+func (d *denialLog) summary() string {
+	list, total := d.Denials()
+	if total == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "airlock: refused %d write(s) that could make programs outside the sandbox run code later or widen its next run:\n", total)
+	rules := map[string]bool{}
+	for _, x := range list {
+		fmt.Fprintf(&b, "  %-16s %s  [%s]\n", x.Op, x.Path, x.Rule)
+		rules[x.Rule] = true
+	}
+	if more := total - len(list); more > 0 {
+		fmt.Fprintf(&b, "  ... %d more (repeats or beyond the first %d; see --audit)\n", more, maxDenialList)
+	}
+	names := make([]string, 0, len(rules))
+	for r := range rules {
+		names = append(names, r)
+	}
+	sort.Strings(names)
+	for _, r := range names {
+		fmt.Fprintf(&b, "  %s\n", ruleAdvice(r))
+	}
+	return b.String()
+}
