@@ -20,13 +20,13 @@ const (
 	TypeViolation = "violation"
 	// TypeDenied is a file operation a protection rule refused (fields:
 	// rule, path, op, pid); see policy.GuardRules.
-	TypeDenied = "denied"
-	TypeLimit     = "limit"
-	TypeFile      = "file"
-	TypeEgress    = "egress"
-	TypePolicy    = "policy"   // policy changed from outside
-	TypeDegraded  = "degraded" // a protection was explicitly waived
-	TypeDestroy   = "destroy"
+	TypeDenied   = "denied"
+	TypeLimit    = "limit"
+	TypeFile     = "file"
+	TypeEgress   = "egress"
+	TypePolicy   = "policy"   // policy changed from outside
+	TypeDegraded = "degraded" // a protection was explicitly waived
+	TypeDestroy  = "destroy"
 )
 
 // Event is one audit record, written as one JSON line.

@@ -124,4 +124,3 @@ func TestStrictProfile(t *testing.T) {
 		t.Errorf("strict limits %+v not tighter than default %+v", p.Limits, d.Limits)
 	}
 }
-

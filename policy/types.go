@@ -37,7 +37,7 @@ type Policy struct {
 	// Caches name tool caches (go, npm, pip, cargo) kept between runs in
 	// Airlock's own per-user store and mounted where the tool looks.
 	Caches []string `yaml:"caches,omitempty" json:"caches,omitempty"`
-	Audit      Audit      `yaml:"audit,omitempty" json:"audit"`
+	Audit  Audit    `yaml:"audit,omitempty" json:"audit"`
 
 	// src remembers the file and the line of each field the file set, so
 	// that errors found after merging and resolving still name them.

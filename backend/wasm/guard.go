@@ -209,6 +209,7 @@ func relRules(host string, abs []string) []string {
 	}
 	return out
 }
+
 // quota bounds the bytes written into a private directory (the policy's
 // disk limit for /tmp and tmpfs paths). It counts growth of files and
 // credits removed files; it is an upper bound of the real use.

@@ -34,7 +34,7 @@ type mountOpts struct {
 	deny     []string            // absolute host paths
 	guard    *policy.ConfigGuard // writes to host mounts; nil: none
 	report   func(policy.Denial)
-	disk     int64    // bytes the guest may write into it; 0: no limit
+	disk     int64 // bytes the guest may write into it; 0: no limit
 }
 
 // mountTable is a sandbox's filesystem view. Longest guest prefix wins, as

@@ -2,17 +2,17 @@ package main
 
 import (
 	"context"
-	"flag"
-	"io"
-	"sync"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -43,22 +43,22 @@ type runFlags struct {
 
 // runResult is what --json prints: a machine-readable summary.
 type runResult struct {
-	Sandbox         string        `json:"sandbox"`
-	Backend         string        `json:"backend"`
-	ExitCode        int           `json:"exit_code"`
-	Signal          int           `json:"signal,omitempty"`
-	TimedOut        bool          `json:"timed_out,omitempty"`
-	OOM             bool          `json:"oom,omitempty"`
-	OutputTruncated bool          `json:"output_truncated,omitempty"`
-	DurationMS      float64       `json:"duration_ms"`
-	MemoryPeakBytes int64         `json:"memory_peak_bytes"`
-	Violations      int           `json:"violations"`
+	Sandbox         string  `json:"sandbox"`
+	Backend         string  `json:"backend"`
+	ExitCode        int     `json:"exit_code"`
+	Signal          int     `json:"signal,omitempty"`
+	TimedOut        bool    `json:"timed_out,omitempty"`
+	OOM             bool    `json:"oom,omitempty"`
+	OutputTruncated bool    `json:"output_truncated,omitempty"`
+	DurationMS      float64 `json:"duration_ms"`
+	MemoryPeakBytes int64   `json:"memory_peak_bytes"`
+	Violations      int     `json:"violations"`
 	// Denied are the writes a protection rule refused (distinct, at most
 	// 100); DeniedTotal counts all of them.
 	Denied      []policy.Denial `json:"denied,omitempty"`
 	DeniedTotal int             `json:"denied_total,omitempty"`
 	Egress      *egress.Stats   `json:"egress,omitempty"`
-	Error           string        `json:"error,omitempty"`
+	Error       string          `json:"error,omitempty"`
 }
 
 func runRun(args []string) int {

@@ -218,7 +218,7 @@ type call struct {
 }
 
 func (c *call) arg(i int) uint64 { return c.n.Args[i] }
-func (c *call) fd(i int) int32    { return int32(c.arg(i)) }
+func (c *call) fd(i int) int32   { return int32(c.arg(i)) }
 
 // str reads a NUL-terminated path argument from the caller's memory.
 func (c *call) str(i int) (string, error) {
