@@ -70,11 +70,6 @@ func GuardRuleWhy(id string) string {
 	return ""
 }
 
-// ConfigDirs returns the names of the directories whose contents the rules
-// protect (.git, .vscode, ...): a backend that cannot mediate writes keeps
-// existing ones from being renamed away (by making them mount points).
-func ConfigDirs() []string { return slices.Clone(anchors) }
-
 // GuardOp is what an operation does to a directory entry.
 type GuardOp int
 

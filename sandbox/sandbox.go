@@ -137,6 +137,23 @@ type ExecRequest struct {
 	Timeout time.Duration
 }
 
+// Syncer is implemented by sandboxes whose writes to host paths are held
+// in an overlay while they run (gVisor with protect_config): Sync brings
+// what changed back to the host, each write decided by the same rules as
+// a mediated one, and returns what it did. Safe to call while processes
+// run (it copies what is there then); callers call it once the work is
+// done (airlock run: when the command exited).
+type Syncer interface {
+	Sync(ctx context.Context) (SyncReport, error)
+}
+
+// SyncReport says what a Sync did.
+type SyncReport struct {
+	Applied   int      // entries created, written, removed or changed
+	Denied    int      // changes a rule refused (reported as denied events)
+	Conflicts []string // host paths changed on the host too: left as the host has them
+}
+
 // Process is a started process.
 type Process interface {
 	// PID is the process ID as seen inside the sandbox (0 if meaningless).

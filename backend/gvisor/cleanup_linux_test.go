@@ -36,8 +36,6 @@ func crashChild(dir, ws, id string) {
 		fail(err)
 	}
 	p.Filesystem.Workspace = ws
-	off := false
-	p.Filesystem.ProtectConfig = &off // gVisor refuses it with a writable workspace
 	pol, err := p.Resolve(policy.ResolveEnv{Cwd: ws, Home: "/root", Environ: []string{"PATH=/usr/bin:/bin"}, UID: os.Getuid(), GID: os.Getgid()})
 	if err != nil {
 		fail(err)

@@ -125,7 +125,17 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		return nil, wrap("pipes: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	stderr := &tailBuffer{max: 8 << 10}
-	args := append(b.globalArgs(info.Platform), "--ignore-cgroups", "run", "--bundle", dir, spec.ID)
+	args := append(b.globalArgs(info.Platform), "--ignore-cgroups")
+	if plan.Overlay {
+		// Writes to every mount stay in a filestore in the bundle (on the
+		// host's disk, not in memory) until Sync brings them back.
+		ov := filepath.Join(dir, "overlay")
+		if err := os.Mkdir(ov, 0o700); err != nil {
+			return nil, wrap("overlay: %v: %w", err, sandbox.ErrUnavailable)
+		}
+		args = append(args, "--overlay2=all:"+ov)
+	}
+	args = append(args, "run", "--bundle", dir, spec.ID)
 	cmd := exec.Command(info.Path, args...)
 	cmd.Stdin, cmd.Stdout = childIn, childOut
 	cmd.Stderr = &logWriter{log: log, tail: stderr}
@@ -191,17 +201,17 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 
 	s := &gvSandbox{
 		id: spec.ID, b: b, log: log, audit: sink, cmd: cmd, waited: waited, client: client, cg: cg,
-		bundle: dir, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
+		bundle: dir, guard: guard, uid: uid, gid: gid, started: t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
+	}
+	if plan.Overlay {
+		s.syncRoots, s.syncSkip = plan.OverlayRoots, plan.OverlaySkip
 	}
 	go s.watch()
 	log.Debug("sandbox started", "prepare", start.Sub(t0), "runsc_to_hello", helloAt.Sub(start), "total", time.Since(t0))
 	if t := pol.Limits.Timeout.D(); t > 0 {
 		s.timer = time.AfterFunc(t, s.timeout)
 	}
-	for _, d := range plan.Degraded {
-		log.Warn("protection waived by allow_degraded", "what", d)
-		sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeDegraded, Message: d})
-	}
+
 	sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
 		"backend": Name, "pid": cmd.Process.Pid, "platform": info.Platform, "runsc": info.Version,
 		"start_ms": time.Since(start).Milliseconds(),

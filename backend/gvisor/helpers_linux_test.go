@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -47,11 +49,6 @@ func testPolicy(t testing.TB, ws string, edit func(p *policy.Policy)) *policy.Po
 	}
 	p.Filesystem.Workspace = ws
 	p.Limits.Timeout = 0
-	// gVisor cannot mediate writes: protect_config would refuse a writable
-	// workspace (TestProtectedConfigRefused); the tests of protection turn
-	// it back on, with allow_degraded.
-	off := false
-	p.Filesystem.ProtectConfig = &off
 	if edit != nil {
 		edit(p)
 	}
@@ -60,6 +57,14 @@ func testPolicy(t testing.TB, ws string, edit func(p *policy.Policy)) *policy.Po
 		t.Fatal(err)
 	}
 	return r
+}
+
+// direct turns protect_config off: the workspace is written in place, as
+// the tests that look at the host while the sandbox runs need (with it on,
+// writes sit in an overlay until Sync: TestProtectedConfigWriteBack).
+func direct(p *policy.Policy) {
+	off := false
+	p.Filesystem.ProtectConfig = &off
 }
 
 func workspace(t testing.TB) string {
@@ -142,4 +147,30 @@ func leaks(b *Backend, id string) error {
 		return fmt.Errorf("%s", strings.Join(found, "; "))
 	}
 	return nil
+}
+
+// eventLog collects audit events.
+type eventLog struct {
+	mu     sync.Mutex
+	events []audit.Event
+}
+
+func newEventLog() *eventLog { return &eventLog{} }
+
+func (l *eventLog) Emit(e audit.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) count(typ string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,9 +32,13 @@ type mountPlan struct {
 	Mounts []ociMount
 	Links  map[string]string // top-level symlinks in the root: name -> target
 	Files  []sandbox.File    // written under files/N, bound at Path
-	// Degraded says which protection the plan could only partly apply
-	// (allow_degraded), for the audit stream.
-	Degraded []string
+	// Overlay: the sandbox's writes to host paths stay in an overlay
+	// (runsc --overlay2) and come back through write-back (Sync), decided
+	// by the guard; OverlayRoots are those host paths, OverlaySkip the
+	// sandbox's own mounts below them (never synced).
+	Overlay      bool
+	OverlayRoots []string
+	OverlaySkip  []string
 }
 
 // planInput is what planMounts needs besides the policy.
@@ -53,12 +58,12 @@ type planInput struct {
 // read_only, read_write or workspace path is ErrInvalid); it changes
 // nothing on the host.
 //
-// gVisor cannot mediate the sandbox's writes to host paths as the native
-// backend does (its gofer writes them), so protected configuration cannot
-// be kept from being *created* there. With protect_config on, a writable
-// host path is refused (fail closed) unless allow_degraded: then every
-// protected entry that exists is bound read-only, at any depth. Pinned
-// files (the policy file, secrets, the agent) are bound read-only always.
+// gVisor cannot mediate the sandbox's writes to host paths one by one as
+// the native backend does (its gofer writes them), so with protect_config
+// on (or a pinned file in a writable path) every mount gets an overlay:
+// the host paths are not written while the sandbox runs, and Sync brings
+// the changes back through the same rules. Pinned files are also bound
+// read-only, so that writing them fails at once.
 func planMounts(in planInput) (*mountPlan, error) {
 	f := in.Policy.Filesystem
 	p := &mountPlan{Links: map[string]string{}}
@@ -173,8 +178,8 @@ func planMounts(in planInput) (*mountPlan, error) {
 	return p, nil
 }
 
-// protect binds read-only what a sandbox must not write in its writable
-// host paths; see planMounts.
+// protect decides the overlay and binds pinned files read-only; see
+// planMounts.
 func (p *mountPlan) protect(in planInput, ws string) error {
 	g := in.Guard
 	if g == nil {
@@ -187,29 +192,24 @@ func (p *mountPlan) protect(in planInput, ws string) error {
 	if len(roots) == 0 {
 		return nil
 	}
+	pinned := false
 	for path := range g.Pinned {
 		if hostfs.Under(path, roots) {
 			if _, err := os.Lstat(path); err == nil {
 				p.Mounts = append(p.Mounts, bindMount(path, path, true))
+				pinned = true
 			}
 		}
 	}
-	if !g.Config {
+	if !g.Config && !pinned {
 		return nil
 	}
-	if !in.Policy.AllowDegraded {
-		return fmt.Errorf("protect_config with a writable host path (%s): the gvisor backend cannot keep the sandbox from creating protected configuration there (git hooks and config, .envrc, editor and agent settings) at every depth: %w; use the native backend, set filesystem.protect_config: false, or allow_degraded (then only what exists is protected)", roots[0], sandbox.ErrUnavailable)
-	}
-	for _, r := range roots {
-		found, truncated := hostfs.ExistingProtected(r, g)
-		for _, e := range found {
-			p.Mounts = append(p.Mounts, bindMount(e.Path, e.Path, !e.Anchor))
+	p.Overlay = true
+	p.OverlayRoots = roots
+	for _, m := range p.Mounts {
+		if hostfs.Under(m.Destination, roots) && !slices.Contains(roots, m.Destination) {
+			p.OverlaySkip = append(p.OverlaySkip, m.Destination)
 		}
-		what := "protected configuration in " + r + ": only entries that exist are read-only; new ones can be created"
-		if truncated {
-			what += " (and only in the first directories walked)"
-		}
-		p.Degraded = append(p.Degraded, what)
 	}
 	return nil
 }

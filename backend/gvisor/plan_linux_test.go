@@ -2,7 +2,6 @@ package gvisor
 
 import (
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,12 +29,9 @@ func TestPlanMounts(t *testing.T) {
 	os.WriteFile(filepath.Join(ws, "secret"), nil, 0o644)
 	ro := t.TempDir()
 	bundle := t.TempDir()
-	on := true
 	pol := testPolicy(t, ws, func(p *policy.Policy) {
 		p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, ro)
 		p.Filesystem.Deny = append(p.Filesystem.Deny, filepath.Join(ws, "secret"), "/nonexistent/x")
-		p.Filesystem.ProtectConfig = &on
-		p.AllowDegraded = true
 	})
 	guard := pol.ConfigGuard("/root")
 	plan, err := planMounts(planInput{Policy: pol, Bundle: bundle, UID: 1000, GID: 1000, Guard: guard,
@@ -67,8 +63,6 @@ func TestPlanMounts(t *testing.T) {
 	check("/proc", "proc")
 	check("/tmp", "tmpfs", "mode=1777")
 	check("/root", "tmpfs", "uid=1000", "gid=1000")
-	check(ws+"/.git/config", "bind", "ro")
-	check(ws+"/.git/hooks", "bind", "ro")
 	check("/run/airlock/ca.pem", "bind", "ro")
 	check(AgentPath, "bind", "ro")
 	if ms := mountAt(plan.Mounts, filepath.Join(ws, "secret")); len(ms) != 1 || filepath.Base(ms[0].Source) != bundleDenyFile {
@@ -92,17 +86,18 @@ func TestPlanMounts(t *testing.T) {
 			}
 		}
 	}
-	// Degraded protection: what exists is bound read-only, nothing is made.
-	if len(plan.Degraded) == 0 {
-		t.Error("degraded protection not reported")
+	// Protected config: the writable host paths go behind an overlay and
+	// come back through write-back; the deny mask below is never synced.
+	if !plan.Overlay || !slices.Equal(plan.OverlayRoots, []string{ws}) || !slices.Contains(plan.OverlaySkip, filepath.Join(ws, "secret")) {
+		t.Errorf("overlay %v roots %v skip %v", plan.Overlay, plan.OverlayRoots, plan.OverlaySkip)
 	}
 	if ents, _ := os.ReadDir(ws); len(ents) != 2 {
 		t.Errorf("planning changed the workspace: %v", ents)
 	}
-	// Without allow_degraded, a writable workspace is refused.
-	strict := testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ProtectConfig = &on })
-	if _, err := planMounts(planInput{Policy: strict, Bundle: t.TempDir(), Guard: strict.ConfigGuard("/root")}); !errors.Is(err, sandbox.ErrUnavailable) {
-		t.Errorf("protect_config with a writable workspace: %v, want ErrUnavailable", err)
+	off := false
+	plain := testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ProtectConfig = &off })
+	if pp, err := planMounts(planInput{Policy: plain, Bundle: t.TempDir(), Guard: plain.ConfigGuard("/root")}); err != nil || pp.Overlay {
+		t.Errorf("protect_config off: overlay %v, err %v", pp.Overlay, err)
 	}
 }
 
@@ -203,25 +198,3 @@ func TestMountPointNeverFollowsLinks(t *testing.T) {
 	}
 }
 
-// A symlink planted in the workspace (by an earlier sandbox) is never
-// followed when looking for what to protect.
-func TestPlanMountsNeverFollowSymlinks(t *testing.T) {
-	ws := workspace(t)
-	outside := t.TempDir()
-	os.MkdirAll(filepath.Join(outside, "git"), 0o755)
-	os.WriteFile(filepath.Join(outside, "git", "config"), nil, 0o644)
-	if err := os.Symlink(outside, filepath.Join(ws, ".config")); err != nil {
-		t.Fatal(err)
-	}
-	on := true
-	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ProtectConfig = &on; p.AllowDegraded = true })
-	plan, err := planMounts(planInput{Policy: pol, Bundle: t.TempDir(), Guard: pol.ConfigGuard(ws)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range plan.Mounts {
-		if strings.HasPrefix(m.Source, outside) || strings.HasPrefix(m.Destination, filepath.Join(ws, ".config")+"/") {
-			t.Errorf("mount through the symlink: %+v", m)
-		}
-	}
-}

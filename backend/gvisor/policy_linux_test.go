@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -62,7 +63,7 @@ func TestWritesConfinedToWorkspace(t *testing.T) {
 			t.Fatalf("unconfined write to %s failed: %v", d, err)
 		}
 	}
-	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, roDir) })
+	pol := testPolicy(t, ws, func(p *policy.Policy) { direct(p); p.Filesystem.ReadOnly = append(p.Filesystem.ReadOnly, roDir) })
 	sb := create(t, b, sandbox.Spec{Policy: pol})
 	if st, out := sh(t, sb, "echo in > inside.txt && cat inside.txt"); st.Code != 0 || out != "in" {
 		t.Fatalf("write to the workspace: %+v %q", st, out)
@@ -94,110 +95,98 @@ func TestWritesConfinedToWorkspace(t *testing.T) {
 	}
 }
 
-// protectedPolicy turns config protection on for gVisor, which only runs
-// it degraded: existing protected entries read-only.
-func protectedPolicy(t *testing.T, ws string, degraded bool) *policy.Policy {
-	on := true
-	return testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ProtectConfig = &on; p.AllowDegraded = degraded })
-}
-
-// TestProtectedConfigRefused: gVisor cannot keep a sandbox from creating
-// protected config in a writable workspace, so it refuses to start one
-// unless allow_degraded, leaving nothing behind.
-func TestProtectedConfigRefused(t *testing.T) {
+// TestProtectedConfigWriteBack: with protect_config, the workspace sits in
+// an overlay while the sandbox runs (nothing reaches the host), and Sync
+// brings back every change but the protected ones, at any depth.
+func TestProtectedConfigWriteBack(t *testing.T) {
 	b := testBackend(t)
 	ws := workspace(t)
-	id := newID(t)
-	_, err := b.Create(context.Background(), sandbox.Spec{ID: id, Policy: protectedPolicy(t, ws, false)})
-	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "protect_config") {
-		t.Fatalf("err %v, want ErrUnavailable naming protect_config", err)
+	for _, d := range []string{".", "a/b/c"} {
+		dir := filepath.Join(ws, d)
+		os.MkdirAll(filepath.Join(dir, ".git", "hooks"), 0o755)
+		os.MkdirAll(filepath.Join(dir, ".git", "objects"), 0o755)
+		os.MkdirAll(filepath.Join(dir, ".git", "refs"), 0o755)
+		os.WriteFile(filepath.Join(dir, ".git", "HEAD"), []byte("ref: refs/heads/main\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, ".git", "config"), []byte("[core]\n"), 0o644)
 	}
-	if err := leaks(b, id); err != nil {
-		t.Error(err)
-	}
-}
-
-func TestProtectedConfigReadOnly(t *testing.T) {
-	b := testBackend(t)
-	ws := workspace(t)
-	os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755)
-	os.WriteFile(filepath.Join(ws, ".git", "config"), []byte("[core]\n"), 0o644)
-	os.MkdirAll(filepath.Join(ws, "a", "b", ".git", "hooks"), 0o755)
-	os.WriteFile(filepath.Join(ws, "a", "b", ".git", "config"), []byte("[core]\n"), 0o644)
-	if err := os.WriteFile(filepath.Join(ws, ".git", "hooks", "probe"), nil, 0o755); err != nil {
-		t.Fatalf("unconfined hook write: %v", err)
-	}
-	os.Remove(filepath.Join(ws, ".git", "hooks", "probe"))
-	before, _ := os.ReadDir(ws)
-	id := newID(t)
-	sb := create(t, b, sandbox.Spec{ID: id, Policy: protectedPolicy(t, ws, true)})
-	for _, attack := range []string{
-		"echo '[core] hooksPath=/tmp' >> .git/config", "echo evil > .git/hooks/pre-commit",
-		"echo '[core] hooksPath=/tmp' >> a/b/.git/config", "echo evil > a/b/.git/hooks/pre-commit",
-		"rm -rf .git/hooks",
-	} {
-		if st, out := sh(t, sb, attack); st.Code == 0 {
-			t.Errorf("%q inside succeeded: %q", attack, out)
+	os.MkdirAll(filepath.Join(ws, "secret-dir"), 0o755)
+	os.WriteFile(filepath.Join(ws, "secret-dir", "s"), []byte("s"), 0o644)
+	os.WriteFile(filepath.Join(ws, "gone.txt"), []byte("bye"), 0o644)
+	// Unconfined, the attacks work.
+	scratch := t.TempDir()
+	attack := `set -e
+echo '[core] hooksPath=/tmp' >> D/.git/config
+echo evil > D/.git/hooks/pre-commit
+echo evil > D/.envrc
+mkdir -p D/.vscode && echo '{}' > D/.vscode/tasks.json
+mkdir -p D/new && git init -q D/new`
+	for _, d := range []string{".", "a/b/c"} {
+		os.MkdirAll(filepath.Join(scratch, d, ".git", "hooks"), 0o755)
+		if out, err := exec.Command("sh", "-c", strings.ReplaceAll(attack, "D/", filepath.Join(scratch, d)+"/")).CombinedOutput(); err != nil {
+			t.Fatalf("unconfined: %v %s", err, out)
 		}
 	}
-	if st, out := sh(t, sb, "echo ok > .git/HEAD && cat .git/HEAD"); st.Code != 0 || out != "ok" {
-		t.Errorf("the rest of .git is not writable: %+v %q", st, out)
+	before := map[string]string{}
+	for _, p := range []string{".git/config", "a/b/c/.git/config"} {
+		b, _ := os.ReadFile(filepath.Join(ws, p))
+		before[p] = string(b)
 	}
-	if data, _ := os.ReadFile(filepath.Join(ws, ".git", "config")); string(data) != "[core]\n" {
-		t.Errorf(".git/config changed on the host: %q", data)
+	events := newEventLog()
+	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.Deny = append(p.Filesystem.Deny, filepath.Join(ws, "secret-dir")) })
+	sb := create(t, b, sandbox.Spec{Policy: pol, Audit: events})
+	for _, d := range []string{".", "a/b/c"} {
+		if st, out := sh(t, sb, strings.ReplaceAll(attack, "D/", d+"/")); st.Code != 0 {
+			t.Fatalf("inside, the overlay takes the writes: %+v %q", st, out)
+		}
 	}
-	if after, _ := os.ReadDir(ws); len(after) != len(before) {
-		t.Errorf("the sandbox added entries to the workspace root: %v", after)
+	if st, out := sh(t, sb, "echo work > result.txt && mkdir -p out/x && echo y > out/x/y && ln -s result.txt link && rm gone.txt && chmod 755 result.txt"); st.Code != 0 {
+		t.Fatalf("ordinary work inside: %+v %q", st, out)
 	}
-	if err := sb.Destroy(context.Background()); err != nil {
-		t.Fatal(err)
+	if _, err := os.Stat(filepath.Join(ws, "result.txt")); err == nil {
+		t.Fatal("a write reached the host before Sync: there is no overlay")
 	}
-	if err := leaks(b, id); err != nil {
-		t.Error(err)
+	rep, err := sb.(sandbox.Syncer).Sync(context.Background())
+	if err != nil {
+		t.Fatalf("sync: %v (%+v)", err, rep)
 	}
-}
-
-// In degraded mode, an existing directory holding a protected entry
-// (.vscode with settings.json) cannot be renamed away and re-created
-// without it: its read-only bind is a mount point inside it.
-func TestProtectedConfigAnchorRename(t *testing.T) {
-	layout := func(ws string) {
-		for _, d := range []string{".vscode", ".claude"} {
-			if err := os.MkdirAll(filepath.Join(ws, d), 0o755); err != nil {
-				t.Fatal(err)
+	if rep.Denied == 0 {
+		t.Errorf("nothing refused: %+v", rep)
+	}
+	for p, want := range before {
+		if b, _ := os.ReadFile(filepath.Join(ws, p)); string(b) != want {
+			t.Errorf("%s changed on the host: %q", p, b)
+		}
+	}
+	for _, d := range []string{".", "a/b/c"} {
+		for _, p := range []string{".git/hooks/pre-commit", ".envrc", ".vscode/tasks.json", "new/.git/config"} {
+			if _, err := os.Lstat(filepath.Join(ws, d, p)); err == nil {
+				t.Errorf("%s/%s written back", d, p)
 			}
 		}
-		if err := os.WriteFile(filepath.Join(ws, ".vscode/settings.json"), []byte("{}\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
 	}
-	const attack = "mv %[1]s %[1]s.old && mkdir %[1]s && echo evil > %[1]s/settings.json"
-	scratch := t.TempDir()
-	layout(scratch)
-	cmd := exec.Command("/bin/sh", "-c", fmt.Sprintf(attack, ".vscode"))
-	cmd.Dir = scratch
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("unconfined replace .vscode: %v %s", err, out)
+	if b, err := os.ReadFile(filepath.Join(ws, "result.txt")); err != nil || string(b) != "work\n" {
+		t.Errorf("result.txt: %q %v", b, err)
 	}
-	b := testBackend(t)
-	ws := workspace(t)
-	layout(ws)
-	sb := create(t, b, sandbox.Spec{Policy: protectedPolicy(t, ws, true)})
-	for _, d := range []string{".vscode"} {
-		if st, out := sh(t, sb, fmt.Sprintf(attack, d)); st.Code == 0 {
-			t.Errorf("replace %s inside succeeded: %q", d, out)
-		}
+	if fi, err := os.Stat(filepath.Join(ws, "result.txt")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("result.txt mode: %v %v", fi, err)
 	}
-	if st, out := sh(t, sb, "echo evil > .vscode/settings.json"); st.Code == 0 {
-		t.Errorf("write .vscode/settings.json inside succeeded: %q", out)
+	if b, _ := os.ReadFile(filepath.Join(ws, "out/x/y")); string(b) != "y\n" {
+		t.Errorf("out/x/y: %q", b)
 	}
-	if data, _ := os.ReadFile(filepath.Join(ws, ".vscode/settings.json")); string(data) != "{}\n" {
-		t.Errorf(".vscode/settings.json changed on the host: %q", data)
+	if l, _ := os.Readlink(filepath.Join(ws, "link")); l != "result.txt" {
+		t.Errorf("link: %q", l)
 	}
-	if st, out := sh(t, sb, "echo ok > .vscode/notes.txt && cat .vscode/notes.txt"); st.Code != 0 || out != "ok" {
-		t.Errorf("unprotected files in .vscode are not writable: %+v %q", st, out)
+	if _, err := os.Stat(filepath.Join(ws, "gone.txt")); err == nil {
+		t.Error("gone.txt not removed")
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "secret-dir", "s")); string(b) != "s" {
+		t.Error("the denied directory (a mask inside) was synced")
+	}
+	if events.count(audit.TypeDenied) == 0 {
+		t.Error("no denied events")
 	}
 }
+
 
 func TestNoNetwork(t *testing.T) {
 	b := testBackend(t)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -29,6 +30,14 @@ type gvSandbox struct {
 	cg        *sandboxCgroup
 	bundle    string
 	memLimit  bool
+	// Write-back of the overlay (plan.Overlay): the host paths, the
+	// sandbox's own mounts below them, the rules, the owner of what is
+	// written back, and when the sandbox started.
+	syncRoots []string
+	syncSkip  []string
+	guard     *policy.ConfigGuard
+	uid, gid  int
+	started   time.Time
 	oomBefore int64 // the cgroup's OOM kills at start (always 0: the cgroup is new)
 	timer     *time.Timer
 

@@ -22,7 +22,7 @@ func TestCreateExecFilesDestroy(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := newID(t)
-	sb := create(t, b, sandbox.Spec{ID: id, Policy: testPolicy(t, ws, nil)})
+	sb := create(t, b, sandbox.Spec{ID: id, Policy: testPolicy(t, ws, direct)})
 	if st, out := sh(t, sb, "cat in.txt; echo; pwd; cat /proc/version"); st.Code != 0 || !strings.Contains(out, "from host") || !strings.Contains(out, ws) {
 		t.Fatalf("status %+v output %q", st, out)
 	} else {

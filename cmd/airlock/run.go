@@ -299,6 +299,18 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	defer sb.Destroy(context.Background())
 
 	st, err := execAttached(ctx, sb, argv)
+	if sy, ok := sb.(sandbox.Syncer); ok {
+		// The backend held the sandbox's writes to host paths in an
+		// overlay (gVisor): bring them back, through the same rules.
+		rep, serr := sy.Sync(ctx)
+		if serr != nil {
+			fmt.Fprintf(os.Stderr, "airlock run: %v\n", serr)
+		}
+		if len(rep.Conflicts) > 0 {
+			fmt.Fprintf(os.Stderr, "airlock run: changed on the host during the run, kept as the host has them: %s\n", strings.Join(rep.Conflicts, ", "))
+		}
+		log.Debug("wrote back", "applied", rep.Applied, "denied", rep.Denied)
+	}
 	// The summary is only printed with --json or --result: without them,
 	// reading the cgroup's figures would only delay the exit.
 	if f.jsonOut || f.resultFile != "" {

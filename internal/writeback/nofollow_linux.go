@@ -1,0 +1,6 @@
+package writeback
+
+import "syscall"
+
+// oNoFollow: never write through a final symlink.
+const oNoFollow = syscall.O_NOFOLLOW
