@@ -1,8 +1,10 @@
 // Package client is the Go SDK of Airlock's /v1 HTTP API (`airlock serve`):
 // create sandboxes, run commands in them (buffered, streamed, in the
 // background, on a PTY), move files and read audit events. Every call takes
-// a context first. Errors from the server wrap the sandbox error kinds, so
-// errors.Is(err, sandbox.ErrNotFound) works across the wire.
+// a context first. Errors from the server unwrap to the errdefs kinds
+// their code names, so errors.Is(err, errdefs.ErrNotFound) works across the
+// wire. It builds on api and errdefs only (no policy or backend code), on
+// every OS.
 //
 // It must never hold server-side state beyond a connection pool, and never
 // send an API key anywhere but the configured host.
@@ -24,7 +26,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
-	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/errdefs"
 )
 
 // Environment variables read by FromEnv.
@@ -77,12 +79,12 @@ func New(host string, opts ...Option) (*Client, error) {
 	case strings.HasPrefix(host, "http://"), strings.HasPrefix(host, "https://"):
 		u, err := url.Parse(host)
 		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("airlock client: host %q: %w", host, sandbox.ErrInvalid)
+			return nil, fmt.Errorf("airlock client: host %q: %w", host, errdefs.ErrInvalid)
 		}
 		c.base = strings.TrimRight(u.Scheme+"://"+u.Host+u.Path, "/")
 		c.hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	default:
-		return nil, fmt.Errorf("airlock client: host %q: want unix:///path, /path or http(s)://host:port: %w", host, sandbox.ErrInvalid)
+		return nil, fmt.Errorf("airlock client: host %q: want unix:///path, /path or http(s)://host:port: %w", host, errdefs.ErrInvalid)
 	}
 	if sock != "" {
 		c.base = "http://airlock"
@@ -112,8 +114,10 @@ func FromEnv() (*Client, error) {
 // Close drops idle connections.
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
-// Error is an error answer of the server. It unwraps to the sandbox error
-// kind its status stands for.
+// Error is an error answer of the server. It unwraps to the error kind
+// its Code stands for (api's code table), so errors.Is(err,
+// errdefs.ErrNotFound) works across the wire; the HTTP status is kept for
+// display only.
 type Error struct {
 	Status  int
 	Code    string
@@ -124,32 +128,16 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("airlock: %s (%d %s)", e.Message, e.Status, e.Code)
 }
 
-// Unwrap maps the status back to an error kind.
-func (e *Error) Unwrap() error {
-	switch e.Status {
-	case http.StatusNotFound:
-		return sandbox.ErrNotFound
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusMethodNotAllowed:
-		if e.Status == http.StatusRequestEntityTooLarge {
-			return sandbox.ErrLimit
-		}
-		return sandbox.ErrInvalid
-	case http.StatusTooManyRequests:
-		return sandbox.ErrLimit
-	case http.StatusConflict:
-		return sandbox.ErrExists
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return sandbox.ErrPermission
-	case http.StatusNotImplemented:
-		return sandbox.ErrNotSupported
-	case http.StatusGone:
-		return sandbox.ErrClosed
-	case http.StatusGatewayTimeout:
-		return sandbox.ErrTimeout
-	case http.StatusServiceUnavailable:
-		return sandbox.ErrUnavailable
+// Unwrap maps the code back to an error kind (nil for an unknown code).
+func (e *Error) Unwrap() error { return api.KindOf(e.Code) }
+
+// errorOf turns an error object of the API (an answer's body, a stream
+// frame, a PTY message) into an *Error.
+func errorOf(status int, info api.ErrorInfo) *Error {
+	if status == 0 {
+		status = api.StatusOf(info.Code)
 	}
-	return nil
+	return &Error{Status: status, Code: info.Code, Message: info.Message}
 }
 
 func decodeError(resp *http.Response) error {
@@ -158,7 +146,7 @@ func decodeError(resp *http.Response) error {
 	if err := json.Unmarshal(body, &eb); err != nil || eb.Error.Code == "" {
 		return &Error{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(body))}
 	}
-	return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	return errorOf(resp.StatusCode, eb.Error)
 }
 
 // request builds a request to path (already escaped) with query q.

@@ -12,7 +12,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/airlock-dev/airlock/api"
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // PTYOptions describes a command to run on a terminal.
@@ -32,7 +31,7 @@ type PTY struct {
 
 	mu   sync.Mutex
 	buf  []byte
-	exit *sandbox.ExitStatus
+	exit *api.ExitStatus
 	err  error
 	done chan struct{}
 	rd   *io.PipeReader
@@ -96,7 +95,7 @@ func (p *PTY) readLoop(pw *io.PipeWriter) {
 			p.exit = m.Exit
 		case "error":
 			if m.Error != nil {
-				p.err = &Error{Status: statusOfCode(m.Error.Code), Code: m.Error.Code, Message: m.Error.Message}
+				p.err = errorOf(0, *m.Error)
 			}
 		}
 		p.mu.Unlock()
@@ -122,18 +121,18 @@ func (p *PTY) Resize(ctx context.Context, rows, cols uint16) error {
 
 // Wait waits for the process to end (reading output is the caller's job:
 // drain Read concurrently) and returns its exit status.
-func (p *PTY) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+func (p *PTY) Wait(ctx context.Context) (api.ExitStatus, error) {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		return sandbox.ExitStatus{}, ctx.Err()
+		return api.ExitStatus{}, ctx.Err()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.exit != nil {
 		return *p.exit, nil
 	}
-	return sandbox.ExitStatus{}, p.err
+	return api.ExitStatus{}, p.err
 }
 
 // Close ends the session (the process is killed if still running).

@@ -218,7 +218,7 @@ func (s *Server) execBuffered(w http.ResponseWriter, r *http.Request, l *live, s
 		ex.Truncated = true
 	}
 	writeJSON(w, http.StatusOK, api.ExecResult{
-		ExitStatus: ex, Encoding: enc,
+		ExitStatus: apiExit(ex), Encoding: enc,
 		Stdout: encodeOutput(stdout.b.Bytes(), enc), Stderr: encodeOutput(stderr.b.Bytes(), enc),
 		DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 	})
@@ -279,7 +279,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, l *live, sre
 		return
 	}
 	fs.mu.Lock()
-	fs.st.send(api.FrameExit, api.Frame{Type: api.FrameExit, Offset: fs.off, Exit: &ex})
+	fs.st.send(api.FrameExit, api.Frame{Type: api.FrameExit, Offset: fs.off, Exit: apiExitPtr(ex)})
 	fs.mu.Unlock()
 }
 

@@ -13,7 +13,6 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
 func parseMode(v string, def fs.FileMode) (fs.FileMode, error) {
@@ -137,7 +136,7 @@ func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("stat %q in %q: %w", p, l.sb.ID(), err))
 		return
 	}
-	writeJSON(w, http.StatusOK, fi)
+	writeJSON(w, http.StatusOK, apiFileInfo(fi))
 }
 
 func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
@@ -151,10 +150,11 @@ func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list %q in %q: %w", p, l.sb.ID(), err))
 		return
 	}
-	if fis == nil {
-		fis = []sandbox.FileInfo{}
+	out := api.FileList{Files: make([]api.FileInfo, 0, len(fis))}
+	for _, fi := range fis {
+		out.Files = append(out.Files, apiFileInfo(fi))
 	}
-	writeJSON(w, http.StatusOK, api.FileList{Files: fis})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleFileRename(w http.ResponseWriter, r *http.Request) {

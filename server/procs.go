@@ -45,8 +45,7 @@ func (p *proc) view() api.Process {
 	v := api.Process{ID: p.id, PID: p.p.PID(), Args: p.args, StartedAt: p.started, OutputBytes: p.out.written()}
 	select {
 	case <-p.done:
-		ex := p.exit
-		v.Exit, v.EndedAt = &ex, p.ended
+		v.Exit, v.EndedAt = apiExitPtr(p.exit), p.ended
 	default:
 		v.Running = true
 	}
@@ -298,8 +297,7 @@ func (s *Server) handleProcOutput(w http.ResponseWriter, r *http.Request) {
 		if ended || !follow {
 			if ended {
 				<-p.done
-				ex := p.exit
-				f := api.Frame{Type: api.FrameExit, Offset: off, Exit: &ex}
+				f := api.Frame{Type: api.FrameExit, Offset: off, Exit: apiExitPtr(p.exit)}
 				if p.err != nil {
 					st, code := statusOf(p.err)
 					_ = st

@@ -123,7 +123,7 @@ func (s *Server) handlePTY(w http.ResponseWriter, r *http.Request) {
 		fail(fmt.Errorf("pty exec in %q: %w", l.sb.ID(), err))
 		return
 	}
-	b, _ := json.Marshal(api.PTYMessage{Type: "exit", Exit: &ex})
+	b, _ := json.Marshal(api.PTYMessage{Type: "exit", Exit: apiExitPtr(ex)})
 	conn.Write(ctx, websocket.MessageText, b)
 	conn.Close(websocket.StatusNormalClosure, "exited")
 }

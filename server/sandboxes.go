@@ -326,7 +326,7 @@ func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
 		if withStats {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if st, err := l.sb.Stats(ctx); err == nil {
-				v.Stats = &st
+				v.Stats = apiStats(st)
 			}
 			cancel()
 		}

@@ -10,7 +10,7 @@ import (
 	"os"
 	"sort"
 
-	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/errdefs"
 )
 
 // Exit codes (Docker's convention).
@@ -83,12 +83,14 @@ func exitCode(err error) int {
 }
 
 // execExitCode maps an error starting the command inside the sandbox to
-// Docker's convention: 127 not found, 126 cannot be run, 125 anything else.
+// Docker's convention by its kind: 127 the command does not exist, 126 it
+// cannot be executed, 125 anything else (a missing sandbox or working
+// directory is airlock's failure, not the command's).
 func execExitCode(err error) int {
 	switch {
-	case errors.Is(err, sandbox.ErrNotFound):
+	case errors.Is(err, errdefs.ErrCommandNotFound):
 		return exitNotFound
-	case errors.Is(err, sandbox.ErrPermission):
+	case errors.Is(err, errdefs.ErrCannotExecute):
 		return exitCannotRun
 	default:
 		return exitAirlock

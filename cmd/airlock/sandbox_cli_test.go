@@ -226,3 +226,30 @@ func TestSandboxCLIExecTTY(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// exec's exit codes come from error kinds (Docker's convention): 127 only
+// for a command that does not exist, 126 for one that cannot be executed,
+// 125 for airlock's own failures, even when the sandbox's name contains
+// "exec".
+func TestSandboxCLIExecExitCodes(t *testing.T) {
+	sock := sbServe(t, "wasm")
+	id, errOut, code := sbCLI(t, sock, "", "create")
+	id = strings.TrimSpace(id)
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
+	}
+	for _, tc := range []struct {
+		args []string
+		want int
+		msg  string
+	}{
+		{[]string{"exec", "sb-execnope", "--", "true"}, exitAirlock, "not found"},
+		{[]string{"exec", id, "--", "/no/such/command"}, exitNotFound, "command not found"},
+		{[]string{"exec", id, "--", "/tmp"}, exitCannotRun, "cannot execute"},
+	} {
+		_, errOut, code := sbCLI(t, sock, "", tc.args...)
+		if code != tc.want || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("%v: exit %d %q, want %d and %q", tc.args, code, errOut, tc.want, tc.msg)
+		}
+	}
+}

@@ -325,15 +325,8 @@ func sbExec(ctx context.Context, c *client.Client, args []string) int {
 	}
 	ex, err := c.Exec(ctx, id, o)
 	if err != nil {
-		switch {
-		case errors.Is(err, sandbox.ErrNotFound) && strings.Contains(err.Error(), "exec"):
-			fmt.Fprintf(os.Stderr, "airlock sandbox exec: %v\n", err)
-			return exitNotFound
-		case errors.Is(err, sandbox.ErrPermission) && strings.Contains(err.Error(), "exec"):
-			fmt.Fprintf(os.Stderr, "airlock sandbox exec: %v\n", err)
-			return exitCannotRun
-		}
-		return fail("sandbox exec", err)
+		fmt.Fprintf(os.Stderr, "airlock sandbox exec: %v\n", err)
+		return execExitCode(err)
 	}
 	return ex.Code
 }

@@ -189,7 +189,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Pr
 	}
 	cmd, ok := commands[path.Base(req.Args[0])]
 	if !ok {
-		return nil, fmt.Errorf("exec %q: %w", req.Args[0], sandbox.ErrNotFound)
+		return nil, fmt.Errorf("exec %q: %w", req.Args[0], sandbox.ErrCommandNotFound)
 	}
 	s.mu.Lock()
 	if err := s.closed(); err != nil {

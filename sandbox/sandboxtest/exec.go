@@ -178,12 +178,19 @@ func (s *suite) runExecChecks(t *testing.T) {
 			p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: []string{argv0}})
 			if err == nil {
 				st, _ := p.Wait(ctx)
-				t.Errorf("exec %s: started (status %+v), want an error wrapping ErrNotFound", argv0, st)
+				t.Errorf("exec %s: started (status %+v), want an error wrapping ErrCommandNotFound", argv0, st)
 				continue
 			}
-			if !errors.Is(err, sandbox.ErrNotFound) {
-				t.Errorf("exec %s: %v, want ErrNotFound", argv0, err)
+			if !errors.Is(err, sandbox.ErrCommandNotFound) {
+				t.Errorf("exec %s: %v, want ErrCommandNotFound (the CLI's 127)", argv0, err)
 			}
+		}
+		// A directory exists but cannot be executed: the CLI's 126.
+		if p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: []string{bx.ws}}); err == nil {
+			st, _ := p.Wait(ctx)
+			t.Errorf("exec %s (a directory): started (status %+v), want ErrCannotExecute", bx.ws, st)
+		} else if !errors.Is(err, sandbox.ErrCannotExecute) {
+			t.Errorf("exec %s (a directory): %v, want ErrCannotExecute", bx.ws, err)
 		}
 		if _, err := bx.Exec(ctx, sandbox.ExecRequest{}); !errors.Is(err, sandbox.ErrInvalid) {
 			t.Errorf("exec with empty Args: %v, want ErrInvalid", err)
