@@ -92,6 +92,9 @@ func runRun(args []string) int {
 	if err != nil {
 		return fail("run", err)
 	}
+	if err := checkRunHost(pol.Backend); err != nil {
+		return fail("run", err)
+	}
 	res, code := runOnce(pol, f, argv, start)
 	if f.jsonOut || f.resultFile != "" {
 		b, _ := json.Marshal(res)
