@@ -1,18 +1,13 @@
 package main
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/signal"
-	"path"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -35,8 +30,9 @@ commands:
   create [--backend B] [--profile P] [--policy FILE] [--image I] [--timeout D] [--keep-alive] [--label K=V]... [--env K=V]...
   ls [--label K=V]... [--all] [--json]
   inspect ID
-  exec [-i] [-t] [--env K=V]... [--workdir DIR] ID -- CMD [ARGS]
-  cp SRC DST          (one of them ID:/path; directories travel as tar)
+  exec [-i] [-t] [--env K=V]... [--workdir DIR] [--timeout D] ID -- CMD [ARGS]
+  cp SRC DST          (one of them ID:/path; directories travel as tar;
+                       - is a tar, plain or gzip, on stdin or stdout)
   rm ID...
   logs [-f] ID        (the sandbox's audit events)
 
@@ -364,176 +360,3 @@ func sbExecTTY(ctx context.Context, c *client.Client, id string, cmd []string, e
 	return ex.Code
 }
 
-// splitRemote splits "ID:/path"; ok is false for a local path.
-func splitRemote(s string) (id, p string, ok bool) {
-	i := strings.Index(s, ":")
-	if i <= 0 || strings.Contains(s[:i], "/") {
-		return "", "", false
-	}
-	return s[:i], s[i+1:], true
-}
-
-// sbCopy copies a file or directory between the host and a sandbox.
-func sbCopy(ctx context.Context, c *client.Client, args []string) int {
-	if len(args) != 2 {
-		return fail("sandbox cp", fmt.Errorf("want SRC DST (one of them ID:/path): %w", sandbox.ErrInvalid))
-	}
-	sid, spath, sremote := splitRemote(args[0])
-	did, dpath, dremote := splitRemote(args[1])
-	var err error
-	switch {
-	case sremote && !dremote:
-		err = cpFromSandbox(ctx, c, sid, spath, args[1])
-	case dremote && !sremote:
-		err = cpToSandbox(ctx, c, args[0], did, dpath)
-	default:
-		err = fmt.Errorf("exactly one of SRC and DST must be ID:/path: %w", sandbox.ErrInvalid)
-	}
-	if err != nil {
-		return fail("sandbox cp", err)
-	}
-	return 0
-}
-
-func cpToSandbox(ctx context.Context, c *client.Client, local, id, remote string) error {
-	st, err := os.Stat(local)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		f, err := os.Open(local)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if strings.HasSuffix(remote, "/") {
-			remote = path.Join(remote, filepath.Base(local))
-		}
-		return c.WriteFile(ctx, id, remote, f, st.Mode().Perm())
-	}
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarDir(pw, local)) }()
-	return c.Upload(ctx, id, remote, pr)
-}
-
-// tarDir writes the regular files and directories under dir (symlinks and
-// special files are skipped: the server refuses them).
-func tarDir(w io.Writer, dir string) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: filepath.ToSlash(rel) + "/", Mode: int64(info.Mode().Perm()), ModTime: info.ModTime()})
-		case info.Mode().IsRegular():
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: filepath.ToSlash(rel), Mode: int64(info.Mode().Perm()), Size: info.Size(), ModTime: info.ModTime()}); err != nil {
-				return err
-			}
-			_, err = io.CopyN(tw, f, info.Size())
-			return err
-		default:
-			fmt.Fprintf(os.Stderr, "airlock sandbox cp: skipping %s (not a file or directory)\n", p)
-			return nil
-		}
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
-}
-
-func cpFromSandbox(ctx context.Context, c *client.Client, id, remote, local string) error {
-	fi, err := c.Stat(ctx, id, remote)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir {
-		rc, err := c.ReadFile(ctx, id, remote)
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		if st, err := os.Stat(local); err == nil && st.IsDir() {
-			local = filepath.Join(local, path.Base(remote))
-		}
-		f, err := os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, rc); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	rc, err := c.Download(ctx, id, remote)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	return untarInto(rc, local)
-}
-
-// untarInto extracts a downloaded tree into dir: relative names only, no
-// "..", no links (a sandbox must not be able to write outside dir).
-func untarInto(r io.Reader, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := path.Clean(h.Name)
-		// The archive's top entry is the directory itself.
-		if i := strings.Index(name, "/"); i >= 0 {
-			name = name[i+1:]
-		} else {
-			name = "."
-		}
-		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
-			return fmt.Errorf("archive entry %q escapes the target: %w", h.Name, sandbox.ErrPermission)
-		}
-		target := filepath.Join(dir, filepath.FromSlash(name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, fs.FileMode(h.Mode).Perm()|0o600)
-			if err != nil {
-				return err
-			}
-			if _, err := io.CopyN(f, tr, h.Size); err != nil {
-				f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
-				return err
-			}
-		default:
-			fmt.Fprintf(os.Stderr, "airlock sandbox cp: skipping %s (link or special file)\n", h.Name)
-		}
-	}
-}
