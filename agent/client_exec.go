@@ -161,6 +161,16 @@ func (p *process) Signal(ctx context.Context, sig int) error {
 	return p.control(ctx, "signal", frameSignal, []byte{byte(sig), 0})
 }
 
+// Kill sends SIGKILL to the process's group (the guest starts each
+// process as the leader of its own session and group), so its
+// descendants end with it. Nil once the process has exited.
+func (p *process) Kill(ctx context.Context) error {
+	if err := p.control(ctx, "kill", frameSignal, []byte{sandbox.SIGKILL, 1}); err != nil && !p.exited() {
+		return err
+	}
+	return nil
+}
+
 // Resize changes the PTY window size; ErrInvalid without a TTY.
 func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
 	if !p.tty {

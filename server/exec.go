@@ -173,8 +173,8 @@ func (b *boundedBuf) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// run starts sreq and waits, killing the process if the client goes
-// away. started is called once the process runs (before any output is
+// run starts sreq and waits, killing the process and its group if the
+// client goes away. started is called once the process runs (before any output is
 // delivered only if the backend buffers nothing; callers must not rely on it).
 func (s *Server) run(ctx context.Context, l *live, sreq sandbox.ExecRequest, started func()) (sandbox.ExitStatus, error) {
 	start := time.Now()
@@ -190,7 +190,7 @@ func (s *Server) run(ctx context.Context, l *live, sreq sandbox.ExecRequest, sta
 		select {
 		case <-ctx.Done():
 			kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = p.Signal(kctx, sandbox.SIGKILL)
+			_ = p.Kill(kctx) // the whole group: nothing it started lives on
 			cancel()
 		case <-done:
 		case <-l.gone:

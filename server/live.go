@@ -84,7 +84,7 @@ func (l *live) killProcs() {
 	l.mu.Unlock()
 	for _, p := range ps {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = p.p.Signal(ctx, sandbox.SIGKILL)
+		_ = p.p.Kill(ctx)
 		cancel()
 		p.closeStdin()
 	}

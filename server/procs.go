@@ -165,7 +165,8 @@ func (s *Server) handleProcGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p.view())
 }
 
-// handleProcDelete kills the process (if running) and forgets it.
+// handleProcDelete kills the process and its group (if running) and
+// forgets it.
 func (s *Server) handleProcDelete(w http.ResponseWriter, r *http.Request) {
 	l, p, err := s.procOf(r)
 	if err != nil {
@@ -176,7 +177,7 @@ func (s *Server) handleProcDelete(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-p.done:
 	default:
-		if err := p.p.Signal(r.Context(), sandbox.SIGKILL); err != nil {
+		if err := p.p.Kill(r.Context()); err != nil {
 			s.writeError(w, r, err)
 			return
 		}

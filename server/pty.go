@@ -12,7 +12,6 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // maxPTYMessage bounds one WebSocket message from the client.
@@ -94,7 +93,7 @@ func (s *Server) handlePTY(w http.ResponseWriter, r *http.Request) {
 			typ, data, err := conn.Read(ctx)
 			if err != nil {
 				kctx, kcancel := context.WithTimeout(context.Background(), 5*time.Second)
-				p.Signal(kctx, sandbox.SIGKILL)
+				p.Kill(kctx)
 				kcancel()
 				return
 			}

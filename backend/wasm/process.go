@@ -27,6 +27,7 @@ var (
 	errTimedOut  = errors.New("wall timeout")
 	errMemory    = errors.New("memory limit")
 	errDestroyed = errors.New("sandbox destroyed")
+	errKilled    = errors.New("killed")
 )
 
 // killedCode is the exit code of a module stopped by a limit or by Destroy:
@@ -322,6 +323,13 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 // Signal implements sandbox.Process: WASI has no signals.
 func (p *process) Signal(ctx context.Context, sig int) error {
 	return fmt.Errorf("signal %d to %s: %w", sig, p.argv0, sandbox.ErrNotSupported)
+}
+
+// Kill implements sandbox.Process: the module's context ends, which stops
+// it (a module starts no other processes). Nil once it has exited.
+func (p *process) Kill(ctx context.Context) error {
+	p.cancel(errKilled)
+	return nil
 }
 
 // Resize implements sandbox.Process: wasm processes never have a TTY.

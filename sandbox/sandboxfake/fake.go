@@ -29,6 +29,9 @@ type Backend struct {
 	live map[string]*Sandbox
 	// Created counts Create calls that succeeded; Cleaned the IDs Cleanup removed.
 	Created atomic.Int64
+	// Kills counts Process.Kill calls on running processes (a group kill,
+	// as opposed to a Signal to the process alone).
+	Kills atomic.Int64
 	// FailCreate, when set, makes Create fail with it.
 	FailCreate error
 	// CreateDelay is slept in Create (to tell pooled from cold creates).
@@ -103,6 +106,23 @@ func (b *Backend) Live() []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// Processes returns how many processes run in all live sandboxes.
+func (b *Backend) Processes() int {
+	b.mu.Lock()
+	sbs := make([]*Sandbox, 0, len(b.live))
+	for _, s := range b.live {
+		sbs = append(sbs, s)
+	}
+	b.mu.Unlock()
+	n := 0
+	for _, s := range sbs {
+		s.mu.Lock()
+		n += len(s.procs)
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // Kill makes sandbox id die as if its agent crashed.
@@ -197,7 +217,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Pr
 		return nil, err
 	}
 	s.pid++
-	p := &process{pid: s.pid + 1, done: make(chan struct{}), kill: make(chan int, 1), tty: req.TTY, rows: req.Rows, cols: req.Cols}
+	p := &process{pid: s.pid + 1, b: s.b, done: make(chan struct{}), kill: make(chan int, 1), tty: req.TTY, rows: req.Rows, cols: req.Cols}
 	if s.procs == nil {
 		s.procs = map[*process]bool{}
 	}
@@ -258,6 +278,8 @@ type process struct {
 	exit  sandbox.ExitStatus
 	stdin *closableReader
 
+	b     *Backend
+
 	mu         sync.Mutex
 	rows, cols uint16
 }
@@ -297,6 +319,19 @@ func (p *process) Signal(_ context.Context, sig int) error {
 	default:
 	}
 	p.cancel(128 + sig)
+	return nil
+}
+
+// Kill ends the process (the fake has no descendants). Backend.Kills
+// counts the calls, so tests can tell a group kill from a signal.
+func (p *process) Kill(context.Context) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	p.b.Kills.Add(1)
+	p.cancel(128 + sandbox.SIGKILL)
 	return nil
 }
 

@@ -59,6 +59,7 @@ func (s *suite) runExecChecks(t *testing.T) {
 			t.Fatalf("after SIGTERM: status %+v, want 143/15", st)
 		}
 	})
+	s.check(t, "exec/kill-group", func(t *testing.T) { s.testKillGroup(t, bx) })
 	s.check(t, "exec/stdin", func(t *testing.T) {
 		r := bx.run(t, strings.NewReader("hello stdin\n"), "cat")
 		if r.stdout != "hello stdin\n" || r.status.Code != 0 {
@@ -228,4 +229,46 @@ func (s *suite) testPTY(t *testing.T, bx *box, resize bool) {
 		t.Fatalf("Signal: %v", err)
 	}
 	p.Wait(ctx)
+}
+
+// testKillGroup: Kill ends the process and what it started in its group
+// (a client that gives up on `sh -c "sleep 100; echo"` must not leave the
+// sleep behind). Backends without processes (wasm) just end the one.
+func (s *suite) testKillGroup(t *testing.T, bx *box) {
+	ctx := ctxT(t)
+	out := newSyncBuffer()
+	argv := bx.argv("spawn-child", "600")
+	if s.opts.HelperGOOS == "wasip1" {
+		argv = bx.argv("sleep", "600")
+	}
+	p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: argv, Stdout: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := ""
+	if s.opts.HelperGOOS != "wasip1" {
+		if !out.waitFor(ctx, "\n") {
+			t.Fatalf("no child pid: %q", out.String())
+		}
+		child = strings.TrimSpace(out.String())
+	}
+	if err := p.Kill(ctx); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	st, err := p.Wait(ctx)
+	if err != nil || st.Signal != sandbox.SIGKILL {
+		t.Fatalf("after Kill: status %+v, err %v; want SIGKILL", st, err)
+	}
+	if err := p.Kill(ctx); err != nil {
+		t.Errorf("Kill after exit: %v, want nil (idempotent)", err)
+	}
+	if child == "" {
+		return
+	}
+	for bx.run(t, nil, "alive", child).status.Code == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("the child %s of a killed process lives on", child)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
