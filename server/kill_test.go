@@ -34,7 +34,7 @@ func TestEndingAProcessKillsItsGroup(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Exec(cctx, sb.ID, client.ExecOptions{Args: []string{"sleep", "100"}, })
+		_, err := c.Exec(cctx, sb.ID, client.ExecOptions{Args: []string{"sleep", "100"}})
 		done <- err
 	}()
 	eventually(t, "the streamed exec to start", func() bool { return ts.fake.Processes() > 0 })

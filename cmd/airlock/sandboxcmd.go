@@ -359,4 +359,3 @@ func sbExecTTY(ctx context.Context, c *client.Client, id string, cmd []string, e
 	}
 	return ex.Code
 }
-

@@ -278,7 +278,7 @@ type process struct {
 	exit  sandbox.ExitStatus
 	stdin *closableReader
 
-	b     *Backend
+	b *Backend
 
 	mu         sync.Mutex
 	rows, cols uint16
