@@ -232,6 +232,8 @@ type PTYStart struct {
 	Dir  string            `json:"dir,omitempty"`
 	Rows uint16            `json:"rows,omitempty"`
 	Cols uint16            `json:"cols,omitempty"`
+	// Timeout bounds the process's wall time; zero means the server's.
+	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // PTYMessage is a later text message in either direction: "resize" from

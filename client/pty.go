@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -20,6 +21,7 @@ type PTYOptions struct {
 	Env        map[string]string
 	Dir        string
 	Rows, Cols uint16
+	Timeout    time.Duration // wall-time limit; zero: the server's
 }
 
 // PTY is a running terminal session: Read gives terminal output, Write
@@ -37,7 +39,9 @@ type PTY struct {
 	rd   *io.PipeReader
 }
 
-// PTY starts o.Args on a terminal in sandbox id.
+// PTY starts o.Args on a terminal in sandbox id. ctx bounds the whole
+// session, as it does Exec: when it ends, the connection closes and the
+// server kills the process and its group; Wait then returns ctx's error.
 func (c *Client) PTY(ctx context.Context, id string, o PTYOptions) (*PTY, error) {
 	h := http.Header{}
 	if c.key != "" {
@@ -52,13 +56,17 @@ func (c *Client) PTY(ctx context.Context, id string, o PTYOptions) (*PTY, error)
 		return nil, fmt.Errorf("airlock: pty: %w", err)
 	}
 	conn.SetReadLimit(1 << 20)
-	start, _ := json.Marshal(api.PTYStart{Args: o.Args, Env: o.Env, Dir: o.Dir, Rows: o.Rows, Cols: o.Cols})
-	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	start, _ := json.Marshal(api.PTYStart{Args: o.Args, Env: o.Env, Dir: o.Dir, Rows: o.Rows, Cols: o.Cols, Timeout: api.Duration(o.Timeout)})
+	pctx, stop := context.WithCancel(ctx)
 	if err := conn.Write(pctx, websocket.MessageText, start); err != nil {
 		stop()
 		conn.CloseNow()
 		return nil, fmt.Errorf("airlock: pty: %w", err)
 	}
+	// The end of ctx closes the connection, which the server takes as the
+	// end of the session. (The websocket library closes it only when ctx
+	// ends during a read or write, not between two.)
+	context.AfterFunc(pctx, func() { conn.CloseNow() })
 	pr, pw := io.Pipe()
 	p := &PTY{conn: conn, ctx: pctx, stop: stop, done: make(chan struct{}), rd: pr}
 	go p.readLoop(pw)
@@ -72,7 +80,11 @@ func (p *PTY) readLoop(pw *io.PipeWriter) {
 		if err != nil {
 			p.mu.Lock()
 			if p.exit == nil && p.err == nil {
-				p.err = fmt.Errorf("airlock: pty: connection ended without an exit status: %w", err)
+				if cerr := p.ctx.Err(); cerr != nil {
+					p.err = fmt.Errorf("airlock: pty: %w", cerr)
+				} else {
+					p.err = fmt.Errorf("airlock: pty: connection ended without an exit status: %w", err)
+				}
 			}
 			p.mu.Unlock()
 			pw.Close()
@@ -111,6 +123,13 @@ func (p *PTY) Write(b []byte) (int, error) {
 		return 0, err
 	}
 	return len(b), nil
+}
+
+// CloseWrite ends the terminal's input: the process reads end of file
+// (^D) once it has read what was written before.
+func (p *PTY) CloseWrite() error {
+	b, _ := json.Marshal(api.PTYMessage{Type: "eof"})
+	return p.conn.Write(p.ctx, websocket.MessageText, b)
 }
 
 // Resize changes the terminal size.

@@ -65,7 +65,7 @@ func (s *Server) handlePTY(w http.ResponseWriter, r *http.Request) {
 		fail(err)
 		return
 	}
-	ereq := api.ExecRequest{Args: start.Args, Env: start.Env, Dir: start.Dir}
+	ereq := api.ExecRequest{Args: start.Args, Env: start.Env, Dir: start.Dir, Timeout: start.Timeout}
 	sreq, err := s.execRequest(l, &ereq)
 	if err != nil {
 		fail(err)

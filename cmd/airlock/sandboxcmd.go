@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -68,7 +67,7 @@ func runSandbox(args []string) int {
 		return fail("sandbox", err)
 	}
 	defer c.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
 	sub, rest := args[0], args[1:]
 	var code int
@@ -274,88 +273,18 @@ func sbLogs(ctx context.Context, c *client.Client, args []string) int {
 	return 0
 }
 
-// sbExec runs a command; its exit status becomes ours. -t gives a PTY
-// (raw terminal), -i streams our stdin.
-func sbExec(ctx context.Context, c *client.Client, args []string) int {
-	fs := sbFlags("exec")
-	interactive := fs.Bool("i", false, "stream stdin to the command")
-	tty := fs.Bool("t", false, "run on a terminal (PTY)")
-	workdir := fs.String("workdir", "", "working directory inside")
-	timeout := fs.Duration("timeout", 0, "wall-time limit")
-	var env stringList
-	fs.Var(&env, "env", "environment K=V (repeatable)")
-	// Allow "-it" as docker does.
-	for i, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-it" || a == "-ti" {
-			args = append(append(append([]string{}, args[:i]...), "-i", "-t"), args[i+1:]...)
-			break
-		}
-	}
-	if err := fs.Parse(args); err != nil {
-		return exitAirlock
-	}
-	rest := fs.Args()
-	if len(rest) > 0 && rest[0] == "--" {
-		rest = rest[1:]
-	}
-	if len(rest) < 2 {
-		return fail("sandbox exec", fmt.Errorf("want ID -- CMD [ARGS]: %w", sandbox.ErrInvalid))
-	}
-	id, cmd := rest[0], rest[1:]
-	if len(cmd) > 0 && cmd[0] == "--" {
-		cmd = cmd[1:]
-	}
-	envm, err := keyValues(env, "--env")
-	if err != nil {
-		return fail("sandbox exec", err)
-	}
-	if *tty {
-		return sbExecTTY(ctx, c, id, cmd, envm, *workdir)
-	}
-	o := client.ExecOptions{Args: cmd, Env: envm, Dir: *workdir, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr}
-	if *interactive {
-		o.Stdin = os.Stdin
-	}
-	ex, err := c.Exec(ctx, id, o)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "airlock sandbox exec: %v\n", err)
-		return execExitCode(err)
-	}
-	return ex.Code
-}
-
-func sbExecTTY(ctx context.Context, c *client.Client, id string, cmd []string, env map[string]string, dir string) int {
-	var probe sandbox.ExecRequest
-	term, err := attachTerminal(&probe)
-	if err != nil {
-		return fail("sandbox exec", err)
-	}
-	defer term.restore()
-	rows, cols := probe.Rows, probe.Cols
-	if rows == 0 {
-		rows, cols = 24, 80
-	}
-	p, err := c.PTY(ctx, id, client.PTYOptions{Args: cmd, Env: env, Dir: dir, Rows: rows, Cols: cols})
-	if err != nil {
-		term.restore()
-		return fail("sandbox exec", err)
-	}
-	defer p.Close()
-	go io.Copy(p, os.Stdin)
+// interruptContext is ended by SIGINT or SIGTERM, with interrupted as its
+// cause (interruptCode gives the exit code).
+func interruptContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		for range term.resized() {
-			r, c := term.size()
-			p.Resize(ctx, r, c)
+		select {
+		case s := <-sigs:
+			cancel(interrupted{s})
+		case <-ctx.Done():
 		}
 	}()
-	io.Copy(os.Stdout, p)
-	ex, err := p.Wait(ctx)
-	term.restore()
-	if err != nil {
-		return fail("sandbox exec", err)
-	}
-	return ex.Code
+	return ctx, func() { signal.Stop(sigs); cancel(nil) }
 }
