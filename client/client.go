@@ -49,9 +49,10 @@ func DefaultSocket() string {
 
 // Client talks to one server. Safe for concurrent use.
 type Client struct {
-	base string // http://host:port or http://airlock (unix)
-	key  string
-	hc   *http.Client
+	base  string // http://host:port or http://airlock (unix)
+	where string // the server as the caller named it, for messages
+	key   string
+	hc    *http.Client
 }
 
 // Option configures New.
@@ -82,12 +83,13 @@ func New(host string, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("airlock client: host %q: %w", host, errdefs.ErrInvalid)
 		}
 		c.base = strings.TrimRight(u.Scheme+"://"+u.Host+u.Path, "/")
+		c.where = c.base
 		c.hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	default:
 		return nil, fmt.Errorf("airlock client: host %q: want unix:///path, /path or http(s)://host:port: %w", host, errdefs.ErrInvalid)
 	}
 	if sock != "" {
-		c.base = "http://airlock"
+		c.base, c.where = "http://airlock", "unix://"+sock
 		tr := &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				var d net.Dialer
@@ -149,6 +151,18 @@ func decodeError(resp *http.Response) error {
 	return errorOf(resp.StatusCode, eb.Error)
 }
 
+// dialError explains a failure to connect at all (no socket, nobody
+// listening): the usual cause is a server that is not running. Nil for
+// other errors.
+func (c *Client) dialError(err error) error {
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "dial" {
+		return nil
+	}
+	return fmt.Errorf("airlock: no server answers at %s: is `airlock serve` running (or is %s or --host pointing elsewhere)? (%v): %w",
+		c.where, EnvHost, oe, errdefs.ErrUnavailable)
+}
+
 // request builds a request to path (already escaped) with query q.
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Request, error) {
 	u := c.base + path
@@ -170,6 +184,9 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 func (c *Client) do(req *http.Request, want int) (*http.Response, error) {
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if derr := c.dialError(err); derr != nil {
+			return nil, derr
+		}
 		return nil, fmt.Errorf("airlock: %s %s: %w", req.Method, req.URL.Path, err)
 	}
 	ok := resp.StatusCode == want || (want == 0 && resp.StatusCode/100 == 2)

@@ -53,6 +53,9 @@ func (c *Client) PTY(ctx context.Context, id string, o PTYOptions) (*PTY, error)
 		if resp != nil && resp.StatusCode/100 != 1 && resp.StatusCode != 0 {
 			return nil, decodeError(resp)
 		}
+		if derr := c.dialError(err); derr != nil {
+			return nil, derr
+		}
 		return nil, fmt.Errorf("airlock: pty: %w", err)
 	}
 	conn.SetReadLimit(1 << 20)

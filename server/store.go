@@ -72,12 +72,15 @@ var migrations = []string{
 	CREATE INDEX events_sandbox_seq ON events(sandbox, seq);`,
 }
 
+// StoreFile is the store's file name in the data directory.
+const StoreFile = "airlock.db"
+
 // OpenStore opens (creating) dir/airlock.db in WAL mode and migrates it.
 func OpenStore(ctx context.Context, dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
-	path := filepath.Join(dir, "airlock.db")
+	path := filepath.Join(dir, StoreFile)
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

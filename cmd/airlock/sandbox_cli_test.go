@@ -105,9 +105,14 @@ func TestSandboxCLIFiles(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"state": "running"`) {
 		t.Fatalf("inspect: %d %s", code, out)
 	}
+	// Events are for people by default, JSON lines with --json.
 	out, _, code = sbCLI(t, sock, "", "logs", id)
-	if code != 0 || !strings.Contains(out, `"type":"file"`) {
+	if code != 0 || !strings.Contains(out, " file ") || !strings.Contains(out, "path=/tmp/one.bin") || strings.Contains(out, "{") {
 		t.Fatalf("logs: %d %s", code, out)
+	}
+	out, _, code = sbCLI(t, sock, "", "logs", "--json", id)
+	if code != 0 || !strings.Contains(out, `"type":"file"`) {
+		t.Fatalf("logs --json: %d %s", code, out)
 	}
 	if _, errOut, code := sbCLI(t, sock, "", "rm", id); code != 0 {
 		t.Fatalf("rm: %d %s", code, errOut)
@@ -214,5 +219,44 @@ func TestSandboxCLICopyTarStreams(t *testing.T) {
 		if found != "hello\n" {
 			t.Fatalf("%s: the tar on stdout lacks d/f.txt with its content (got %q)", name, found)
 		}
+	}
+}
+
+// The CLI's own failures say what to do: --host works anywhere before
+// the command, a missing server is named as such, and the usage of exec
+// lists every flag.
+func TestSandboxCLIHostAndMessages(t *testing.T) {
+	sock := sbServe(t, "wasm")
+	bin := testutil.AirlockBinary(t)
+	run := func(env []string, args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		return out.String(), errb.String(), code
+	}
+	noHost := []string{"AIRLOCK_HOST=unix:///nonexistent/airlock.sock"}
+	if out, errOut, code := run(noHost, "sandbox", "ls", "--host", "unix://"+sock); code != 0 || !strings.Contains(out, "ID") {
+		t.Errorf("ls --host after the command: %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := run(noHost, "sandbox", "ls"); code != exitAirlock || !strings.Contains(errOut, "airlock serve") {
+		t.Errorf("no server: %d %q, want 125 and a hint that airlock serve is not running", code, errOut)
+	}
+	if _, errOut, _ := run(nil, "sandbox", "--help"); !strings.Contains(errOut, "--timeout D] ID -- CMD") {
+		t.Errorf("the usage of exec omits --timeout: %q", errOut)
+	}
+	// The key and quota commands never create a store of their own.
+	data := filepath.Join(t.TempDir(), "no-server-here")
+	if _, errOut, code := run(nil, "serve", "key", "create", "--tenant", "t1", "--data", data); code != exitAirlock || !strings.Contains(errOut, "no store") {
+		t.Errorf("key create without a server's store: %d %q", code, errOut)
+	}
+	if _, err := os.Stat(data); err == nil {
+		t.Errorf("key create made a data directory at %s", data)
 	}
 }

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -23,7 +26,7 @@ func init() {
 	register(command{name: "sandbox", short: "create and use sandboxes through airlock serve", run: runSandbox})
 }
 
-const sandboxUsage = `usage: airlock sandbox [--host H] COMMAND ...
+const sandboxUsage = `usage: airlock sandbox COMMAND [--host H] ...
 
 commands:
   create [--backend B] [--profile P] [--policy FILE] [--image I] [--timeout D] [--keep-alive] [--label K=V]... [--env K=V]...
@@ -33,23 +36,23 @@ commands:
   cp SRC DST          (one of them ID:/path; directories travel as tar;
                        - is a tar, plain or gzip, on stdin or stdout)
   rm ID...
-  logs [-f] ID        (the sandbox's audit events)
+  logs [-f] [--json] ID  (the sandbox's audit events)
 
-The server is $AIRLOCK_HOST (default: the local socket), the key $AIRLOCK_API_KEY.
+The server is --host (anywhere before --), else $AIRLOCK_HOST, else the
+local socket; the key $AIRLOCK_API_KEY.
 `
 
 func runSandbox(args []string) int {
 	host := os.Getenv(client.EnvHost)
+	h, set, args, err := hoistHost(args)
+	if err != nil {
+		return fail("sandbox", err)
+	}
+	if set {
+		host = h
+	}
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		switch {
-		case args[0] == "--host" || args[0] == "-host":
-			if len(args) < 2 {
-				fmt.Fprint(os.Stderr, sandboxUsage)
-				return exitAirlock
-			}
-			host, args = args[1], args[2:]
-		case strings.HasPrefix(args[0], "--host="):
-			host, args = strings.TrimPrefix(args[0], "--host="), args[1:]
 		case args[0] == "-h" || args[0] == "--help":
 			fmt.Fprint(os.Stderr, sandboxUsage)
 			return 0
@@ -91,6 +94,58 @@ func runSandbox(args []string) int {
 		return exitAirlock
 	}
 	return code
+}
+
+// execValueFlags are exec's flags that take a separate value: hoistHost
+// skips their values when it looks for the command.
+var execValueFlags = map[string]bool{"--env": true, "-env": true, "--workdir": true, "-workdir": true, "--timeout": true, "-timeout": true}
+
+// hoistHost takes --host H (or --host=H) out of args wherever it stands
+// before "--", so `airlock sandbox ls --host H` works as well as
+// `airlock sandbox --host H ls`. It never looks into exec's command: it
+// stops at the command after exec's sandbox ID.
+func hoistHost(args []string) (host string, set bool, rest []string, err error) {
+	rest = make([]string, 0, len(args))
+	positional := 0
+	exec := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || (exec && positional == 3) {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		switch {
+		case a == "--host" || a == "-host":
+			if i+1 >= len(args) {
+				return "", false, nil, fmt.Errorf("%s: missing value: %w", a, sandbox.ErrInvalid)
+			}
+			host, set = args[i+1], true
+			i++
+			continue
+		case strings.HasPrefix(a, "--host="), strings.HasPrefix(a, "-host="):
+			_, host, _ = strings.Cut(a, "=")
+			set = true
+			continue
+		case strings.HasPrefix(a, "-"):
+			if exec && execValueFlags[a] && i+1 < len(args) {
+				rest = append(rest, a)
+				i++
+				a = args[i]
+			}
+		default:
+			positional++
+			if positional == 1 && a == "exec" {
+				exec = true
+			}
+			if exec && positional == 3 {
+				// exec ID CMD: CMD and everything after it are the command's.
+				rest = append(rest, args[i:]...)
+				return host, set, rest, nil
+			}
+		}
+		rest = append(rest, a)
+	}
+	return host, set, rest, nil
 }
 
 func sbFlags(name string) *flag.FlagSet {
@@ -249,6 +304,7 @@ func sbRemove(ctx context.Context, c *client.Client, args []string) int {
 func sbLogs(ctx context.Context, c *client.Client, args []string) int {
 	fs := sbFlags("logs")
 	follow := fs.Bool("f", false, "follow until the sandbox ends")
+	asJSON := fs.Bool("json", false, "print the events as JSON lines")
 	if err := fs.Parse(args); err != nil {
 		return exitAirlock
 	}
@@ -256,8 +312,15 @@ func sbLogs(ctx context.Context, c *client.Client, args []string) int {
 		return fail("sandbox logs", fmt.Errorf("want one sandbox ID: %w", sandbox.ErrInvalid))
 	}
 	enc := json.NewEncoder(os.Stdout)
+	print := func(e api.Event) error {
+		if *asJSON {
+			return enc.Encode(e)
+		}
+		_, err := fmt.Println(formatEvent(e))
+		return err
+	}
 	if *follow {
-		err := c.FollowEvents(ctx, fs.Arg(0), 0, func(e api.Event) error { return enc.Encode(e) })
+		err := c.FollowEvents(ctx, fs.Arg(0), 0, print)
 		if err != nil && ctx.Err() == nil {
 			return fail("sandbox logs", err)
 		}
@@ -268,9 +331,49 @@ func sbLogs(ctx context.Context, c *client.Client, args []string) int {
 		return fail("sandbox logs", err)
 	}
 	for _, e := range evs {
-		enc.Encode(e)
+		print(e)
 	}
 	return 0
+}
+
+// formatEvent is one event for a human: local time, type, message, then
+// the fields as k=v in name order. Everything in an event may come from
+// inside the sandbox, so nothing is printed raw: control characters could
+// drive the reader's terminal.
+func formatEvent(e api.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %-8s", e.Time.Local().Format("2006-01-02 15:04:05.000"), printable(e.Type))
+	if e.Message != "" {
+		b.WriteString("  ")
+		b.WriteString(printable(e.Message))
+	}
+	keys := make([]string, 0, len(e.Fields))
+	for k := range e.Fields {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v, ok := e.Fields[k].(string)
+		switch {
+		case !ok: // JSON escapes control characters
+			j, _ := json.Marshal(e.Fields[k])
+			v = string(j)
+		case v == "" || strings.ContainsAny(v, " \t\"=") || printable(v) != v:
+			v = strconv.Quote(v)
+		}
+		fmt.Fprintf(&b, " %s=%s", printable(k), v)
+	}
+	return b.String()
+}
+
+// printable replaces control characters (and invalid UTF-8) with '?'.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // interruptContext is ended by SIGINT or SIGTERM, with interrupted as its
