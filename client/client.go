@@ -165,6 +165,9 @@ func (c *Client) dialError(err error) error {
 
 // request builds a request to path (already escaped) with query q.
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Request, error) {
+	if strings.Contains(path, "//") || strings.HasSuffix(path, "/") {
+		return nil, fmt.Errorf("airlock: %s %s: empty sandbox or process ID: %w", method, path, errdefs.ErrInvalid)
+	}
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()

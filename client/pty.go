@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/errdefs"
 )
 
 // PTYOptions describes a command to run on a terminal.
@@ -46,6 +47,9 @@ func (c *Client) PTY(ctx context.Context, id string, o PTYOptions) (*PTY, error)
 	h := http.Header{}
 	if c.key != "" {
 		h.Set("Authorization", "Bearer "+c.key)
+	}
+	if id == "" {
+		return nil, fmt.Errorf("airlock: pty: empty sandbox ID: %w", errdefs.ErrInvalid)
 	}
 	u := strings.Replace(c.base, "http", "ws", 1) + sbPath(id, "/pty")
 	conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})

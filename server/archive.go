@@ -208,6 +208,9 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		e, err := checkTarHeader(h)
+		if err == nil {
+			err = l.protect.checkWrite("extract", path.Join(root, e.rel))
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
@@ -20,8 +21,18 @@ func parseMode(v string, def fs.FileMode) (fs.FileMode, error) {
 		return def, nil
 	}
 	m, err := strconv.ParseUint(v, 8, 32)
-	if err != nil || m > 0o7777 {
+	if err != nil {
 		return 0, errBadRequest("mode %q: want octal permission bits such as 0644", v)
+	}
+	return checkMode(m)
+}
+
+// checkMode accepts permission bits only: a set-uid or set-gid file made
+// through the API would be a way to run code with more rights later, and
+// the sandboxes refuse them anyway.
+func checkMode(m uint64) (fs.FileMode, error) {
+	if m > 0o777 {
+		return 0, errBadRequest("mode %04o: only permission bits 0000-0777 are accepted (no set-uid, set-gid or sticky bit)", m)
 	}
 	return fs.FileMode(m), nil
 }
@@ -59,10 +70,22 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errTooLarge("file", s.cfg.MaxUpload))
 		return
 	}
+	if strings.HasSuffix(q.Get("path"), "/") {
+		s.writeError(w, r, errBadRequest("write %q: ends with \"/\": name the file to write, not a directory", q.Get("path")))
+		return
+	}
+	if err := l.protect.checkWrite("write", p); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	files := l.sb.Files()
+	if fi, err := files.Stat(r.Context(), p); err == nil && fi.IsDir {
+		s.writeError(w, r, errBadRequest("write %q: is a directory", p))
+		return
+	}
 	// Write a hidden sibling and rename it into place: a broken or
 	// oversized upload never leaves a half-written file at path.
 	tmp := path.Join(path.Dir(p), ".airlock-upload-"+newID(""))
-	files := l.sb.Files()
 	body := &countingReader{r: http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload)}
 	err = files.WriteFile(r.Context(), tmp, body, mode, q.Get("mkdirs") != "false")
 	if err == nil && body.err != nil {
@@ -81,7 +104,8 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		case body.err != nil && errors.Is(err, body.err):
 			s.writeError(w, r, errBadRequest("write %q: request body: %v", p, body.err))
 		default:
-			s.writeError(w, r, fmt.Errorf("write %q in %q: %w", p, l.sb.ID(), err))
+			// The sibling is our detail: the caller asked for p.
+			s.writeError(w, r, fmt.Errorf("write %q in %q: %w", p, l.sb.ID(), &renamedError{err, tmp, p}))
 		}
 		return
 	}
@@ -89,6 +113,16 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		Fields: map[string]any{"path": p, "bytes": body.n, "tenant": callerOf(r).tenant}})
 	writeJSON(w, http.StatusOK, map[string]any{"path": p, "bytes": body.n})
 }
+
+// renamedError is err with every mention of the name old replaced by new
+// in its text; it unwraps to err, so its kind is unchanged.
+type renamedError struct {
+	err      error
+	old, new string
+}
+
+func (e *renamedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.old, e.new) }
+func (e *renamedError) Unwrap() error { return e.err }
 
 // countingReader counts bytes and keeps the first non-EOF error.
 type countingReader struct {
@@ -114,6 +148,10 @@ func (s *Server) handleFileRemove(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	if p == "/" {
 		s.writeError(w, r, errBadRequest("remove %q: refusing to remove the root", p))
+		return
+	}
+	if err := l.protect.checkMove("remove", p); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if err := l.sb.Files().Remove(r.Context(), p, r.URL.Query().Get("recursive") == "true"); err != nil {
@@ -177,6 +215,14 @@ func (s *Server) handleFileRename(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if err := l.protect.checkMove("rename", from); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := l.protect.checkMove("rename onto", to); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if err := l.sb.Files().Rename(r.Context(), from, to); err != nil {
 		s.writeError(w, r, fmt.Errorf("rename %q to %q in %q: %w", from, to, l.sb.ID(), err))
 		return
@@ -201,12 +247,16 @@ func (s *Server) handleFileMkdir(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	mode := fs.FileMode(req.Mode)
+	mode, err := checkMode(uint64(req.Mode))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if mode == 0 {
 		mode = 0o755
 	}
-	if mode > 0o7777 {
-		s.writeError(w, r, errBadRequest("mode %o: want permission bits", req.Mode))
+	if err := l.protect.checkWrite("mkdir", p); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if err := l.sb.Files().Mkdir(r.Context(), p, mode, req.Parents); err != nil {

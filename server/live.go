@@ -21,6 +21,7 @@ type live struct {
 	pooled    bool
 	proxy     *egress.Proxy // the sandbox's egress proxy; rules change only through the API
 	netless   bool          // created with network mode none: no in-sandbox egress listener
+	protect   *protection   // protected workspace paths, checked before file operations
 
 	mu        sync.Mutex
 	rec       *Record // nil while pooled

@@ -214,7 +214,7 @@ func (s *Server) handleProcSignal(w http.ResponseWriter, r *http.Request) {
 	}
 	select {
 	case <-p.done:
-		s.writeError(w, r, fmt.Errorf("signal process %q: already exited: %w", p.id, sandbox.ErrNotFound))
+		s.writeError(w, r, errExited("signal", p.id))
 		return
 	default:
 	}
@@ -328,6 +328,12 @@ func (s *Server) handleProcStdin(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.use()()
 	eof := r.URL.Query().Get("eof") != "false"
+	select {
+	case <-p.done:
+		s.writeError(w, r, errExited("stdin of", p.id))
+		return
+	default:
+	}
 	p.stdinMu.Lock()
 	pw := p.stdin
 	if pw == nil || p.stdinIn {
@@ -349,7 +355,7 @@ func (s *Server) handleProcStdin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err == io.ErrClosedPipe {
-			s.writeError(w, r, fmt.Errorf("stdin of process %q: process ended: %w", p.id, sandbox.ErrClosed))
+			s.writeError(w, r, errExited("stdin of", p.id))
 			return
 		}
 		s.writeError(w, r, fmt.Errorf("stdin of process %q: %w", p.id, sandbox.ErrInvalid))
@@ -359,6 +365,12 @@ func (s *Server) handleProcStdin(w http.ResponseWriter, r *http.Request) {
 		p.closeStdin()
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{"written": n})
+}
+
+// errExited: the process ended (the sandbox lives on), so there is no
+// process to give input or a signal to.
+func errExited(op, id string) error {
+	return fmt.Errorf("%s process %q: the process has exited: %w", op, id, sandbox.ErrNotFound)
 }
 
 func isMaxBytes(err error) bool {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/airlock-dev/airlock/api"
@@ -123,12 +124,24 @@ func (s *Server) routes() http.Handler {
 	}
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if emptyID(r.URL.Path) {
+			s.writeError(w, r, errBadRequest("%s %s: empty sandbox or process ID", r.Method, r.URL.Path))
+			return
+		}
 		if _, pattern := mux.Handler(r); pattern == "" {
 			s.notRouted(w, r, mux)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// emptyID reports a path under /v1/sandboxes/ with an empty segment
+// ("/v1/sandboxes/", "/v1/sandboxes//exec"): a client sent an empty ID,
+// which the mux would clean into another route or a 405.
+func emptyID(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/v1/sandboxes/")
+	return ok && slices.Contains(strings.Split(rest, "/"), "")
 }
 
 // notRouted answers 405 (JSON, with Allow) when the path exists for other

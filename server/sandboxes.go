@@ -210,6 +210,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	l := newLive(sb, backend.Name(), profile, ws, workdir, int64(pol.Limits.Memory))
 	l.proxy = proxy
 	l.netless = pol.Network.Mode == "" || pol.Network.Mode == policy.NetworkNone
+	l.protect = newProtection(pol)
 	return l, polJSON, nil
 }
 
