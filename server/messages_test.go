@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"net"
 	"net/http"
 	"path"
 	"strings"
@@ -80,21 +78,9 @@ func TestMessagesSayWhatIsWrong(t *testing.T) {
 	}
 }
 
-func rawHTTP(ts *testServer) *http.Client {
-	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", ts.socket)
-	}}}
-}
-
 func rawStatus(t *testing.T, ts *testServer, method, p string) int {
 	t.Helper()
-	req, _ := http.NewRequest(method, "http://airlock"+p, strings.NewReader(`{"args":["true"]}`))
-	resp, err := rawHTTP(ts).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := rawDo(t, ts, method, p, "application/json", strings.NewReader(`{"args":["true"]}`))
 	return resp.StatusCode
 }
 
@@ -102,21 +88,13 @@ func rawStatus(t *testing.T, ts *testServer, method, p string) int {
 // permission bits).
 func rawWrite(t *testing.T, ts *testServer, id, p, mode string) error {
 	t.Helper()
-	req, _ := http.NewRequest("PUT", "http://airlock/v1/sandboxes/"+id+"/files?path="+p+"&mode="+mode, strings.NewReader("x"))
-	resp, err := rawHTTP(ts).Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var ce client.Error
-	ce.Status = resp.StatusCode
+	resp, b := rawDo(t, ts, "PUT", "/v1/sandboxes/"+id+"/files?path="+p+"&mode="+mode, "", strings.NewReader("x"))
 	if resp.StatusCode/100 == 2 {
 		return nil
 	}
 	var eb api.ErrorBody
-	if json.Unmarshal(b, &eb) == nil {
-		ce.Code, ce.Message = eb.Error.Code, eb.Error.Message
+	if err := json.Unmarshal(b, &eb); err != nil {
+		t.Fatalf("error answer %s: %v", b, err)
 	}
-	return &ce
+	return &client.Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
 }
