@@ -19,7 +19,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"regexp"
 	"runtime/metrics"
 	"sort"
 	"strconv"
@@ -41,21 +40,32 @@ type collector interface {
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry { return &Registry{names: map[string]bool{}} }
 
-var (
-	metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
-	labelName  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-)
+// validName reports whether s matches [a-zA-Z_:][a-zA-Z0-9_:]* (a metric
+// name; colon false: [a-zA-Z_][a-zA-Z0-9_]*, a label name). No regexp: the
+// binary compiles none at start-up (docs/RATIONALE.md).
+func validName(s string, colon bool) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || colon && c == ':' || i > 0 && c >= '0' && c <= '9'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
 
 // add registers c as d after checking d's names (the exposition format's
 // grammar, one family per name, distinct labels, "le" only in histograms).
 func (r *Registry) add(d *desc, c collector) error {
-	if !metricName.MatchString(d.name) {
+	if !validName(d.name, true) {
 		return fmt.Errorf("metrics: register %q: not a valid metric name", d.name)
 	}
 	seen := map[string]bool{}
 	for _, l := range d.labels {
 		switch {
-		case !labelName.MatchString(l) || strings.HasPrefix(l, "__"):
+		case !validName(l, false) || strings.HasPrefix(l, "__"):
 			return fmt.Errorf("metrics: register %q: %q is not a valid label name", d.name, l)
 		case seen[l]:
 			return fmt.Errorf("metrics: register %q: label %q twice", d.name, l)
