@@ -1,5 +1,6 @@
-// Command airlock is the one Airlock binary: run, serve, sandbox, mcp,
-// doctor, policy, version, and the hidden in-sandbox agent. It only parses
+// Command airlock is the one Airlock binary: run, serve, sandbox, doctor,
+// policy, version (`airlock --help` lists what this build has), and the
+// hidden in-sandbox agent. It only parses
 // flags, wires packages together and maps error kinds to exit codes; the
 // work lives in the packages.
 package main
