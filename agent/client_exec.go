@@ -298,7 +298,7 @@ func (p *process) readLoop() {
 					TimedOut: errors.Is(aerr, sandbox.ErrTimeout), Truncated: p.truncated}, aerr)
 				return
 			}
-			p.finish(sandbox.ExitStatus{}, p.c.wrapErr(nil, p.op+": wait", err))
+			p.finish(sandbox.ExitStatus{}, p.c.wrapErr(context.Background(), p.op+": wait", err))
 			return
 		}
 		p.touch()
@@ -348,7 +348,7 @@ func (p *process) readLoop() {
 
 func (p *process) protocolError(msg string) {
 	err := fmt.Errorf("%s: %s: %w", p.op, msg, errProtocol)
-	p.finish(sandbox.ExitStatus{}, p.c.wrapErr(nil, p.op, err))
+	p.finish(sandbox.ExitStatus{}, p.c.wrapErr(context.Background(), p.op, err))
 }
 
 // output copies guest output to w, enforcing the output limit.

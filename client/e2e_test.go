@@ -191,8 +191,7 @@ func TestE2EFullFlow(t *testing.T) {
 }
 
 type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
+	w *bytes.Buffer
 }
 
 var syncMu sync.Mutex

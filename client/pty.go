@@ -33,7 +33,6 @@ type PTY struct {
 	stop context.CancelFunc
 
 	mu   sync.Mutex
-	buf  []byte
 	exit *api.ExitStatus
 	err  error
 	done chan struct{}
