@@ -23,7 +23,7 @@ func running(t *testing.T, c *client.Client, id, marker string) bool {
 // Ending a process ends its group: `sh -c "sleep N; echo"` leaves no sleep
 // behind, whether it is DELETEd or its client goes away.
 func TestE2EEndingAProcessEndsItsGroup(t *testing.T) {
-	c := shared.client(t)
+	c := requireNative(t).client(t)
 	ctx := context.Background()
 	sb, err := c.Create(ctx, api.CreateSandboxRequest{Backend: "native"})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // the file to write, protected workspace configuration (403 with the rule,
 // not the EBUSY or ENOTDIR of the backend's pinning).
 func TestE2EMessagesNameTheProblem(t *testing.T) {
-	c := shared.client(t)
+	c := requireNative(t).client(t)
 	ctx := context.Background()
 	sb, err := c.Create(ctx, api.CreateSandboxRequest{Backend: "native"})
 	if err != nil {

@@ -278,7 +278,8 @@ type process struct {
 	exit  sandbox.ExitStatus
 	stdin *closableReader
 
-	b *Backend
+	b        *Backend
+	timedOut atomic.Bool
 
 	mu         sync.Mutex
 	rows, cols uint16
@@ -290,6 +291,7 @@ func (p *process) finish(code int) {
 		if code > 128 {
 			p.exit.Signal = code - 128
 		}
+		p.exit.TimedOut = p.timedOut.Load()
 		close(p.done)
 	})
 }
@@ -374,6 +376,7 @@ func (c *proc) sleep(d time.Duration) int {
 	case code := <-c.p.kill:
 		return code
 	case <-tc:
+		c.p.timedOut.Store(true)
 		return 128 + sandbox.SIGKILL
 	}
 }
