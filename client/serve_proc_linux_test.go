@@ -84,4 +84,3 @@ func (s *serveProc) kill9() {
 	}
 	s.log.Close()
 }
-
