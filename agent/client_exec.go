@@ -182,24 +182,38 @@ func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
 	return p.control(ctx, "resize", frameResize, b[:])
 }
 
+// control writes one control frame, in the caller's goroutine: ctx ending
+// during the write interrupts it through a write deadline. The frame may
+// then be cut short, so the stream is abandoned (the guest takes that as
+// the host giving up and kills the process group).
 func (p *process) control(ctx context.Context, what string, typ byte, payload []byte) error {
-	if p.exited() {
+	exited := func() error {
 		return fmt.Errorf("%s: %s: process has exited: %w", p.op, what, sandbox.ErrNotFound)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- p.writeFrame(typ, payload) }()
-	select {
-	case err := <-errc:
-		if err != nil {
-			if p.exited() {
-				return fmt.Errorf("%s: %s: process has exited: %w", p.op, what, sandbox.ErrNotFound)
-			}
-			return p.c.wrapErr(ctx, p.op+": "+what, err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%s: %s: %w", p.op, what, ctx.Err())
+	if p.exited() {
+		return exited()
 	}
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %s: %w", p.op, what, err)
+	}
+	stop := context.AfterFunc(ctx, func() { p.st.SetWriteDeadline(time.Unix(1, 0)) })
+	err := writeFrame(p.st, typ, payload)
+	if !stop() {
+		p.st.SetWriteDeadline(time.Time{})
+		if err != nil {
+			p.st.Close()
+			return fmt.Errorf("%s: %s: %w", p.op, what, ctx.Err())
+		}
+	}
+	if err != nil {
+		if p.exited() {
+			return exited()
+		}
+		return p.c.wrapErr(ctx, p.op+": "+what, err)
+	}
+	return nil
 }
 
 func (p *process) writeFrame(typ byte, payload []byte) error {

@@ -185,19 +185,15 @@ func (s *Server) run(ctx context.Context, l *live, sreq sandbox.ExecRequest, sta
 	if started != nil {
 		started()
 	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = p.Kill(kctx) // the whole group: nothing it started lives on
-			cancel()
-		case <-done:
-		case <-l.gone:
-		}
-	}()
+	// No goroutine per exec: the kill is registered on ctx and runs only
+	// if the client goes away first.
+	stop := context.AfterFunc(ctx, func() {
+		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = p.Kill(kctx) // the whole group: nothing it started lives on
+		cancel()
+	})
 	ex, err := p.Wait(context.Background())
-	close(done)
+	stop()
 	s.metrics.exec.WithLabelValues(l.backend).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return ex, fmt.Errorf("exec in %q: %w", l.sb.ID(), err)

@@ -24,7 +24,7 @@ import (
 type Store struct {
 	db *sql.DB
 	// Prepared hot statements: SQLite parsing costs more than the writes.
-	insertSB, markStopped, getSB, authKey, getQuota, updateLife *sql.Stmt
+	insertSB, markStopped, getSB, authKey, getQuota, updateLife, insertEvent *sql.Stmt
 }
 
 // migrations are applied in order; the index+1 is the schema version. Never
@@ -109,6 +109,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.authKey, `SELECT tenant, hash, revoked_at FROM api_keys WHERE hash = ?`},
 		{&s.getQuota, `SELECT max_sandboxes, max_memory FROM quotas WHERE tenant = ?`},
 		{&s.updateLife, `UPDATE sandboxes SET expires_at = ?, keep_alive = ? WHERE id = ?`},
+		{&s.insertEvent, `INSERT INTO events (sandbox, time, type, message, fields) VALUES (?,?,?,?,?)`},
 	} {
 		st, err := s.db.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -487,10 +488,7 @@ func (s *Store) AddEvents(ctx context.Context, evs []audit.Event) error {
 		return fmt.Errorf("store events: %w", err)
 	}
 	defer tx.Rollback()
-	st, err := tx.PrepareContext(ctx, `INSERT INTO events (sandbox, time, type, message, fields) VALUES (?,?,?,?,?)`)
-	if err != nil {
-		return fmt.Errorf("store events: %w", err)
-	}
+	st := tx.StmtContext(ctx, s.insertEvent)
 	defer st.Close()
 	for _, e := range evs {
 		fields := ""
