@@ -79,10 +79,6 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	files := l.sb.Files()
-	if fi, err := files.Stat(r.Context(), p); err == nil && fi.IsDir {
-		s.writeError(w, r, errBadRequest("write %q: is a directory", p))
-		return
-	}
 	// Write a hidden sibling and rename it into place: a broken or
 	// oversized upload never leaves a half-written file at path.
 	tmp := path.Join(path.Dir(p), ".airlock-upload-"+newID(""))
@@ -97,8 +93,13 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 		files.Remove(rctx, tmp, false)
+		// A directory at p is the usual reason: say so (looked at only
+		// after a failure, so a write costs no extra round trip).
+		fi, serr := files.Stat(rctx, p)
 		cancel()
 		switch {
+		case serr == nil && fi.IsDir:
+			s.writeError(w, r, errBadRequest("write %q: is a directory", p))
 		case isMaxBytes(err) || isMaxBytes(body.err):
 			s.writeError(w, r, errTooLarge("file", s.cfg.MaxUpload))
 		case body.err != nil && errors.Is(err, body.err):
