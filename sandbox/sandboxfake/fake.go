@@ -664,6 +664,22 @@ func (f files) Rename(_ context.Context, from, to string) error {
 	if s.files[path.Dir(to)] == nil {
 		return fmt.Errorf("rename to %q: parent: %w", to, sandbox.ErrNotFound)
 	}
+	// As rename(2): a file never replaces a directory (EISDIR), nor a
+	// directory a file (ENOTDIR), nor a non-empty directory (ENOTEMPTY).
+	if t := s.files[to]; t != nil && to != from {
+		switch {
+		case t.dir && !n.dir:
+			return fmt.Errorf("rename to %q: is a directory: %w", to, sandbox.ErrInvalid)
+		case !t.dir && n.dir:
+			return fmt.Errorf("rename to %q: not a directory: %w", to, sandbox.ErrInvalid)
+		case t.dir:
+			for q := range s.files {
+				if strings.HasPrefix(q, to+"/") {
+					return fmt.Errorf("rename to %q: directory not empty: %w", to, sandbox.ErrInvalid)
+				}
+			}
+		}
+	}
 	for q, c := range s.files {
 		if strings.HasPrefix(q, from+"/") {
 			delete(s.files, q)
