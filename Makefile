@@ -7,8 +7,21 @@ BIN       := bin/airlock
 GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 # Fuzz time per target in `make test` (CI keeps it brief).
 FUZZTIME  ?= 5s
+STATICCHECK ?= $(shell $(GO) env GOPATH)/bin/staticcheck
+# Operating systems the module (the client side above all) must build for.
+CROSS_GOOS := darwin windows freebsd
+# Packages left out of staticcheck and -race for now, each with why:
+#   backend/native, backend/gvisor: under a rewrite (issue 12, items 3-4);
+#     their staticcheck findings (unused fields) and gvisor's data race on
+#     gvSandbox.timer are listed in issue 12's notes; re-include them once
+#     it lands.
+#   test/escape: the red-team suite (staticcheck: runtime.GOROOT, a loop
+#     to append; `make escape` runs it; too slow under -race).
+LINT_SKIP := /backend/native /backend/gvisor /test/escape
+RACE_SKIP := /backend/gvisor /test/escape
+PKGS_NOT   = $(shell $(GO) list ./... | grep -v $(foreach p,$(1),-e '$(p)$$' -e '$(p)/'))
 
-.PHONY: all build deps test unit fuzz demo bench escape clean
+.PHONY: all build deps test unit lint cross race fuzz demo bench escape clean
 .PHONY: wasm-assets
 
 all: build
@@ -20,11 +33,30 @@ deps:
 	./scripts/deps.sh
 	./scripts/wasm-assets.sh
 
-# The whole test run: deps, vet, unit+integration tests, brief fuzzing.
+# The whole test run (what CI runs, through .ci/run): deps, vet, staticcheck,
+# the cross-OS build, unit+integration tests (the package-doc and host-path
+# rules are tests in internal/lint), the race detector, brief fuzzing.
 test: deps build
 	$(GO) vet ./...
+	$(MAKE) lint
+	$(MAKE) cross
 	AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) race
 	$(MAKE) fuzz
+
+lint:
+	$(STATICCHECK) $(call PKGS_NOT,$(LINT_SKIP))
+
+# STYLE.md rule 14: the module builds (tests included) on every OS.
+cross:
+	@for os in $(CROSS_GOOS); do \
+		echo "GOOS=$$os go build ./... && go vet ./..."; \
+		GOOS=$$os $(GO) build ./... && GOOS=$$os $(GO) vet ./... || exit 1; \
+	done
+
+# The race detector needs cgo (gcc, installed by deps).
+race: build
+	CGO_ENABLED=1 AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 30m $(call PKGS_NOT,$(RACE_SKIP))
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)

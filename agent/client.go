@@ -74,12 +74,19 @@ func NewClient(conn io.ReadWriteCloser, opts ClientOptions) (*Client, error) {
 }
 
 // Hello sends the guest its configuration and checks the protocol version.
-// It must be the first call; the guest refuses every other operation before
-// it and a second Hello after it.
+// It must be the first call; the guest runs no other operation before it
+// and refuses a second Hello after it. Operations may be pipelined behind
+// it (started while Hello is in flight, to save its round trip): the guest
+// holds them until the configuration is applied, and they fail if it is
+// not.
 func (c *Client) Hello(ctx context.Context, cfg GuestConfig) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("agent hello: %w", err)
 	}
+	// Pipelined execs take their default timeout from it.
+	c.mu.Lock()
+	c.cfg = cfg
+	c.mu.Unlock()
 	st, resp, err := c.roundTrip(ctx, "agent hello", &request{Op: opHello, Config: &cfg})
 	if err != nil {
 		return err
@@ -88,9 +95,6 @@ func (c *Client) Hello(ctx context.Context, cfg GuestConfig) error {
 	if resp.Version != ProtocolVersion {
 		return fmt.Errorf("agent hello: agent speaks protocol %d, want %d: %w", resp.Version, ProtocolVersion, sandbox.ErrUnavailable)
 	}
-	c.mu.Lock()
-	c.cfg = cfg
-	c.mu.Unlock()
 	c.log.Debug("agent ready", "agent_pid", resp.PID)
 	return nil
 }
@@ -171,6 +175,10 @@ func (c *Client) open(ctx context.Context, op string, req *request) (*yamux.Stre
 // no context and blocks while too many streams are unacknowledged by the
 // guest (until its open timeout ends the session).
 func (c *Client) openStream(ctx context.Context) (*yamux.Stream, error) {
+	if ctx.Done() == nil {
+		// Nothing can cancel it: no goroutine per open.
+		return c.sess.OpenStream()
+	}
 	type res struct {
 		st  *yamux.Stream
 		err error

@@ -161,6 +161,16 @@ func (p *process) Signal(ctx context.Context, sig int) error {
 	return p.control(ctx, "signal", frameSignal, []byte{byte(sig), 0})
 }
 
+// Kill sends SIGKILL to the process's group (the guest starts each
+// process as the leader of its own session and group), so its
+// descendants end with it. Nil once the process has exited.
+func (p *process) Kill(ctx context.Context) error {
+	if err := p.control(ctx, "kill", frameSignal, []byte{sandbox.SIGKILL, 1}); err != nil && !p.exited() {
+		return err
+	}
+	return nil
+}
+
 // Resize changes the PTY window size; ErrInvalid without a TTY.
 func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
 	if !p.tty {
@@ -172,24 +182,38 @@ func (p *process) Resize(ctx context.Context, rows, cols uint16) error {
 	return p.control(ctx, "resize", frameResize, b[:])
 }
 
+// control writes one control frame, in the caller's goroutine: ctx ending
+// during the write interrupts it through a write deadline. The frame may
+// then be cut short, so the stream is abandoned (the guest takes that as
+// the host giving up and kills the process group).
 func (p *process) control(ctx context.Context, what string, typ byte, payload []byte) error {
-	if p.exited() {
+	exited := func() error {
 		return fmt.Errorf("%s: %s: process has exited: %w", p.op, what, sandbox.ErrNotFound)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- p.writeFrame(typ, payload) }()
-	select {
-	case err := <-errc:
-		if err != nil {
-			if p.exited() {
-				return fmt.Errorf("%s: %s: process has exited: %w", p.op, what, sandbox.ErrNotFound)
-			}
-			return p.c.wrapErr(ctx, p.op+": "+what, err)
-		}
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("%s: %s: %w", p.op, what, ctx.Err())
+	if p.exited() {
+		return exited()
 	}
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %s: %w", p.op, what, err)
+	}
+	stop := context.AfterFunc(ctx, func() { p.st.SetWriteDeadline(time.Unix(1, 0)) })
+	err := writeFrame(p.st, typ, payload)
+	if !stop() {
+		p.st.SetWriteDeadline(time.Time{})
+		if err != nil {
+			p.st.Close()
+			return fmt.Errorf("%s: %s: %w", p.op, what, ctx.Err())
+		}
+	}
+	if err != nil {
+		if p.exited() {
+			return exited()
+		}
+		return p.c.wrapErr(ctx, p.op+": "+what, err)
+	}
+	return nil
 }
 
 func (p *process) writeFrame(typ byte, payload []byte) error {
@@ -288,7 +312,7 @@ func (p *process) readLoop() {
 					TimedOut: errors.Is(aerr, sandbox.ErrTimeout), Truncated: p.truncated}, aerr)
 				return
 			}
-			p.finish(sandbox.ExitStatus{}, p.c.wrapErr(nil, p.op+": wait", err))
+			p.finish(sandbox.ExitStatus{}, p.c.wrapErr(context.Background(), p.op+": wait", err))
 			return
 		}
 		p.touch()
@@ -338,7 +362,7 @@ func (p *process) readLoop() {
 
 func (p *process) protocolError(msg string) {
 	err := fmt.Errorf("%s: %s: %w", p.op, msg, errProtocol)
-	p.finish(sandbox.ExitStatus{}, p.c.wrapErr(nil, p.op, err))
+	p.finish(sandbox.ExitStatus{}, p.c.wrapErr(context.Background(), p.op, err))
 }
 
 // output copies guest output to w, enforcing the output limit.

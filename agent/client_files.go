@@ -107,7 +107,7 @@ func (f files) WriteFile(ctx context.Context, p string, r io.Reader, mode fs.Fil
 		return fmt.Errorf("%s: is the root directory: %w", op, sandbox.ErrInvalid)
 	}
 	if mode&^fs.ModePerm != 0 {
-		return fmt.Errorf("%s: mode %v has more than permission bits: %w", op, mode, sandbox.ErrInvalid)
+		return fmt.Errorf("%s: mode %#o has more than permission bits (0-0777): %w", op, uint32(mode), sandbox.ErrInvalid)
 	}
 	if mode == 0 {
 		mode = 0o644
@@ -253,7 +253,7 @@ func (f files) List(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
 func (f files) Mkdir(ctx context.Context, p string, mode fs.FileMode, parents bool) error {
 	op := fmt.Sprintf("mkdir %q", truncate(p, 256))
 	if mode&^fs.ModePerm != 0 {
-		return fmt.Errorf("%s: mode %v has more than permission bits: %w", op, mode, sandbox.ErrInvalid)
+		return fmt.Errorf("%s: mode %#o has more than permission bits (0-0777): %w", op, uint32(mode), sandbox.ErrInvalid)
 	}
 	if mode == 0 {
 		mode = 0o755

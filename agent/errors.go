@@ -17,10 +17,13 @@ type wireError struct {
 // maxErrorMsg bounds how much of a guest's error message the host keeps.
 const maxErrorMsg = 512
 
+// kinds in matching order: sub-kinds before their parents.
 var kinds = []struct {
 	name string
 	err  error
 }{
+	{"command_not_found", sandbox.ErrCommandNotFound},
+	{"cannot_execute", sandbox.ErrCannotExecute},
 	{"not_found", sandbox.ErrNotFound},
 	{"invalid", sandbox.ErrInvalid},
 	{"unavailable", sandbox.ErrUnavailable},
@@ -77,4 +80,30 @@ func fromWire(we *wireError) error {
 		}
 	}
 	return re
+}
+
+// kindError is err with a further kind (errors.Is matches both), its
+// message unchanged.
+type kindError struct {
+	err  error
+	kind error
+}
+
+func (e *kindError) Error() string   { return e.err.Error() }
+func (e *kindError) Unwrap() []error { return []error{e.err, e.kind} }
+
+// commandKind narrows an error starting a command to the exec sub-kinds
+// the CLI maps to 127 and 126: a missing file is a command not found, a
+// permission problem (not executable, a directory, a bad format) one that
+// cannot be executed.
+func commandKind(err error) error {
+	switch {
+	case err == nil, errors.Is(err, sandbox.ErrCommandNotFound), errors.Is(err, sandbox.ErrCannotExecute):
+		return err
+	case errors.Is(err, sandbox.ErrNotFound):
+		return &kindError{err, sandbox.ErrCommandNotFound}
+	case errors.Is(err, sandbox.ErrPermission):
+		return &kindError{err, sandbox.ErrCannotExecute}
+	}
+	return err
 }

@@ -96,7 +96,7 @@ func (g *guest) exec(st *yamux.Stream, req *request, cfg *GuestConfig) {
 	if g.closed {
 		err = fmt.Errorf("agent is shutting down: %w", sandbox.ErrClosed)
 	} else if p.pid, wait, err = spawn(argv0, er.Args, attr); err != nil {
-		err = fmt.Errorf("start %q: %w", er.Args[0], errnoKind(err))
+		err = fmt.Errorf("start %q: %w", er.Args[0], commandKind(errnoKind(err)))
 	} else {
 		g.procs[p] = struct{}{}
 	}

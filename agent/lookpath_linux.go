@@ -48,7 +48,7 @@ func lookPath(name, pathEnv string, set bool, dir string) (string, error) {
 			p = filepath.Join(dir, p)
 		}
 		if err := checkExecutable(p); err != nil {
-			return "", fmt.Errorf("command %q: %w", name, err)
+			return "", fmt.Errorf("command %q: %w", name, commandKind(err))
 		}
 		return p, nil
 	}
@@ -69,13 +69,13 @@ func lookPath(name, pathEnv string, set bool, dir string) (string, error) {
 			return p, nil
 		}
 		if errors.Is(err, sandbox.ErrPermission) && permErr == nil {
-			permErr = fmt.Errorf("command %q: %w", name, err)
+			permErr = fmt.Errorf("command %q: %w", name, commandKind(err))
 		}
 	}
 	if permErr != nil {
 		return "", permErr
 	}
-	return "", fmt.Errorf("command %q not found in PATH: %w", name, sandbox.ErrNotFound)
+	return "", fmt.Errorf("command %q not found in PATH: %w", name, sandbox.ErrCommandNotFound)
 }
 
 func checkExecutable(p string) error {

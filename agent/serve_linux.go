@@ -53,7 +53,7 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, opts ServeOptions) erro
 	if err != nil {
 		return fmt.Errorf("agent serve: start session: %v: %w", err, sandbox.ErrInvalid)
 	}
-	g := &guest{sess: sess, log: log, root: root, procs: map[*guestProc]struct{}{}}
+	g := &guest{sess: sess, log: log, root: root, procs: map[*guestProc]struct{}{}, configured: make(chan struct{})}
 	stop := context.AfterFunc(ctx, func() { sess.Close() })
 	defer stop()
 	for {
@@ -154,7 +154,8 @@ type guest struct {
 
 	mu          sync.Mutex
 	cfg         *GuestConfig
-	configuring bool // a hello is being applied
+	configuring bool          // a hello is being applied
+	configured  chan struct{} // closed once a hello has applied cfg
 	noSetgroups bool
 	procs       map[*guestProc]struct{}
 	egress      net.Listener
@@ -177,6 +178,11 @@ func (g *guest) handle(st *yamux.Stream) {
 	cfg := g.cfg
 	g.mu.Unlock()
 	if req.Op != opHello && cfg == nil {
+		// Pipelined behind the hello (or sent too early): nothing runs
+		// before the configuration is applied; wait for it, bounded.
+		cfg = g.awaitConfig()
+	}
+	if req.Op != opHello && cfg == nil {
 		respondErr(st, fmt.Errorf("%s before hello: %w", truncate(req.Op, 32), sandbox.ErrInvalid))
 		return
 	}
@@ -198,6 +204,21 @@ func (g *guest) handle(st *yamux.Stream) {
 			respondErr(st, err)
 		}
 	}
+}
+
+// awaitConfig waits until a hello has applied the configuration (nil if
+// none came within hostHeaderTimeout or the session ended).
+func (g *guest) awaitConfig() *GuestConfig {
+	t := time.NewTimer(hostHeaderTimeout)
+	defer t.Stop()
+	select {
+	case <-g.configured:
+	case <-t.C:
+	case <-g.sess.CloseChan():
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cfg
 }
 
 func (g *guest) fileOps() map[string]func(*yamux.Stream, *request) {
@@ -268,6 +289,7 @@ func (g *guest) hello(st *yamux.Stream, req *request) {
 	g.egress = ln
 	closed := g.closed
 	g.mu.Unlock()
+	close(g.configured)
 	if ln != nil {
 		if closed {
 			ln.Close()

@@ -113,10 +113,13 @@ func TestEgressRefusedWithoutHandler(t *testing.T) {
 func TestHello(t *testing.T) {
 	g := startGuest(t, guestOptions{noHello: true})
 	ctx := testCtx(t)
-	// Nothing before hello.
-	if _, err := g.client.Exec(ctx, sandbox.ExecRequest{Args: []string{"true"}}); !errors.Is(err, sandbox.ErrInvalid) {
-		t.Fatalf("exec before hello: %v", err)
-	}
+	// An exec sent before the hello (pipelined behind it) waits for the
+	// configuration: it runs with it, never without it, even across
+	// refused hellos.
+	pipelined := make(chan result, 1)
+	go func() {
+		pipelined <- run(t, g.client, sandbox.ExecRequest{Args: []string{"sh", "-c", "echo $HELLO"}})
+	}()
 	bad := []GuestConfig{
 		{Env: []string{"NOEQUALS"}, UID: -1, GID: -1},
 		{Env: []string{"A=\x00"}, UID: -1, GID: -1},
@@ -143,8 +146,18 @@ func TestHello(t *testing.T) {
 	if err := g.client.Hello(ctx, cfg); !errors.Is(err, sandbox.ErrUnavailable) {
 		t.Fatalf("hello with a busy egress address: %v", err)
 	}
-	if err := g.client.Hello(ctx, baseConfig()); err != nil {
+	select {
+	case r := <-pipelined:
+		t.Fatalf("an exec ran before any hello succeeded: %+v", r)
+	default:
+	}
+	good := baseConfig()
+	good.Env = append(good.Env, "HELLO=applied")
+	if err := g.client.Hello(ctx, good); err != nil {
 		t.Fatal(err)
+	}
+	if r := <-pipelined; r.err != nil || r.stdout != "applied\n" {
+		t.Fatalf("the exec pipelined behind the hello: %v %q", r.err, r.stdout)
 	}
 	// Configuration is fixed once given.
 	if err := g.client.Hello(ctx, baseConfig()); !errors.Is(err, sandbox.ErrInvalid) {

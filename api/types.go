@@ -1,15 +1,17 @@
 // Package api holds the wire types of Airlock's /v1 HTTP API, shared by the
-// server and the Go SDK, and embeds the OpenAPI document that describes it.
-// It must never contain behaviour beyond encoding: no I/O, no policy.
+// server and the Go SDK, the one table between error kinds and the API's
+// error codes, and the OpenAPI document that describes it all. It must
+// never contain behaviour beyond encoding (no I/O, no policy) and never
+// import the core packages: the SDK builds on it alone, with no YAML or
+// IDNA code in its import graph.
 package api
 
 import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"time"
-
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // OpenAPI is the OpenAPI 3 document of the /v1 API (api/openapi.yaml).
@@ -77,7 +79,16 @@ type Sandbox struct {
 	ExpiresAt time.Time         `json:"expires_at,omitzero"`
 	EndedAt   time.Time         `json:"ended_at,omitzero"`
 	Policy    json.RawMessage   `json:"policy,omitempty"`
-	Stats     *sandbox.Stats    `json:"stats,omitempty"`
+	Stats     *Stats            `json:"stats,omitempty"`
+}
+
+// Stats is a sandbox's resource use so far.
+type Stats struct {
+	MemoryPeakBytes int64 `json:"memory_peak_bytes"`
+	MemoryBytes     int64 `json:"memory_bytes"`
+	Pids            int   `json:"pids"`
+	CPUNanos        int64 `json:"cpu_nanos"`
+	Violations      int   `json:"violations"`
 }
 
 // SandboxList is the answer of GET /v1/sandboxes.
@@ -119,9 +130,18 @@ type ExecRequest struct {
 	Encoding string `json:"encoding,omitempty"`
 }
 
+// ExitStatus is how a process ended.
+type ExitStatus struct {
+	Code      int  `json:"exit_code"`                  // exit code, or 128+signal
+	Signal    int  `json:"signal,omitempty"`           // terminating signal, 0 if exited
+	TimedOut  bool `json:"timed_out,omitempty"`        // killed by the wall timeout
+	OOM       bool `json:"oom,omitempty"`              // killed by the memory limit
+	Truncated bool `json:"output_truncated,omitempty"` // output hit the limit
+}
+
 // ExecResult is the buffered answer of an exec.
 type ExecResult struct {
-	sandbox.ExitStatus
+	ExitStatus
 	Encoding string `json:"encoding"`
 	Stdout   string `json:"stdout"`
 	Stderr   string `json:"stderr"`
@@ -147,21 +167,21 @@ type Frame struct {
 	Text string `json:"text,omitempty"`
 	// Offset is the byte offset of this chunk in the process's combined
 	// output (for reconnecting: ?offset=).
-	Offset int64               `json:"offset"`
-	PID    int                 `json:"pid,omitempty"`
-	Exit   *sandbox.ExitStatus `json:"exit,omitempty"`
-	Error  *ErrorInfo          `json:"error,omitempty"`
+	Offset int64       `json:"offset"`
+	PID    int         `json:"pid,omitempty"`
+	Exit   *ExitStatus `json:"exit,omitempty"`
+	Error  *ErrorInfo  `json:"error,omitempty"`
 }
 
 // Process describes a background process.
 type Process struct {
-	ID        string              `json:"id"`
-	PID       int                 `json:"pid"`
-	Args      []string            `json:"args"`
-	Running   bool                `json:"running"`
-	Exit      *sandbox.ExitStatus `json:"exit,omitempty"`
-	StartedAt time.Time           `json:"started_at"`
-	EndedAt   time.Time           `json:"ended_at,omitzero"`
+	ID        string      `json:"id"`
+	PID       int         `json:"pid"`
+	Args      []string    `json:"args"`
+	Running   bool        `json:"running"`
+	Exit      *ExitStatus `json:"exit,omitempty"`
+	StartedAt time.Time   `json:"started_at"`
+	EndedAt   time.Time   `json:"ended_at,omitzero"`
 	// OutputBytes is the total output produced; the buffer keeps the tail.
 	OutputBytes int64 `json:"output_bytes"`
 }
@@ -176,9 +196,20 @@ type SignalRequest struct {
 	Signal int `json:"signal,omitempty"`
 }
 
+// FileInfo describes one file inside a sandbox.
+type FileInfo struct {
+	Name    string      `json:"name"`
+	Path    string      `json:"path"`
+	Size    int64       `json:"size"`
+	Mode    fs.FileMode `json:"mode"`
+	ModTime time.Time   `json:"mod_time"`
+	IsDir   bool        `json:"is_dir"`
+	Link    string      `json:"link,omitempty"` // symlink target, not followed
+}
+
 // FileList is the answer of a directory listing.
 type FileList struct {
-	Files []sandbox.FileInfo `json:"files"`
+	Files []FileInfo `json:"files"`
 }
 
 // RenameRequest renames From to To inside the sandbox.
@@ -201,17 +232,19 @@ type PTYStart struct {
 	Dir  string            `json:"dir,omitempty"`
 	Rows uint16            `json:"rows,omitempty"`
 	Cols uint16            `json:"cols,omitempty"`
+	// Timeout bounds the process's wall time; zero means the server's.
+	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // PTYMessage is a later text message in either direction: "resize" from
 // the client, "exit" (with Exit) or "error" from the server. Binary
 // messages carry terminal bytes.
 type PTYMessage struct {
-	Type  string              `json:"type"`
-	Rows  uint16              `json:"rows,omitempty"`
-	Cols  uint16              `json:"cols,omitempty"`
-	Exit  *sandbox.ExitStatus `json:"exit,omitempty"`
-	Error *ErrorInfo          `json:"error,omitempty"`
+	Type  string      `json:"type"`
+	Rows  uint16      `json:"rows,omitempty"`
+	Cols  uint16      `json:"cols,omitempty"`
+	Exit  *ExitStatus `json:"exit,omitempty"`
+	Error *ErrorInfo  `json:"error,omitempty"`
 }
 
 // Event is one stored audit event.
@@ -231,8 +264,16 @@ type EventList struct {
 
 // Health is the answer of GET /healthz.
 type Health struct {
-	Status   string                   `json:"status"`
-	Backends map[string]sandbox.Probe `json:"backends"`
+	Status   string           `json:"status"`
+	Backends map[string]Probe `json:"backends"`
+}
+
+// Probe is a backend's self-assessment on the server's host.
+type Probe struct {
+	Available bool              `json:"available"`
+	Reason    string            `json:"reason,omitempty"` // why not, and what to install
+	Isolation string            `json:"isolation"`        // kernel, medium, weak, hardware, wasm
+	Details   map[string]string `json:"details,omitempty"`
 }
 
 // ErrorBody is every error answer's body.

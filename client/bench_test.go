@@ -23,7 +23,7 @@ func reportPercentiles(b *testing.B, ds []time.Duration) {
 // BenchmarkExecTrue: round trip of /bin/true in an existing sandbox over
 // the unix socket (buffered exec: one request).
 func BenchmarkExecTrue(b *testing.B) {
-	c := shared.client(b)
+	c := requireNative(b).client(b)
 	ctx := context.Background()
 	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
 	if err != nil {
@@ -50,6 +50,7 @@ func BenchmarkExecTrue(b *testing.B) {
 // BenchmarkCreateWarm: create from a warm pool (the pool is refilled
 // between iterations with the timer stopped, so each create is pooled).
 func BenchmarkCreateWarm(b *testing.B) {
+	requireNative(b)
 	s, err := startServe(b.TempDir(), "--backend", "native", "--pool", "native/default=2")
 	if err != nil {
 		b.Fatal(err)
@@ -100,7 +101,7 @@ func waitPoolFull(b *testing.B, s *serveProc) {
 // BenchmarkColdCreateExecDelete: create+exec+delete without a pool from 8
 // concurrent clients; reports sandboxes per second.
 func BenchmarkColdCreateExecDelete(b *testing.B) {
-	c := shared.client(b)
+	c := requireNative(b).client(b)
 	ctx := context.Background()
 	const clients = 8
 	var mu sync.Mutex

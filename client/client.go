@@ -1,8 +1,10 @@
 // Package client is the Go SDK of Airlock's /v1 HTTP API (`airlock serve`):
 // create sandboxes, run commands in them (buffered, streamed, in the
 // background, on a PTY), move files and read audit events. Every call takes
-// a context first. Errors from the server wrap the sandbox error kinds, so
-// errors.Is(err, sandbox.ErrNotFound) works across the wire.
+// a context first. Errors from the server unwrap to the errdefs kinds
+// their code names, so errors.Is(err, errdefs.ErrNotFound) works across the
+// wire. It builds on api and errdefs only (no policy or backend code), on
+// every OS.
 //
 // It must never hold server-side state beyond a connection pool, and never
 // send an API key anywhere but the configured host.
@@ -24,7 +26,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
-	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/errdefs"
 )
 
 // Environment variables read by FromEnv.
@@ -47,9 +49,10 @@ func DefaultSocket() string {
 
 // Client talks to one server. Safe for concurrent use.
 type Client struct {
-	base string // http://host:port or http://airlock (unix)
-	key  string
-	hc   *http.Client
+	base  string // http://host:port or http://airlock (unix)
+	where string // the server as the caller named it, for messages
+	key   string
+	hc    *http.Client
 }
 
 // Option configures New.
@@ -77,15 +80,16 @@ func New(host string, opts ...Option) (*Client, error) {
 	case strings.HasPrefix(host, "http://"), strings.HasPrefix(host, "https://"):
 		u, err := url.Parse(host)
 		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("airlock client: host %q: %w", host, sandbox.ErrInvalid)
+			return nil, fmt.Errorf("airlock client: host %q: %w", host, errdefs.ErrInvalid)
 		}
 		c.base = strings.TrimRight(u.Scheme+"://"+u.Host+u.Path, "/")
+		c.where = c.base
 		c.hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	default:
-		return nil, fmt.Errorf("airlock client: host %q: want unix:///path, /path or http(s)://host:port: %w", host, sandbox.ErrInvalid)
+		return nil, fmt.Errorf("airlock client: host %q: want unix:///path, /path or http(s)://host:port: %w", host, errdefs.ErrInvalid)
 	}
 	if sock != "" {
-		c.base = "http://airlock"
+		c.base, c.where = "http://airlock", "unix://"+sock
 		tr := &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				var d net.Dialer
@@ -112,8 +116,10 @@ func FromEnv() (*Client, error) {
 // Close drops idle connections.
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
-// Error is an error answer of the server. It unwraps to the sandbox error
-// kind its status stands for.
+// Error is an error answer of the server. It unwraps to the error kind
+// its Code stands for (api's code table), so errors.Is(err,
+// errdefs.ErrNotFound) works across the wire; the HTTP status is kept for
+// display only.
 type Error struct {
 	Status  int
 	Code    string
@@ -124,32 +130,16 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("airlock: %s (%d %s)", e.Message, e.Status, e.Code)
 }
 
-// Unwrap maps the status back to an error kind.
-func (e *Error) Unwrap() error {
-	switch e.Status {
-	case http.StatusNotFound:
-		return sandbox.ErrNotFound
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusMethodNotAllowed:
-		if e.Status == http.StatusRequestEntityTooLarge {
-			return sandbox.ErrLimit
-		}
-		return sandbox.ErrInvalid
-	case http.StatusTooManyRequests:
-		return sandbox.ErrLimit
-	case http.StatusConflict:
-		return sandbox.ErrExists
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return sandbox.ErrPermission
-	case http.StatusNotImplemented:
-		return sandbox.ErrNotSupported
-	case http.StatusGone:
-		return sandbox.ErrClosed
-	case http.StatusGatewayTimeout:
-		return sandbox.ErrTimeout
-	case http.StatusServiceUnavailable:
-		return sandbox.ErrUnavailable
+// Unwrap maps the code back to an error kind (nil for an unknown code).
+func (e *Error) Unwrap() error { return api.KindOf(e.Code) }
+
+// errorOf turns an error object of the API (an answer's body, a stream
+// frame, a PTY message) into an *Error.
+func errorOf(status int, info api.ErrorInfo) *Error {
+	if status == 0 {
+		status = api.StatusOf(info.Code)
 	}
-	return nil
+	return &Error{Status: status, Code: info.Code, Message: info.Message}
 }
 
 func decodeError(resp *http.Response) error {
@@ -158,11 +148,26 @@ func decodeError(resp *http.Response) error {
 	if err := json.Unmarshal(body, &eb); err != nil || eb.Error.Code == "" {
 		return &Error{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(body))}
 	}
-	return &Error{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+	return errorOf(resp.StatusCode, eb.Error)
+}
+
+// dialError explains a failure to connect at all (no socket, nobody
+// listening): the usual cause is a server that is not running. Nil for
+// other errors.
+func (c *Client) dialError(err error) error {
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "dial" {
+		return nil
+	}
+	return fmt.Errorf("airlock: no server answers at %s: is `airlock serve` running (or is %s or --host pointing elsewhere)? (%v): %w",
+		c.where, EnvHost, oe, errdefs.ErrUnavailable)
 }
 
 // request builds a request to path (already escaped) with query q.
 func (c *Client) request(ctx context.Context, method, path string, q url.Values, body io.Reader) (*http.Request, error) {
+	if strings.Contains(path, "//") || strings.HasSuffix(path, "/") {
+		return nil, fmt.Errorf("airlock: %s %s: empty sandbox or process ID: %w", method, path, errdefs.ErrInvalid)
+	}
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -182,6 +187,9 @@ func (c *Client) request(ctx context.Context, method, path string, q url.Values,
 func (c *Client) do(req *http.Request, want int) (*http.Response, error) {
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if derr := c.dialError(err); derr != nil {
+			return nil, derr
+		}
 		return nil, fmt.Errorf("airlock: %s %s: %w", req.Method, req.URL.Path, err)
 	}
 	ok := resp.StatusCode == want || (want == 0 && resp.StatusCode/100 == 2)

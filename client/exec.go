@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // ExecOptions describes a command to run.
@@ -32,7 +31,7 @@ type ExecOptions struct {
 
 // Result is the outcome of Run.
 type Result struct {
-	sandbox.ExitStatus
+	api.ExitStatus
 	Stdout, Stderr []byte
 }
 
@@ -64,24 +63,24 @@ func (c *Client) RunRequest(ctx context.Context, id string, req api.ExecRequest)
 // comes and o.Stdin to it, and returns how it ended. Without Stdin it is one
 // streamed request; with Stdin it starts a background process, streams
 // stdin to it and follows its output.
-func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (sandbox.ExitStatus, error) {
+func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (api.ExitStatus, error) {
 	req := api.ExecRequest{Args: o.Args, Env: o.Env, Dir: o.Dir, Timeout: api.Duration(o.Timeout)}
 	if o.Stdin != nil {
 		return c.execWithStdin(ctx, id, req, o)
 	}
 	b, err := json.Marshal(req)
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return api.ExitStatus{}, err
 	}
 	hr, err := c.request(ctx, "POST", sbPath(id, "/exec"), nil, bytes.NewReader(b))
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return api.ExitStatus{}, err
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "application/x-ndjson")
 	resp, err := c.do(hr, http.StatusOK)
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return api.ExitStatus{}, err
 	}
 	defer resp.Body.Close()
 	ex, _, err := readFrames(resp.Body, o.Stdout, o.Stderr)
@@ -90,16 +89,16 @@ func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (sandbox.Ex
 
 // readFrames copies NDJSON frames to stdout/stderr until an exit or error
 // frame; it returns the exit status and the offset after the last chunk.
-func readFrames(r io.Reader, stdout, stderr io.Writer) (sandbox.ExitStatus, int64, error) {
+func readFrames(r io.Reader, stdout, stderr io.Writer) (api.ExitStatus, int64, error) {
 	dec := json.NewDecoder(r)
 	var off int64
 	for {
 		var f api.Frame
 		if err := dec.Decode(&f); err != nil {
 			if errors.Is(err, io.EOF) {
-				return sandbox.ExitStatus{}, off, errStreamEnded
+				return api.ExitStatus{}, off, errStreamEnded
 			}
-			return sandbox.ExitStatus{}, off, fmt.Errorf("airlock: output stream: %w", err)
+			return api.ExitStatus{}, off, fmt.Errorf("airlock: output stream: %w", err)
 		}
 		switch f.Type {
 		case api.FrameStdout, api.FrameStderr:
@@ -113,7 +112,7 @@ func readFrames(r io.Reader, stdout, stderr io.Writer) (sandbox.ExitStatus, int6
 			}
 			if w != nil {
 				if _, err := w.Write(data); err != nil {
-					return sandbox.ExitStatus{}, off, err
+					return api.ExitStatus{}, off, err
 				}
 			}
 			off = f.Offset + int64(len(data))
@@ -121,16 +120,15 @@ func readFrames(r io.Reader, stdout, stderr io.Writer) (sandbox.ExitStatus, int6
 			off = f.Offset
 		case api.FrameExit:
 			if f.Exit == nil {
-				return sandbox.ExitStatus{}, off, fmt.Errorf("airlock: exit frame without status")
+				return api.ExitStatus{}, off, fmt.Errorf("airlock: exit frame without status")
 			}
 			return *f.Exit, off, nil
 		case api.FrameError:
-			e := &Error{Status: http.StatusInternalServerError, Code: "stream"}
+			info := api.ErrorInfo{Code: "stream"}
 			if f.Error != nil {
-				e.Code, e.Message = f.Error.Code, f.Error.Message
-				e.Status = statusOfCode(f.Error.Code)
+				info = *f.Error
 			}
-			return sandbox.ExitStatus{}, off, e
+			return api.ExitStatus{}, off, errorOf(0, info)
 		}
 	}
 }
@@ -139,34 +137,11 @@ func readFrames(r io.Reader, stdout, stderr io.Writer) (sandbox.ExitStatus, int6
 // or the connection broke).
 var errStreamEnded = errors.New("airlock: output stream ended before the process exited")
 
-// statusOfCode maps an error code in a stream frame back to its status.
-func statusOfCode(code string) int {
-	switch code {
-	case "not_found":
-		return 404
-	case "invalid":
-		return 400
-	case "limit_exceeded":
-		return 429
-	case "permission_denied":
-		return 403
-	case "closed":
-		return 410
-	case "timeout":
-		return 504
-	case "not_supported":
-		return 501
-	case "unavailable":
-		return 503
-	}
-	return 500
-}
-
-func (c *Client) execWithStdin(ctx context.Context, id string, req api.ExecRequest, o ExecOptions) (sandbox.ExitStatus, error) {
+func (c *Client) execWithStdin(ctx context.Context, id string, req api.ExecRequest, o ExecOptions) (api.ExitStatus, error) {
 	req.Background, req.StdinStream = true, true
 	p, err := c.start(ctx, id, req)
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return api.ExitStatus{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -240,13 +215,13 @@ func (c *Client) Kill(ctx context.Context, id, pid string) error {
 }
 
 // Wait waits until background process pid exits.
-func (c *Client) Wait(ctx context.Context, id, pid string) (sandbox.ExitStatus, error) {
+func (c *Client) Wait(ctx context.Context, id, pid string) (api.ExitStatus, error) {
 	var p api.Process
 	if err := c.call(ctx, "POST", procPath(id, pid, "/wait"), nil, nil, &p); err != nil {
-		return sandbox.ExitStatus{}, err
+		return api.ExitStatus{}, err
 	}
 	if p.Exit == nil {
-		return sandbox.ExitStatus{}, fmt.Errorf("airlock: wait %s: no exit status", pid)
+		return api.ExitStatus{}, fmt.Errorf("airlock: wait %s: no exit status", pid)
 	}
 	return *p.Exit, nil
 }
@@ -269,14 +244,14 @@ type OutputOptions struct {
 // Follow, new output until it exits) and returns its exit status. Without
 // Follow, a running process gives an error wrapping ErrStillRunning.
 // To reconnect after a broken stream, call again with Offset.
-func (c *Client) Output(ctx context.Context, id, pid string, o OutputOptions) (sandbox.ExitStatus, error) {
+func (c *Client) Output(ctx context.Context, id, pid string, o OutputOptions) (api.ExitStatus, error) {
 	q := url.Values{"offset": {fmt.Sprint(o.Offset)}}
 	if o.Follow {
 		q.Set("follow", "true")
 	}
 	body, err := c.stream(ctx, "GET", procPath(id, pid, "/output"), q, nil, "")
 	if err != nil {
-		return sandbox.ExitStatus{}, err
+		return api.ExitStatus{}, err
 	}
 	defer body.Close()
 	ex, _, err := readFrames(body, o.Stdout, o.Stderr)

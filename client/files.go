@@ -8,7 +8,6 @@ import (
 	"net/url"
 
 	"github.com/airlock-dev/airlock/api"
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // ReadFile opens file path of sandbox id; the caller closes it.
@@ -26,14 +25,14 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, mo
 }
 
 // Stat describes path.
-func (c *Client) Stat(ctx context.Context, id, path string) (*sandbox.FileInfo, error) {
-	var fi sandbox.FileInfo
+func (c *Client) Stat(ctx context.Context, id, path string) (*api.FileInfo, error) {
+	var fi api.FileInfo
 	err := c.call(ctx, "GET", sbPath(id, "/files/stat"), url.Values{"path": {path}}, nil, &fi)
 	return &fi, err
 }
 
 // ListDir lists directory path.
-func (c *Client) ListDir(ctx context.Context, id, path string) ([]sandbox.FileInfo, error) {
+func (c *Client) ListDir(ctx context.Context, id, path string) ([]api.FileInfo, error) {
 	var l api.FileList
 	err := c.call(ctx, "GET", sbPath(id, "/files/list"), url.Values{"path": {path}}, nil, &l)
 	return l.Files, err

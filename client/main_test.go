@@ -1,15 +1,10 @@
 package client_test
 
 import (
-	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,193 +14,114 @@ import (
 
 // The examples and end-to-end tests drive a real `airlock serve` process
 // (built from this tree) with the native backend over its unix socket.
+// Where that cannot run (not Linux, not root) they run against a server in
+// this process with the fake backend (sandbox/sandboxfake) instead, so a
+// laptop run still tests the SDK: tests and examples that need a real
+// sandbox (a shell, the host's processes, kill -9 of the server) ask for it
+// with requireNative, which fails in CI.
+
+// testServer is an airlock serve under test.
+type testServer interface {
+	client(t testing.TB, opts ...client.Option) *client.Client
+	// newKey makes an API key of tenant.
+	newKey(t testing.TB, tenant string) string
+	// tcpURL is the server's TCP address ("" without one).
+	tcpURL() string
+	logText() string
+	stop()
+}
 
 var (
-	airlockBin string     // built once in TestMain
-	shared     *serveProc // the server the examples use
+	airlockBin string     // built once in TestMain (native mode)
+	shared     testServer // the server the examples and most tests use
+	native     *serveProc // shared, when it is a real airlock serve
 )
 
 func TestMain(m *testing.M) {
-	if reason := e2eUnavailable(); reason != "" {
-		if testutil.InCI() {
-			fmt.Fprintf(os.Stderr, "client: required in CI but unavailable: %s\n", reason)
-			os.Exit(1)
-		}
-		fmt.Fprintf(os.Stderr, "client: SKIP examples and end-to-end tests: %s\n", reason)
-		os.Exit(0)
-	}
-	bin, cleanup, err := buildAirlock()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "client: build airlock:", err)
-		os.Exit(1)
-	}
-	airlockBin = bin
 	dir, _ := os.MkdirTemp("", "airlock-client-test-")
-	shared, err = startServe(dir, "--backend", "native")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "client: start airlock serve:", err)
-		cleanup()
-		os.Exit(1)
+	code := 0
+	if reason := e2eUnavailable(); reason != "" {
+		code = runFake(m, dir, reason)
+	} else {
+		code = runNative(m, dir)
 	}
-	os.Setenv(client.EnvHost, "unix://"+shared.socket)
-	code := m.Run()
-	shared.stop()
 	os.RemoveAll(dir)
-	cleanup()
 	os.Exit(code)
 }
 
-func e2eUnavailable() string {
-	if runtime.GOOS != "linux" {
-		return "needs Linux"
-	}
-	if os.Geteuid() != 0 {
-		return "needs root (the native backend)"
-	}
-	return ""
-}
-
-func buildAirlock() (string, func(), error) {
-	if p := os.Getenv("AIRLOCK_BIN"); p != "" {
-		abs, err := filepath.Abs(p)
-		return abs, func() {}, err
-	}
-	dir, err := os.MkdirTemp("", "airlock-client-bin-")
+func runNative(m *testing.M, dir string) int {
+	bin, cleanup, err := buildAirlock()
 	if err != nil {
-		return "", nil, err
+		fmt.Fprintln(os.Stderr, "client: build airlock:", err)
+		return 1
 	}
-	bin := filepath.Join(dir, "airlock")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/airlock-dev/airlock/cmd/airlock")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("%v: %s", err, out)
-	}
-	return bin, func() { os.RemoveAll(dir) }, nil
-}
-
-// serveProc is one running `airlock serve`.
-type serveProc struct {
-	cmd    *exec.Cmd
-	data   string
-	socket string
-	tcp    string // "http://127.0.0.1:PORT" when started with TCP
-	log    *os.File
-	args   []string
-}
-
-// startServe starts airlock serve with data dir dir and extra flags; it
-// returns once the server answers /healthz.
-func startServe(dir string, extra ...string) (*serveProc, error) {
-	s := &serveProc{data: filepath.Join(dir, "data"), socket: filepath.Join(dir, "airlock.sock")}
-	for i, a := range extra {
-		if a == "--listen" && i+1 < len(extra) {
-			s.tcp = "http://" + extra[i+1]
-		}
-	}
-	s.args = append([]string{"serve", "--socket", s.socket, "--data", s.data, "--log-level", "debug"}, extra...)
-	return s, s.start()
-}
-
-func (s *serveProc) start() error {
-	logf, err := os.OpenFile(s.data+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	defer cleanup()
+	airlockBin = bin
+	native, err = startServe(dir, "--backend", "native")
 	if err != nil {
-		os.MkdirAll(filepath.Dir(s.data), 0o700)
-		if logf, err = os.OpenFile(s.data+".log", os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600); err != nil {
-			return err
-		}
+		fmt.Fprintln(os.Stderr, "client: start airlock serve:", err)
+		return 1
 	}
-	s.log = logf
-	s.cmd = exec.Command(airlockBin, s.args...)
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	// The server must not outlive a test binary that dies (a panic in an
-	// example): the parent-death signal ends it.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := s.cmd.Start(); err != nil {
-		return err
+	shared = native
+	os.Setenv(client.EnvHost, "unix://"+native.socket)
+	defer shared.stop()
+	return m.Run()
+}
+
+func runFake(m *testing.M, dir, reason string) int {
+	if testutil.InCI() {
+		fmt.Fprintf(os.Stderr, "client: the native backend is required in CI but unavailable: %s\n", reason)
+		return 1
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
-	c, err := client.New("unix://" + s.socket)
+	fmt.Fprintf(os.Stderr, "client: %s: testing against the fake backend in this process; tests that need real sandboxes skip\n", reason)
+	// The examples need a real shell: leave them out unless -run asks.
+	flag.Parse()
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" {
+		f.Value.Set("^Test")
+	}
+	s, err := startFake(dir, false)
 	if err != nil {
-		return err
+		fmt.Fprintln(os.Stderr, "client: start a server with the fake backend:", err)
+		return 1
 	}
-	defer c.Close()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("airlock serve exited: %v; log:\n%s", err, s.logText())
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := c.Health(ctx)
-		cancel()
-		if err == nil {
-			go func() { <-exited }()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			s.cmd.Process.Kill()
-			return fmt.Errorf("airlock serve did not answer: %v; log:\n%s", err, s.logText())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	shared = s
+	os.Setenv(client.EnvHost, "unix://"+s.socket)
+	defer s.stop()
+	return m.Run()
 }
 
-func (s *serveProc) logText() string {
-	b, _ := os.ReadFile(s.data + ".log")
-	if len(b) > 8000 {
-		b = b[len(b)-8000:]
-	}
-	return string(b)
-}
-
-// stop asks the server to shut down (SIGTERM) and waits for it.
-func (s *serveProc) stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	for i := 0; i < 600; i++ {
-		if syscall.Kill(s.cmd.Process.Pid, 0) != nil {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	s.log.Close()
-}
-
-// kill9 kills the server with SIGKILL (a crash) and waits until it is gone.
-func (s *serveProc) kill9() {
-	s.cmd.Process.Signal(syscall.SIGKILL)
-	for i := 0; i < 600; i++ {
-		if syscall.Kill(s.cmd.Process.Pid, 0) != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	s.log.Close()
-}
-
-func (s *serveProc) client(t testing.TB, opts ...client.Option) *client.Client {
+// requireNative returns the shared real airlock serve, or skips (fails in
+// CI) where it cannot run.
+func requireNative(t testing.TB) *serveProc {
 	t.Helper()
-	c, err := client.New("unix://"+s.socket, opts...)
+	if native == nil {
+		testutil.Skip(t, "needs a real airlock serve with the native backend: "+e2eUnavailable())
+	}
+	return native
+}
+
+// newServer starts a server of its own for a test (with a TCP listener
+// when tcp is set): a real one with the native backend, else the fake.
+func newServer(t testing.TB, tcp bool) testServer {
+	t.Helper()
+	if native == nil {
+		s, err := startFake(t.TempDir(), tcp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.stop)
+		return s
+	}
+	args := []string{"--backend", "native"}
+	if tcp {
+		args = append(args, "--listen", freePort(t))
+	}
+	s, err := startServe(t.TempDir(), args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
-	return c
-}
-
-// newKey makes an API key of tenant with the CLI (the server is running).
-func (s *serveProc) newKey(t testing.TB, tenant string) string {
-	t.Helper()
-	out, err := exec.Command(airlockBin, "serve", "key", "create", "--data", s.data, "--tenant", tenant).Output()
-	if err != nil {
-		t.Fatalf("key create: %v", err)
-	}
-	return strings.TrimSpace(string(out))
+	t.Cleanup(s.stop)
+	return s
 }
 
 func freePort(t testing.TB) string {

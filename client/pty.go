@@ -8,11 +8,12 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/airlock-dev/airlock/api"
-	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/errdefs"
 )
 
 // PTYOptions describes a command to run on a terminal.
@@ -21,6 +22,7 @@ type PTYOptions struct {
 	Env        map[string]string
 	Dir        string
 	Rows, Cols uint16
+	Timeout    time.Duration // wall-time limit; zero: the server's
 }
 
 // PTY is a running terminal session: Read gives terminal output, Write
@@ -31,18 +33,22 @@ type PTY struct {
 	stop context.CancelFunc
 
 	mu   sync.Mutex
-	buf  []byte
-	exit *sandbox.ExitStatus
+	exit *api.ExitStatus
 	err  error
 	done chan struct{}
 	rd   *io.PipeReader
 }
 
-// PTY starts o.Args on a terminal in sandbox id.
+// PTY starts o.Args on a terminal in sandbox id. ctx bounds the whole
+// session, as it does Exec: when it ends, the connection closes and the
+// server kills the process and its group; Wait then returns ctx's error.
 func (c *Client) PTY(ctx context.Context, id string, o PTYOptions) (*PTY, error) {
 	h := http.Header{}
 	if c.key != "" {
 		h.Set("Authorization", "Bearer "+c.key)
+	}
+	if id == "" {
+		return nil, fmt.Errorf("airlock: pty: empty sandbox ID: %w", errdefs.ErrInvalid)
 	}
 	u := strings.Replace(c.base, "http", "ws", 1) + sbPath(id, "/pty")
 	conn, resp, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
@@ -50,16 +56,23 @@ func (c *Client) PTY(ctx context.Context, id string, o PTYOptions) (*PTY, error)
 		if resp != nil && resp.StatusCode/100 != 1 && resp.StatusCode != 0 {
 			return nil, decodeError(resp)
 		}
+		if derr := c.dialError(err); derr != nil {
+			return nil, derr
+		}
 		return nil, fmt.Errorf("airlock: pty: %w", err)
 	}
 	conn.SetReadLimit(1 << 20)
-	start, _ := json.Marshal(api.PTYStart{Args: o.Args, Env: o.Env, Dir: o.Dir, Rows: o.Rows, Cols: o.Cols})
-	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	start, _ := json.Marshal(api.PTYStart{Args: o.Args, Env: o.Env, Dir: o.Dir, Rows: o.Rows, Cols: o.Cols, Timeout: api.Duration(o.Timeout)})
+	pctx, stop := context.WithCancel(ctx)
 	if err := conn.Write(pctx, websocket.MessageText, start); err != nil {
 		stop()
 		conn.CloseNow()
 		return nil, fmt.Errorf("airlock: pty: %w", err)
 	}
+	// The end of ctx closes the connection, which the server takes as the
+	// end of the session. (The websocket library closes it only when ctx
+	// ends during a read or write, not between two.)
+	context.AfterFunc(pctx, func() { conn.CloseNow() })
 	pr, pw := io.Pipe()
 	p := &PTY{conn: conn, ctx: pctx, stop: stop, done: make(chan struct{}), rd: pr}
 	go p.readLoop(pw)
@@ -73,7 +86,11 @@ func (p *PTY) readLoop(pw *io.PipeWriter) {
 		if err != nil {
 			p.mu.Lock()
 			if p.exit == nil && p.err == nil {
-				p.err = fmt.Errorf("airlock: pty: connection ended without an exit status: %w", err)
+				if cerr := p.ctx.Err(); cerr != nil {
+					p.err = fmt.Errorf("airlock: pty: %w", cerr)
+				} else {
+					p.err = fmt.Errorf("airlock: pty: connection ended without an exit status: %w", err)
+				}
 			}
 			p.mu.Unlock()
 			pw.Close()
@@ -96,7 +113,7 @@ func (p *PTY) readLoop(pw *io.PipeWriter) {
 			p.exit = m.Exit
 		case "error":
 			if m.Error != nil {
-				p.err = &Error{Status: statusOfCode(m.Error.Code), Code: m.Error.Code, Message: m.Error.Message}
+				p.err = errorOf(0, *m.Error)
 			}
 		}
 		p.mu.Unlock()
@@ -114,6 +131,13 @@ func (p *PTY) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
+// CloseWrite ends the terminal's input: the process reads end of file
+// (^D) once it has read what was written before.
+func (p *PTY) CloseWrite() error {
+	b, _ := json.Marshal(api.PTYMessage{Type: "eof"})
+	return p.conn.Write(p.ctx, websocket.MessageText, b)
+}
+
 // Resize changes the terminal size.
 func (p *PTY) Resize(ctx context.Context, rows, cols uint16) error {
 	b, _ := json.Marshal(api.PTYMessage{Type: "resize", Rows: rows, Cols: cols})
@@ -122,18 +146,18 @@ func (p *PTY) Resize(ctx context.Context, rows, cols uint16) error {
 
 // Wait waits for the process to end (reading output is the caller's job:
 // drain Read concurrently) and returns its exit status.
-func (p *PTY) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
+func (p *PTY) Wait(ctx context.Context) (api.ExitStatus, error) {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		return sandbox.ExitStatus{}, ctx.Err()
+		return api.ExitStatus{}, ctx.Err()
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.exit != nil {
 		return *p.exit, nil
 	}
-	return sandbox.ExitStatus{}, p.err
+	return api.ExitStatus{}, p.err
 }
 
 // Close ends the session (the process is killed if still running).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/policy"
 )
 
 // attempt is one connection attempt from the sandbox: one CONNECT, one
@@ -19,7 +20,7 @@ import (
 type attempt struct {
 	proto   string // "connect", "socks5", "http"
 	rawHost string // as the client sent it (quoted in events when odd)
-	host    Host
+	host    policy.Host
 	port    uint16
 	addr    netip.AddrPort // the address connected to
 	reason  string         // why denied, or "" when allowed

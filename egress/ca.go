@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/airlock-dev/airlock/policy"
 )
 
 // authority is a per-sandbox certificate authority. Its key lives only in
@@ -35,7 +37,7 @@ const caValidity = 90 * 24 * time.Hour
 // maxLeaves bounds the leaf certificate cache.
 const maxLeaves = 1024
 
-func newAuthority(sandboxID string, hosts []Rule) (*authority, error) {
+func newAuthority(sandboxID string, hosts []policy.NetworkEntry) (*authority, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate CA key: %w", err)
@@ -46,11 +48,12 @@ func newAuthority(sandboxID string, hosts []Rule) (*authority, error) {
 	}
 	var permitted []string
 	for _, h := range hosts {
-		switch h.Kind {
-		case RuleName:
-			permitted = append(permitted, h.Name)
-		case RuleWildcard:
-			permitted = append(permitted, "."+h.Name)
+		switch {
+		case h.Host == "":
+		case h.Wildcard:
+			permitted = append(permitted, "."+h.Host)
+		default:
+			permitted = append(permitted, h.Host)
 		}
 	}
 	if len(permitted) == 0 {

@@ -4,9 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"fmt"
 	"net/textproto"
 	"strings"
+
+	"github.com/airlock-dev/airlock/policy"
 )
 
 // maxHeaderBytes bounds a request's line and headers (the bufio size).
@@ -70,7 +71,7 @@ func splitHostPort(s string, def uint16) (string, uint16, error) {
 		if rest[0] != ':' {
 			return "", 0, errors.New("junk after ']'")
 		}
-		p, err := parsePort(rest[1:])
+		p, err := port16(rest[1:])
 		return host, p, err
 	}
 	i := strings.LastIndexByte(s, ':')
@@ -83,19 +84,28 @@ func splitHostPort(s string, def uint16) (string, uint16, error) {
 	if strings.IndexByte(s, ':') != i {
 		return "", 0, errors.New("IPv6 address must be in brackets")
 	}
-	p, err := parsePort(s[i+1:])
+	p, err := port16(s[i+1:])
 	if err != nil {
-		return "", 0, fmt.Errorf("bad port")
+		return "", 0, err
 	}
 	return s[:i], p, nil
 }
 
+// port16 is policy.ParsePort for the proxy's uint16 ports.
+func port16(s string) (uint16, error) {
+	n, ok := policy.ParsePort(s)
+	if !ok {
+		return 0, errors.New("bad port")
+	}
+	return uint16(n), nil
+}
+
 // hostAgrees checks a Host header value against the target.
-func hostAgrees(hdr string, target Host, port, defPort uint16) bool {
+func hostAgrees(hdr string, target policy.Host, port, defPort uint16) bool {
 	h, p, err := splitHostPort(hdr, defPort)
 	if err != nil {
 		return false
 	}
-	n, err := NormalizeHost(h)
+	n, err := policy.NormalizeHost(h)
 	return err == nil && n == target && p == port
 }

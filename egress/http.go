@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/airlock-dev/airlock/policy"
 )
 
 // serveHTTP serves an HTTP proxy connection: CONNECT becomes a tunnel,
@@ -76,7 +78,7 @@ func (p *Proxy) serveConnect(ctx context.Context, c *client, req *http.Request, 
 	}
 	a.port = port
 	a.rawHost = quoteHost(hs)
-	h, err := NormalizeHost(hs)
+	h, err := policy.NormalizeHost(hs)
 	if err != nil {
 		refuse(http.StatusForbidden, "bad host: "+err.Error())
 		return
@@ -148,7 +150,7 @@ func (p *Proxy) servePlain(ctx context.Context, c *client, req *http.Request, ho
 	}
 	a.port = port
 	a.rawHost = quoteHost(hs)
-	h, err := NormalizeHost(hs)
+	h, err := policy.NormalizeHost(hs)
 	if err != nil {
 		return refuse(http.StatusForbidden, "bad host: "+err.Error())
 	}
@@ -279,7 +281,7 @@ func (p *Proxy) forward(c *client, req *http.Request, up *upstream, plain bool) 
 
 // canonicalAuthority is host[:port] for a Host header, the port omitted
 // when it is the scheme's default.
-func canonicalAuthority(h Host, port uint16, plain bool) string {
+func canonicalAuthority(h policy.Host, port uint16, plain bool) string {
 	hs := h.String()
 	if h.IsIP() && h.Addr.Is6() {
 		hs = "[" + hs + "]"

@@ -9,11 +9,13 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// compiled is a parsed policy.Network.
+// compiled is a parsed policy.Network: the entries as policy's one parser
+// reads them (policy.ParseNetworkEntry), matched against targets that
+// policy.NormalizeHost read.
 type compiled struct {
 	mode  string
-	allow []Rule
-	deny  []Rule
+	allow []policy.NetworkEntry
+	deny  []policy.NetworkEntry
 	raw   policy.Network
 }
 
@@ -29,20 +31,20 @@ func compileNetwork(n policy.Network) (*compiled, error) {
 	}
 	var errs []error
 	for _, s := range n.Allow {
-		r, err := ParseRule(s)
+		e, err := policy.ParseNetworkEntry(s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("allow: %w", err))
 			continue
 		}
-		c.allow = append(c.allow, r)
+		c.allow = append(c.allow, e)
 	}
 	for _, s := range n.Deny {
-		r, err := ParseRule(s)
+		e, err := policy.ParseNetworkEntry(s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("deny: %w", err))
 			continue
 		}
-		c.deny = append(c.deny, r)
+		c.deny = append(c.deny, e)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -53,20 +55,20 @@ func compileNetwork(n policy.Network) (*compiled, error) {
 // checkTarget is the name stage: mode, deny rules, allow rules, all on the
 // normalised target before any lookup. It returns "" when the target may
 // proceed to resolution.
-func (c *compiled) checkTarget(h Host, port uint16) string {
+func (c *compiled) checkTarget(h policy.Host, port uint16) string {
 	if c.mode == policy.NetworkNone {
 		return "network mode none"
 	}
-	for _, r := range c.deny {
-		if h.IsIP() && r.matchAddr(h.Addr, port) || !h.IsIP() && r.matchName(h.Name, port) {
-			return "denied by rule " + r.Raw
+	for _, e := range c.deny {
+		if e.Match(h, int(port)) {
+			return "denied by rule " + e.String()
 		}
 	}
 	if c.mode == policy.NetworkOpen {
 		return ""
 	}
-	for _, r := range c.allow {
-		if h.IsIP() && r.matchAddr(h.Addr, port) || !h.IsIP() && r.matchName(h.Name, port) {
+	for _, e := range c.allow {
+		if e.Match(h, int(port)) {
 			return ""
 		}
 	}
@@ -84,17 +86,17 @@ func (c *compiled) checkTarget(h Host, port uint16) string {
 // address (and is not a catch-all /0) lifts.
 func (c *compiled) checkAddr(addr netip.Addr, port uint16, own []netip.Addr) string {
 	addr = addr.Unmap()
-	for _, r := range c.deny {
-		if r.matchAddr(addr, port) {
-			return "address denied by rule " + r.Raw
+	for _, e := range c.deny {
+		if e.MatchAddr(addr, int(port)) {
+			return "address denied by rule " + e.String()
 		}
 	}
 	why := specialReason(addr, own)
 	if why == "" {
 		return ""
 	}
-	for _, r := range c.allow {
-		if r.Prefix.Bits() > 0 && r.matchAddr(addr, port) {
+	for _, e := range c.allow {
+		if e.Prefix.Bits() > 0 && e.MatchAddr(addr, int(port)) {
 			return ""
 		}
 	}

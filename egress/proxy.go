@@ -115,7 +115,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy %q: %w", cfg.SandboxID, err)
 	}
-	var hosts []Rule
+	var hosts []policy.NetworkEntry
 	for _, s := range secrets {
 		hosts = append(hosts, s.hosts...)
 	}

@@ -275,7 +275,7 @@ func TestSOCKS5(t *testing.T) {
 
 	// Domain name through a real SOCKS5 client.
 	d, _ := xproxy.SOCKS5("tcp", h.addr, nil, xproxy.Direct)
-	tr := &http.Transport{Dial: d.Dial, DisableKeepAlives: true}
+	tr := &http.Transport{DialContext: d.(xproxy.ContextDialer).DialContext, DisableKeepAlives: true}
 	resp, err := (&http.Client{Transport: tr}).Get(fmt.Sprintf("http://web.test:%d/", port))
 	if err != nil {
 		t.Fatal(err)
@@ -502,7 +502,7 @@ func TestBytesCounted(t *testing.T) {
 		c := h.client(nil)
 		if via == "socks5" {
 			d, _ := xproxy.SOCKS5("tcp", h.addr, nil, xproxy.Direct)
-			c = &http.Client{Transport: &http.Transport{Dial: d.Dial, DisableKeepAlives: true}}
+			c = &http.Client{Transport: &http.Transport{DialContext: d.(xproxy.ContextDialer).DialContext, DisableKeepAlives: true}}
 		}
 		resp, err := c.Post(fmt.Sprintf("http://web.test:%d/", port), "application/octet-stream", strings.NewReader(strings.Repeat("x", up)))
 		if err != nil {

@@ -19,7 +19,7 @@ type secret struct {
 	env         string
 	placeholder string
 	value       string
-	hosts       []Rule
+	hosts       []policy.NetworkEntry
 }
 
 // maxSecretLen bounds a secret read from a file.
@@ -72,14 +72,14 @@ func loadSecrets(list []policy.Secret, getenv func(string) string, readFile func
 		}
 		sec := &secret{name: s.Name, env: env, value: value}
 		for _, h := range s.Hosts {
-			r, err := ParseRule(h)
+			e, err := policy.ParseNetworkEntry(h)
 			if err != nil {
 				return nil, fmt.Errorf("secret %q: host: %w", s.Name, err)
 			}
-			if r.Kind == RulePrefix {
+			if e.Host == "" {
 				return nil, fmt.Errorf("secret %q: host %q: secrets go to names, not addresses: %w", s.Name, h, sandbox.ErrInvalid)
 			}
-			sec.hosts = append(sec.hosts, r)
+			sec.hosts = append(sec.hosts, e)
 		}
 		var rnd [16]byte
 		if _, err := rand.Read(rnd[:]); err != nil {
@@ -96,8 +96,8 @@ func loadSecrets(list []policy.Secret, getenv func(string) string, readFile func
 
 // allowedFor reports whether s may be sent to name:port.
 func (s *secret) allowedFor(name string, port uint16) bool {
-	for _, r := range s.hosts {
-		if r.matchName(name, port) {
+	for _, e := range s.hosts {
+		if e.Match(policy.Host{Name: name}, int(port)) {
 			return true
 		}
 	}

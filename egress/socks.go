@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/netip"
 	"time"
+
+	"github.com/airlock-dev/airlock/policy"
 )
 
 // SOCKS5 (RFC 1928) constants.
@@ -31,7 +33,7 @@ const (
 // socksRequest is a parsed SOCKS5 CONNECT.
 type socksRequest struct {
 	raw  string // the address as sent (domain bytes, or the IP)
-	host Host
+	host policy.Host
 	port uint16
 }
 
@@ -85,7 +87,7 @@ func readSOCKS(r io.Reader, w io.Writer) (*socksRequest, error) {
 		if _, err := io.ReadFull(r, b[:]); err != nil {
 			return nil, err
 		}
-		sr.host = Host{Addr: netip.AddrFrom4(b)}
+		sr.host = policy.Host{Addr: netip.AddrFrom4(b)}
 		sr.raw = sr.host.Addr.String()
 	case socksAtypIPv6:
 		var b [16]byte
@@ -94,7 +96,7 @@ func readSOCKS(r io.Reader, w io.Writer) (*socksRequest, error) {
 		}
 		a := netip.AddrFrom16(b)
 		sr.raw = a.String()
-		sr.host = Host{Addr: a.Unmap()}
+		sr.host = policy.Host{Addr: a.Unmap()}
 	case socksAtypDomain:
 		var n [1]byte
 		if _, err := io.ReadFull(r, n[:]); err != nil {
@@ -117,7 +119,7 @@ func readSOCKS(r io.Reader, w io.Writer) (*socksRequest, error) {
 		return sr, &socksError{socksNotAllowed, "port 0"}
 	}
 	if req[3] == socksAtypDomain {
-		h, err := NormalizeHost(sr.raw)
+		h, err := policy.NormalizeHost(sr.raw)
 		if err != nil {
 			return sr, &socksError{socksNotAllowed, "bad host: " + err.Error()}
 		}

@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/airlock-dev/airlock/policy"
 )
 
 // tunnel carries an allowed CONNECT or SOCKS5 connection. For port 443 it
@@ -65,14 +67,14 @@ func (p *Proxy) secretHost(name string, port uint16) bool {
 // is accepted only for IP-literal targets (clients send no SNI for IPs);
 // for names it is refused, since the server behind the address would pick
 // a virtual host the policy never saw.
-func sniMismatch(sni string, target Host) string {
+func sniMismatch(sni string, target policy.Host) string {
 	if sni == "" {
 		if target.IsIP() {
 			return ""
 		}
 		return "TLS ClientHello without SNI for a named target"
 	}
-	h, err := NormalizeHost(sni)
+	h, err := policy.NormalizeHost(sni)
 	if err != nil {
 		return "bad SNI " + quoteHost(sni)
 	}

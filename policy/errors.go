@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/airlock-dev/airlock/errdefs"
 )
 
 // ErrInvalid is the kind of every error this package returns for a bad
-// policy. sandbox.ErrInvalid is the same value, so errors.Is works with
-// either (policy cannot import sandbox: sandbox imports policy).
-var ErrInvalid = errors.New("invalid argument")
+// policy: errdefs.ErrInvalid (also sandbox.ErrInvalid) under this package's
+// name.
+var ErrInvalid = errdefs.ErrInvalid
 
 // Error is one problem in a policy: where it is (file, line, dotted field
 // path, each optional) and what is wrong. It unwraps to ErrInvalid.

@@ -1,25 +1,9 @@
 package policy
 
 import (
-	"errors"
 	"net/netip"
 	"strconv"
 	"strings"
-	"unicode/utf8"
-
-	"golang.org/x/net/idna"
-)
-
-// idnaProfile maps international names to their ASCII (xn--) form and
-// rejects malformed ones, with the same options as the egress proxy, so
-// both read a name the same way.
-var idnaProfile = idna.New(
-	idna.MapForLookup(),
-	idna.BidiRule(),
-	idna.ValidateLabels(true),
-	idna.CheckHyphens(false),
-	idna.StrictDomainName(true),
-	idna.VerifyDNSLength(true),
 )
 
 // NetworkEntry is one parsed network.allow / network.deny entry (also the
@@ -42,8 +26,8 @@ type NetworkEntry struct {
 // "10.0.0.0/8:5432", "192.0.2.1:8080", "[2001:db8::1]:443", "2001:db8::1" or
 // "2001:db8::/32". Junk (schemes, paths, a bare "*", "*.com", empty labels,
 // malformed international or non-canonical numeric names, bad ports) is an ErrInvalid
-// error. It accepts a subset of what the egress proxy's rule parser
-// accepts, and String gives a form that parser reads the same way.
+// error. It is the one parser of network entries: the egress proxy
+// compiles what it returns, and reads names with the same NormalizeHost.
 func ParseNetworkEntry(s string) (NetworkEntry, error) {
 	var e NetworkEntry
 	orig := s
@@ -60,7 +44,7 @@ func ParseNetworkEntry(s string) (NetworkEntry, error) {
 	}
 	if i := strings.LastIndexByte(s, '/'); i >= 0 {
 		if j := strings.IndexByte(s[i:], ':'); j >= 0 {
-			n, ok := parsePort(s[i+j+1:])
+			n, ok := ParsePort(s[i+j+1:])
 			if !ok {
 				return e, invalidf("%q: bad port %q (want 1-65535)", orig, s[i+j+1:])
 			}
@@ -107,7 +91,7 @@ func ParseNetworkEntry(s string) (NetworkEntry, error) {
 		host, port, hasPort = strings.Cut(s, ":")
 	}
 	if hasPort {
-		n, ok := parsePort(port)
+		n, ok := ParsePort(port)
 		if !ok {
 			return e, invalidf("%q: bad port %q (want 1-65535)", orig, port)
 		}
@@ -134,68 +118,20 @@ func ParseNetworkEntry(s string) (NetworkEntry, error) {
 	if strings.Contains(host, "*") {
 		return e, invalidf("%q: a wildcard is only allowed as a leading \"*.\" (use network.mode: open to allow everything)", orig)
 	}
-	if !utf8.ValidString(host) {
-		return e, invalidf("%q: not valid UTF-8", orig)
-	}
-	ascii, err := idnaProfile.ToASCII(host)
-	if err == nil {
-		// The stored form must read back as itself.
-		var again string
-		again, err = idnaProfile.ToASCII(ascii)
-		if err == nil && again != ascii {
-			err = errors.New("not stable")
-		}
-	}
+	h, err := normalizeHost(host)
 	if err != nil {
-		return e, invalidf("%q: not a valid host name (%v)", orig, err)
+		return e, invalidf("%q: %v", orig, err)
 	}
-	host = ascii
-	if err := checkHostName(host); err != nil {
-		return e, invalidf("%q: %s", orig, message(err))
+	if h.IsIP() {
+		// "１２７.０.０.１" is an address to the proxy; a policy writes
+		// addresses plainly.
+		return e, invalidf("%q: not a valid IP address or host name (IPv4 addresses in dotted decimal only)", orig)
 	}
-	if e.Wildcard && !strings.Contains(host, ".") {
+	if e.Wildcard && !strings.Contains(h.Name, ".") {
 		return e, invalidf("%q: a wildcard must cover at least two labels (use network.mode: open to allow everything)", orig)
 	}
-	e.Host = strings.ToLower(host)
+	e.Host = h.Name
 	return e, nil
-}
-
-func checkHostName(h string) error {
-	if h == "" {
-		return invalidf("empty host name")
-	}
-	if h == "*" || strings.Contains(h, "*") {
-		return invalidf("a wildcard is only allowed as a leading \"*.\" (use network.mode: open to allow everything)")
-	}
-	if len(h) > 253 {
-		return invalidf("host name longer than 253 characters")
-	}
-	if strings.HasSuffix(h, ".") {
-		return invalidf("host name ends with a dot")
-	}
-	labels := strings.Split(h, ".")
-	for _, l := range labels {
-		if l == "" {
-			return invalidf("empty label in host name")
-		}
-		if len(l) > 63 {
-			return invalidf("label longer than 63 characters")
-		}
-		if l[0] == '-' || l[len(l)-1] == '-' {
-			return invalidf("label %q starts or ends with '-'", l)
-		}
-		for i := 0; i < len(l); i++ {
-			c := l[i]
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-				return invalidf("character %q not allowed in a host name", c)
-			}
-		}
-	}
-	last := strings.ToLower(labels[len(labels)-1])
-	if strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x") && strings.Trim(last[2:], "0123456789abcdef") == "" {
-		return invalidf("not a valid IP address or host name (IPv4 addresses in dotted decimal only)")
-	}
-	return nil
 }
 
 // String is the canonical form of e (lower case, masked CIDR).
@@ -240,6 +176,24 @@ func (e NetworkEntry) MatchHost(host string, port int) bool {
 	return h == e.Host
 }
 
+// Match reports whether a normalised host (NormalizeHost) and port match
+// e: name entries match names, address and CIDR entries addresses.
+func (e NetworkEntry) Match(h Host, port int) bool {
+	if e.Port != 0 && e.Port != port {
+		return false
+	}
+	if h.IsIP() {
+		return e.Prefix.IsValid() && e.Prefix.Contains(h.Addr.Unmap())
+	}
+	switch {
+	case e.Host == "":
+		return false
+	case e.Wildcard:
+		return len(h.Name) > len(e.Host)+1 && strings.HasSuffix(h.Name, "."+e.Host)
+	}
+	return h.Name == e.Host
+}
+
 // MatchAddr reports whether an IP address and port match e (only address
 // and CIDR entries match addresses).
 func (e NetworkEntry) MatchAddr(a netip.Addr, port int) bool {
@@ -249,8 +203,9 @@ func (e NetworkEntry) MatchAddr(a netip.Addr, port int) bool {
 	return e.Prefix.IsValid() && e.Prefix.Contains(a.Unmap())
 }
 
-// parsePort accepts a decimal port 1-65535 without sign or leading zeros.
-func parsePort(s string) (int, bool) {
+// ParsePort accepts a decimal port 1-65535 without sign or leading zeros:
+// the one port grammar of network entries and the egress proxy's targets.
+func ParsePort(s string) (int, bool) {
 	if s == "" || len(s) > 5 || s[0] == '0' {
 		return 0, false
 	}

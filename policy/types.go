@@ -20,7 +20,7 @@ type Policy struct {
 	Version int `yaml:"version" json:"version"`
 	// Profile names a built-in profile this policy starts from ("default" when empty).
 	Profile string `yaml:"profile,omitempty" json:"profile,omitempty"`
-	// Backend: native, gvisor, docker, microvm, wasm or auto.
+	// Backend: native, gvisor, wasm or auto (Backends).
 	Backend string `yaml:"backend,omitempty" json:"backend,omitempty"`
 	// Isolation is the minimum isolation level for --backend auto:
 	// kernel, medium, hardware (weak allows docker).

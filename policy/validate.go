@@ -8,7 +8,9 @@ import (
 
 // Known values of the enumerated fields.
 var (
-	Backends   = []string{"auto", "native", "gvisor", "docker", "microvm", "wasm"}
+	// Backends are the backends this build has (and auto); a test in
+	// package backend keeps the list equal to backend.Names.
+	Backends   = []string{"auto", "native", "gvisor", "wasm"}
 	Isolations = []string{"weak", "kernel", "medium", "hardware"}
 	modes      = []string{NetworkNone, NetworkAllowlist, NetworkOpen}
 )

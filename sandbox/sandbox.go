@@ -160,9 +160,16 @@ type Process interface {
 	PID() int
 	// Wait blocks until the process ended and its output is drained.
 	Wait(ctx context.Context) (ExitStatus, error)
-	// Signal delivers sig (a Linux signal number). ErrNotSupported where the
-	// backend has no signals.
+	// Signal delivers sig (a Linux signal number) to the process itself.
+	// ErrNotSupported where the backend has no signals.
 	Signal(ctx context.Context, sig int) error
+	// Kill ends the process and everything it started that shares its
+	// process group (or its cgroup, where the backend has one per
+	// process): what a caller that gives up on a process (a client gone,
+	// a DELETE) must use, so no descendant lives on. It returns once the
+	// kill is delivered, not when the process has exited (Wait says that).
+	// Idempotent: nil once the process has exited. Every backend has it.
+	Kill(ctx context.Context) error
 	// Resize changes the PTY window size; ErrInvalid without a TTY.
 	Resize(ctx context.Context, rows, cols uint16) error
 	// CloseStdin signals end of input when Stdin is still streaming.

@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(bubblewrap runsc python3 curl iproute2 hyperfine)
+# gcc: the race detector needs cgo (make race).
+pkgs=(bubblewrap runsc python3 curl iproute2 hyperfine gcc libc6-dev)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,3 +23,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 go mod download
+
+# staticcheck (make lint), pinned; installed again only when the version
+# differs.
+staticcheck_version=v0.8.2
+sc="$(go env GOPATH)/bin/staticcheck"
+if ! "$sc" -version 2>/dev/null | grep -q "(${staticcheck_version#v})"; then
+	echo "deps: installing staticcheck $staticcheck_version"
+	CGO_ENABLED=0 go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+fi

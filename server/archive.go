@@ -2,6 +2,8 @@ package server
 
 import (
 	"archive/tar"
+	"bufio"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -138,8 +140,37 @@ func checkTarHeader(h *tar.Header) (tarEntry, error) {
 	return e, nil
 }
 
-// handleArchivePut extracts a tar into the directory ?path= (created). The
-// upload is spooled to a private temp file and every header is checked
+// spoolArchive copies an uploaded tar, plain or gzip-compressed (told by
+// its magic number), to dst, at most limit bytes of tar either way: a small
+// compressed body must not expand past the upload limit.
+func spoolArchive(dst io.Writer, body io.Reader, limit int64) error {
+	br := bufio.NewReader(body)
+	var src io.Reader = br
+	if magic, _ := br.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			if isMaxBytes(err) {
+				return errTooLarge("archive", limit)
+			}
+			return errBadRequest("archive upload: gzip: %v", err)
+		}
+		defer zr.Close()
+		src = zr
+	}
+	n, err := io.Copy(dst, io.LimitReader(src, limit+1))
+	switch {
+	case isMaxBytes(err):
+		return errTooLarge("archive", limit)
+	case err != nil:
+		return errBadRequest("archive upload: %v", err)
+	case n > limit:
+		return errTooLarge("archive (uncompressed)", limit)
+	}
+	return nil
+}
+
+// handleArchivePut extracts a tar (plain or gzip) into the directory
+// ?path= (created). The upload is spooled to a private temp file and every header is checked
 // first, so a bad archive changes nothing in the sandbox.
 func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 	l, root, release := s.acquireFile(w, r)
@@ -156,12 +187,8 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 		tmp.Close()
 		os.Remove(tmp.Name())
 	}()
-	if _, err := io.Copy(tmp, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload)); err != nil {
-		if isMaxBytes(err) {
-			s.writeError(w, r, errTooLarge("archive", s.cfg.MaxUpload))
-			return
-		}
-		s.writeError(w, r, errBadRequest("archive upload: %v", err))
+	if err := spoolArchive(tmp, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload), s.cfg.MaxUpload); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	// Pass 1: validate.
@@ -181,6 +208,9 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		e, err := checkTarHeader(h)
+		if err == nil {
+			err = l.protect.checkWrite("extract", path.Join(root, e.rel))
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -10,6 +10,8 @@ import (
 	"path"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/airlock-dev/airlock/api"
 )
 
 // Request limits. They bound what one request may make the server hold.
@@ -40,7 +42,7 @@ func decodeJSON(r *http.Request, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
-			return &httpError{http.StatusUnsupportedMediaType, "unsupported_media_type",
+			return &httpError{api.CodeUnsupportedMediaType,
 				errBadRequest("request body: content type %q, want application/json", ct)}
 		}
 	}

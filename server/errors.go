@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,58 +10,37 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// httpError is an error the HTTP layer itself decides (body too large,
-// malformed JSON, method not allowed) with its status and code.
+// httpError is an error whose code the HTTP layer itself decides (body
+// too large, malformed JSON, method not allowed) rather than its kind. The
+// status comes from the code (api's table).
 type httpError struct {
-	status int
-	code   string
-	err    error
+	code string
+	err  error
 }
 
 func (e *httpError) Error() string { return e.err.Error() }
 func (e *httpError) Unwrap() error { return e.err }
 
 func errTooLarge(what string, limit int64) error {
-	return &httpError{http.StatusRequestEntityTooLarge, "too_large",
-		fmt.Errorf("%s: larger than %d bytes: %w", what, limit, sandbox.ErrLimit)}
+	return &httpError{api.CodeTooLarge, fmt.Errorf("%s: larger than %d bytes: %w", what, limit, sandbox.ErrLimit)}
 }
 
 func errBadRequest(format string, args ...any) error {
-	return &httpError{http.StatusBadRequest, "invalid", fmt.Errorf(format+": %w", append(args, sandbox.ErrInvalid)...)}
+	return fmt.Errorf(format+": %w", append(args, sandbox.ErrInvalid)...)
 }
 
-var errUnauthenticated = &httpError{http.StatusUnauthorized, "unauthenticated",
+var errUnauthenticated = &httpError{api.CodeUnauthenticated,
 	fmt.Errorf("an API key is required (Authorization: Bearer KEY): %w", sandbox.ErrPermission)}
 
-// statusOf is THE place where error kinds become HTTP statuses.
+// statusOf is the server's one use of api's code table: the HTTP status
+// and code that answer err.
 func statusOf(err error) (int, string) {
 	var he *httpError
-	switch {
-	case errors.As(err, &he):
-		return he.status, he.code
-	case errors.Is(err, sandbox.ErrNotFound):
-		return http.StatusNotFound, "not_found"
-	case errors.Is(err, sandbox.ErrInvalid):
-		return http.StatusBadRequest, "invalid"
-	case errors.Is(err, sandbox.ErrLimit):
-		return http.StatusTooManyRequests, "limit_exceeded"
-	case errors.Is(err, sandbox.ErrExists):
-		return http.StatusConflict, "exists"
-	case errors.Is(err, sandbox.ErrPermission):
-		return http.StatusForbidden, "permission_denied"
-	case errors.Is(err, sandbox.ErrNotSupported):
-		return http.StatusNotImplemented, "not_supported"
-	case errors.Is(err, sandbox.ErrClosed):
-		return http.StatusGone, "closed"
-	case errors.Is(err, sandbox.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		return http.StatusGatewayTimeout, "timeout"
-	case errors.Is(err, sandbox.ErrUnavailable):
-		return http.StatusServiceUnavailable, "unavailable"
-	case errors.Is(err, context.Canceled):
-		return 499, "canceled"
-	default:
-		return http.StatusInternalServerError, "internal"
+	if errors.As(err, &he) {
+		return api.StatusOf(he.code), he.code
 	}
+	code, status := api.CodeOf(err)
+	return status, code
 }
 
 // writeError answers err as JSON and counts it.

@@ -173,8 +173,8 @@ func (b *boundedBuf) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// run starts sreq and waits, killing the process if the client goes
-// away. started is called once the process runs (before any output is
+// run starts sreq and waits, killing the process and its group if the
+// client goes away. started is called once the process runs (before any output is
 // delivered only if the backend buffers nothing; callers must not rely on it).
 func (s *Server) run(ctx context.Context, l *live, sreq sandbox.ExecRequest, started func()) (sandbox.ExitStatus, error) {
 	start := time.Now()
@@ -185,19 +185,15 @@ func (s *Server) run(ctx context.Context, l *live, sreq sandbox.ExecRequest, sta
 	if started != nil {
 		started()
 	}
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-ctx.Done():
-			kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = p.Signal(kctx, sandbox.SIGKILL)
-			cancel()
-		case <-done:
-		case <-l.gone:
-		}
-	}()
+	// No goroutine per exec: the kill is registered on ctx and runs only
+	// if the client goes away first.
+	stop := context.AfterFunc(ctx, func() {
+		kctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = p.Kill(kctx) // the whole group: nothing it started lives on
+		cancel()
+	})
 	ex, err := p.Wait(context.Background())
-	close(done)
+	stop()
 	s.metrics.exec.WithLabelValues(l.backend).Observe(time.Since(start).Seconds())
 	if err != nil {
 		return ex, fmt.Errorf("exec in %q: %w", l.sb.ID(), err)
@@ -218,7 +214,7 @@ func (s *Server) execBuffered(w http.ResponseWriter, r *http.Request, l *live, s
 		ex.Truncated = true
 	}
 	writeJSON(w, http.StatusOK, api.ExecResult{
-		ExitStatus: ex, Encoding: enc,
+		ExitStatus: apiExit(ex), Encoding: enc,
 		Stdout: encodeOutput(stdout.b.Bytes(), enc), Stderr: encodeOutput(stderr.b.Bytes(), enc),
 		DurationMS: float64(time.Since(start).Microseconds()) / 1000,
 	})
@@ -279,7 +275,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, l *live, sre
 		return
 	}
 	fs.mu.Lock()
-	fs.st.send(api.FrameExit, api.Frame{Type: api.FrameExit, Offset: fs.off, Exit: &ex})
+	fs.st.send(api.FrameExit, api.Frame{Type: api.FrameExit, Offset: fs.off, Exit: apiExitPtr(ex)})
 	fs.mu.Unlock()
 }
 

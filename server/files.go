@@ -9,11 +9,11 @@ import (
 	"net/http"
 	"path"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
 func parseMode(v string, def fs.FileMode) (fs.FileMode, error) {
@@ -21,8 +21,18 @@ func parseMode(v string, def fs.FileMode) (fs.FileMode, error) {
 		return def, nil
 	}
 	m, err := strconv.ParseUint(v, 8, 32)
-	if err != nil || m > 0o7777 {
+	if err != nil {
 		return 0, errBadRequest("mode %q: want octal permission bits such as 0644", v)
+	}
+	return checkMode(m)
+}
+
+// checkMode accepts permission bits only: a set-uid or set-gid file made
+// through the API would be a way to run code with more rights later, and
+// the sandboxes refuse them anyway.
+func checkMode(m uint64) (fs.FileMode, error) {
+	if m > 0o777 {
+		return 0, errBadRequest("mode %04o: only permission bits 0000-0777 are accepted (no set-uid, set-gid or sticky bit)", m)
 	}
 	return fs.FileMode(m), nil
 }
@@ -60,10 +70,18 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errTooLarge("file", s.cfg.MaxUpload))
 		return
 	}
+	if strings.HasSuffix(q.Get("path"), "/") {
+		s.writeError(w, r, errBadRequest("write %q: ends with \"/\": name the file to write, not a directory", q.Get("path")))
+		return
+	}
+	if err := l.protect.checkWrite("write", p); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	files := l.sb.Files()
 	// Write a hidden sibling and rename it into place: a broken or
 	// oversized upload never leaves a half-written file at path.
 	tmp := path.Join(path.Dir(p), ".airlock-upload-"+newID(""))
-	files := l.sb.Files()
 	body := &countingReader{r: http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload)}
 	err = files.WriteFile(r.Context(), tmp, body, mode, q.Get("mkdirs") != "false")
 	if err == nil && body.err != nil {
@@ -75,14 +93,20 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 		files.Remove(rctx, tmp, false)
+		// A directory at p is the usual reason: say so (looked at only
+		// after a failure, so a write costs no extra round trip).
+		fi, serr := files.Stat(rctx, p)
 		cancel()
 		switch {
+		case serr == nil && fi.IsDir:
+			s.writeError(w, r, errBadRequest("write %q: is a directory", p))
 		case isMaxBytes(err) || isMaxBytes(body.err):
 			s.writeError(w, r, errTooLarge("file", s.cfg.MaxUpload))
 		case body.err != nil && errors.Is(err, body.err):
 			s.writeError(w, r, errBadRequest("write %q: request body: %v", p, body.err))
 		default:
-			s.writeError(w, r, fmt.Errorf("write %q in %q: %w", p, l.sb.ID(), err))
+			// The sibling is our detail: the caller asked for p.
+			s.writeError(w, r, fmt.Errorf("write %q in %q: %w", p, l.sb.ID(), &renamedError{err, tmp, p}))
 		}
 		return
 	}
@@ -90,6 +114,16 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		Fields: map[string]any{"path": p, "bytes": body.n, "tenant": callerOf(r).tenant}})
 	writeJSON(w, http.StatusOK, map[string]any{"path": p, "bytes": body.n})
 }
+
+// renamedError is err with every mention of the name old replaced by new
+// in its text; it unwraps to err, so its kind is unchanged.
+type renamedError struct {
+	err      error
+	old, new string
+}
+
+func (e *renamedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.old, e.new) }
+func (e *renamedError) Unwrap() error { return e.err }
 
 // countingReader counts bytes and keeps the first non-EOF error.
 type countingReader struct {
@@ -117,6 +151,10 @@ func (s *Server) handleFileRemove(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errBadRequest("remove %q: refusing to remove the root", p))
 		return
 	}
+	if err := l.protect.checkMove("remove", p); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if err := l.sb.Files().Remove(r.Context(), p, r.URL.Query().Get("recursive") == "true"); err != nil {
 		s.writeError(w, r, fmt.Errorf("remove %q in %q: %w", p, l.sb.ID(), err))
 		return
@@ -137,7 +175,7 @@ func (s *Server) handleFileStat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("stat %q in %q: %w", p, l.sb.ID(), err))
 		return
 	}
-	writeJSON(w, http.StatusOK, fi)
+	writeJSON(w, http.StatusOK, apiFileInfo(fi))
 }
 
 func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
@@ -151,10 +189,11 @@ func (s *Server) handleFileList(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("list %q in %q: %w", p, l.sb.ID(), err))
 		return
 	}
-	if fis == nil {
-		fis = []sandbox.FileInfo{}
+	out := api.FileList{Files: make([]api.FileInfo, 0, len(fis))}
+	for _, fi := range fis {
+		out.Files = append(out.Files, apiFileInfo(fi))
 	}
-	writeJSON(w, http.StatusOK, api.FileList{Files: fis})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleFileRename(w http.ResponseWriter, r *http.Request) {
@@ -174,6 +213,10 @@ func (s *Server) handleFileRename(w http.ResponseWriter, r *http.Request) {
 	}
 	to, err := cleanPath(req.To)
 	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := l.protect.checkRename(from, to); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -201,12 +244,16 @@ func (s *Server) handleFileMkdir(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	mode := fs.FileMode(req.Mode)
+	mode, err := checkMode(uint64(req.Mode))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if mode == 0 {
 		mode = 0o755
 	}
-	if mode > 0o7777 {
-		s.writeError(w, r, errBadRequest("mode %o: want permission bits", req.Mode))
+	if err := l.protect.checkWrite("mkdir", p); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	if err := l.sb.Files().Mkdir(r.Context(), p, mode, req.Parents); err != nil {

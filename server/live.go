@@ -21,6 +21,7 @@ type live struct {
 	pooled    bool
 	proxy     *egress.Proxy // the sandbox's egress proxy; rules change only through the API
 	netless   bool          // created with network mode none: no in-sandbox egress listener
+	protect   *protection   // protected workspace paths, checked before file operations
 
 	mu        sync.Mutex
 	rec       *Record // nil while pooled
@@ -84,7 +85,7 @@ func (l *live) killProcs() {
 	l.mu.Unlock()
 	for _, p := range ps {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_ = p.p.Signal(ctx, sandbox.SIGKILL)
+		_ = p.p.Kill(ctx)
 		cancel()
 		p.closeStdin()
 	}

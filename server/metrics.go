@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -22,22 +24,37 @@ type serverMetrics struct {
 
 var latencyBuckets = []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
-func newMetrics(s *Server) *serverMetrics {
+func newMetrics(s *Server) (*serverMetrics, error) {
 	r := metrics.NewRegistry()
+	var errs []error
+	hist := func(name, help string, buckets []float64, labels ...string) *metrics.HistogramVec {
+		h, err := r.NewHistogramVec(name, help, buckets, labels...)
+		errs = append(errs, err)
+		return h
+	}
+	counter := func(name, help string, labels ...string) *metrics.CounterVec {
+		c, err := r.NewCounterVec(name, help, labels...)
+		errs = append(errs, err)
+		return c
+	}
 	m := &serverMetrics{
 		reg:           r,
-		createTotal:   r.NewHistogramVec("airlock_create_seconds", "Latency of sandbox creation through the API.", latencyBuckets, "backend", "pooled"),
-		backendCreate: r.NewHistogramVec("airlock_backend_create_seconds", "Latency of Backend.Create (pool fills included).", latencyBuckets, "backend"),
-		exec:          r.NewHistogramVec("airlock_exec_seconds", "Wall time of foreground execs, start to exit.", latencyBuckets, "backend"),
-		lifetime: r.NewHistogramVec("airlock_sandbox_lifetime_seconds", "How long sandboxes lived.",
+		createTotal:   hist("airlock_create_seconds", "Latency of sandbox creation through the API.", latencyBuckets, "backend", "pooled"),
+		backendCreate: hist("airlock_backend_create_seconds", "Latency of Backend.Create (pool fills included).", latencyBuckets, "backend"),
+		exec:          hist("airlock_exec_seconds", "Wall time of foreground execs, start to exit.", latencyBuckets, "backend"),
+		lifetime: hist("airlock_sandbox_lifetime_seconds", "How long sandboxes lived.",
 			[]float64{1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600}, "backend"),
-		violations: r.NewCounterVec("airlock_violations_total", "Policy violations reported by sandboxes.", "backend"),
-		errors:     r.NewCounterVec("airlock_api_errors_total", "Error answers by error code.", "code"),
-		requests:   r.NewCounterVec("airlock_api_requests_total", "API requests by route and status.", "route", "status"),
+		violations: counter("airlock_violations_total", "Policy violations reported by sandboxes.", "backend"),
+		errors:     counter("airlock_api_errors_total", "Error answers by error code.", "code"),
+		requests:   counter("airlock_api_requests_total", "API requests by route and status.", "route", "status"),
 	}
-	r.NewGaugeFunc("airlock_sandboxes", "Sandboxes held by this server, by state and backend.", s.sandboxCounts, "backend", "state")
-	r.RegisterRuntime()
-	return m
+	errs = append(errs,
+		r.NewGaugeFunc("airlock_sandboxes", "Sandboxes held by this server, by state and backend.", s.sandboxCounts, "backend", "state"),
+		r.RegisterRuntime())
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	return m, nil
 }
 
 func (m *serverMetrics) handler() http.Handler { return m.reg.Handler() }

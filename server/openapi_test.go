@@ -177,3 +177,31 @@ func TestServerRoutesAreDocumented(t *testing.T) {
 		}
 	}
 }
+
+// The document's error codes are api's code table, all of them.
+func TestOpenAPIErrorCodes(t *testing.T) {
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				ErrorBody struct {
+					Properties struct {
+						Error struct {
+							Properties struct {
+								Code struct {
+									Enum []string `yaml:"enum"`
+								} `yaml:"code"`
+							} `yaml:"properties"`
+						} `yaml:"error"`
+					} `yaml:"properties"`
+				} `yaml:"ErrorBody"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(api.OpenAPI, &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := doc.Components.Schemas.ErrorBody.Properties.Error.Properties.Code.Enum
+	if strings.Join(got, ",") != strings.Join(api.Codes(), ",") {
+		t.Fatalf("openapi.yaml error codes %v, api's table %v", got, api.Codes())
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -8,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/client"
@@ -131,6 +135,11 @@ func TestMetrics(t *testing.T) {
 	resp, body := rawDo(t, ts, "GET", "/metrics", "", nil)
 	if resp.StatusCode != 200 {
 		t.Fatal(resp.Status)
+	}
+	// What the server exposes is what the reference parser reads.
+	p := expfmt.NewTextParser(model.LegacyValidation)
+	if _, err := p.TextToMetricFamilies(bytes.NewReader(body)); err != nil {
+		t.Fatalf("the reference parser refuses /metrics: %v\n%s", err, body)
 	}
 	for _, want := range []string{
 		`airlock_sandboxes{backend="fake",state="running"} 1`,

@@ -45,8 +45,7 @@ func (p *proc) view() api.Process {
 	v := api.Process{ID: p.id, PID: p.p.PID(), Args: p.args, StartedAt: p.started, OutputBytes: p.out.written()}
 	select {
 	case <-p.done:
-		ex := p.exit
-		v.Exit, v.EndedAt = &ex, p.ended
+		v.Exit, v.EndedAt = apiExitPtr(p.exit), p.ended
 	default:
 		v.Running = true
 	}
@@ -166,7 +165,8 @@ func (s *Server) handleProcGet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p.view())
 }
 
-// handleProcDelete kills the process (if running) and forgets it.
+// handleProcDelete kills the process and its group (if running) and
+// forgets it.
 func (s *Server) handleProcDelete(w http.ResponseWriter, r *http.Request) {
 	l, p, err := s.procOf(r)
 	if err != nil {
@@ -177,7 +177,7 @@ func (s *Server) handleProcDelete(w http.ResponseWriter, r *http.Request) {
 	select {
 	case <-p.done:
 	default:
-		if err := p.p.Signal(r.Context(), sandbox.SIGKILL); err != nil {
+		if err := p.p.Kill(r.Context()); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -214,7 +214,7 @@ func (s *Server) handleProcSignal(w http.ResponseWriter, r *http.Request) {
 	}
 	select {
 	case <-p.done:
-		s.writeError(w, r, fmt.Errorf("signal process %q: already exited: %w", p.id, sandbox.ErrNotFound))
+		s.writeError(w, r, errExited("signal", p.id))
 		return
 	default:
 	}
@@ -298,8 +298,7 @@ func (s *Server) handleProcOutput(w http.ResponseWriter, r *http.Request) {
 		if ended || !follow {
 			if ended {
 				<-p.done
-				ex := p.exit
-				f := api.Frame{Type: api.FrameExit, Offset: off, Exit: &ex}
+				f := api.Frame{Type: api.FrameExit, Offset: off, Exit: apiExitPtr(p.exit)}
 				if p.err != nil {
 					st, code := statusOf(p.err)
 					_ = st
@@ -329,6 +328,12 @@ func (s *Server) handleProcStdin(w http.ResponseWriter, r *http.Request) {
 	}
 	defer l.use()()
 	eof := r.URL.Query().Get("eof") != "false"
+	select {
+	case <-p.done:
+		s.writeError(w, r, errExited("stdin of", p.id))
+		return
+	default:
+	}
 	p.stdinMu.Lock()
 	pw := p.stdin
 	if pw == nil || p.stdinIn {
@@ -350,7 +355,7 @@ func (s *Server) handleProcStdin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err == io.ErrClosedPipe {
-			s.writeError(w, r, fmt.Errorf("stdin of process %q: process ended: %w", p.id, sandbox.ErrClosed))
+			s.writeError(w, r, errExited("stdin of", p.id))
 			return
 		}
 		s.writeError(w, r, fmt.Errorf("stdin of process %q: %w", p.id, sandbox.ErrInvalid))
@@ -360,6 +365,12 @@ func (s *Server) handleProcStdin(w http.ResponseWriter, r *http.Request) {
 		p.closeStdin()
 	}
 	writeJSON(w, http.StatusOK, map[string]int64{"written": n})
+}
+
+// errExited: the process ended (the sandbox lives on), so there is no
+// process to give input or a signal to.
+func errExited(op, id string) error {
+	return fmt.Errorf("%s process %q: the process has exited: %w", op, id, sandbox.ErrNotFound)
 }
 
 func isMaxBytes(err error) bool {

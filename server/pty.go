@@ -12,7 +12,6 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // maxPTYMessage bounds one WebSocket message from the client.
@@ -66,7 +65,7 @@ func (s *Server) handlePTY(w http.ResponseWriter, r *http.Request) {
 		fail(err)
 		return
 	}
-	ereq := api.ExecRequest{Args: start.Args, Env: start.Env, Dir: start.Dir}
+	ereq := api.ExecRequest{Args: start.Args, Env: start.Env, Dir: start.Dir, Timeout: start.Timeout}
 	sreq, err := s.execRequest(l, &ereq)
 	if err != nil {
 		fail(err)
@@ -94,7 +93,7 @@ func (s *Server) handlePTY(w http.ResponseWriter, r *http.Request) {
 			typ, data, err := conn.Read(ctx)
 			if err != nil {
 				kctx, kcancel := context.WithTimeout(context.Background(), 5*time.Second)
-				p.Signal(kctx, sandbox.SIGKILL)
+				p.Kill(kctx)
 				kcancel()
 				return
 			}
@@ -123,7 +122,7 @@ func (s *Server) handlePTY(w http.ResponseWriter, r *http.Request) {
 		fail(fmt.Errorf("pty exec in %q: %w", l.sb.ID(), err))
 		return
 	}
-	b, _ := json.Marshal(api.PTYMessage{Type: "exit", Exit: &ex})
+	b, _ := json.Marshal(api.PTYMessage{Type: "exit", Exit: apiExitPtr(ex)})
 	conn.Write(ctx, websocket.MessageText, b)
 	conn.Close(websocket.StatusNormalClosure, "exited")
 }

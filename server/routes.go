@@ -3,10 +3,10 @@ package server
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/airlock-dev/airlock/api"
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // LocalTenant is the tenant of requests on the trusted unix socket that
@@ -53,7 +53,7 @@ func (s *Server) authenticate(h http.HandlerFunc) http.HandlerFunc {
 			}
 			tenant, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key))
 			if err != nil {
-				s.writeError(w, r, &httpError{http.StatusUnauthorized, "unauthenticated", err})
+				s.writeError(w, r, &httpError{api.CodeUnauthenticated, err})
 				return
 			}
 			c.tenant = tenant
@@ -124,12 +124,24 @@ func (s *Server) routes() http.Handler {
 	}
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if emptyID(r.URL.Path) {
+			s.writeError(w, r, errBadRequest("%s %s: empty sandbox or process ID", r.Method, r.URL.Path))
+			return
+		}
 		if _, pattern := mux.Handler(r); pattern == "" {
 			s.notRouted(w, r, mux)
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// emptyID reports a path under /v1/sandboxes/ with an empty segment
+// ("/v1/sandboxes/", "/v1/sandboxes//exec"): a client sent an empty ID,
+// which the mux would clean into another route or a 405.
+func emptyID(p string) bool {
+	rest, ok := strings.CutPrefix(p, "/v1/sandboxes/")
+	return ok && slices.Contains(strings.Split(rest, "/"), "")
 }
 
 // notRouted answers 405 (JSON, with Allow) when the path exists for other
@@ -145,16 +157,16 @@ func (s *Server) notRouted(w http.ResponseWriter, r *http.Request, mux *http.Ser
 	}
 	if len(allow) > 0 {
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		s.writeError(w, r, &httpError{http.StatusMethodNotAllowed, "method_not_allowed",
+		s.writeError(w, r, &httpError{api.CodeMethodNotAllowed,
 			errBadRequest("%s %s: method not allowed", r.Method, r.URL.Path)})
 		return
 	}
-	s.writeError(w, r, &httpError{http.StatusNotFound, "not_found",
+	s.writeError(w, r, &httpError{api.CodeNotFound,
 		errBadRequest("%s %s: no such endpoint", r.Method, r.URL.Path)})
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	h := api.Health{Status: "ok", Backends: map[string]sandbox.Probe{}}
+	h := api.Health{Status: "ok", Backends: map[string]api.Probe{}}
 	// Host details (kernel features, versions) only for the local socket
 	// or a valid key; anyone on TCP may still ask whether the server is up.
 	trusted, _ := r.Context().Value(keyTrusted).(bool)
@@ -170,7 +182,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for n, b := range s.cfg.Backends {
-		h.Backends[n] = b.Probe(r.Context())
+		h.Backends[n] = apiProbe(b.Probe(r.Context()))
 	}
 	writeJSON(w, http.StatusOK, h)
 }

@@ -210,6 +210,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	l := newLive(sb, backend.Name(), profile, ws, workdir, int64(pol.Limits.Memory))
 	l.proxy = proxy
 	l.netless = pol.Network.Mode == "" || pol.Network.Mode == policy.NetworkNone
+	l.protect = newProtection(pol)
 	return l, polJSON, nil
 }
 
@@ -326,7 +327,7 @@ func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
 		if withStats {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if st, err := l.sb.Stats(ctx); err == nil {
-				v.Stats = &st
+				v.Stats = apiStats(st)
 			}
 			cancel()
 		}

@@ -144,7 +144,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		ctx: sctx, cancel: cancel,
 		live: map[string]*live{}, usage: map[string]*usage{}, pools: map[poolKey]*pool{},
 	}
-	s.metrics = newMetrics(s)
+	m, err := newMetrics(s)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	s.metrics = m
 	s.events = newEventWriter(cfg.Store, cfg.Log, s.metrics)
 	if err := s.reconcile(ctx); err != nil {
 		cancel()

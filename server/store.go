@@ -24,7 +24,7 @@ import (
 type Store struct {
 	db *sql.DB
 	// Prepared hot statements: SQLite parsing costs more than the writes.
-	insertSB, markStopped, getSB, authKey, getQuota, updateLife *sql.Stmt
+	insertSB, markStopped, getSB, authKey, getQuota, updateLife, insertEvent *sql.Stmt
 }
 
 // migrations are applied in order; the index+1 is the schema version. Never
@@ -72,12 +72,15 @@ var migrations = []string{
 	CREATE INDEX events_sandbox_seq ON events(sandbox, seq);`,
 }
 
+// StoreFile is the store's file name in the data directory.
+const StoreFile = "airlock.db"
+
 // OpenStore opens (creating) dir/airlock.db in WAL mode and migrates it.
 func OpenStore(ctx context.Context, dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
-	path := filepath.Join(dir, "airlock.db")
+	path := filepath.Join(dir, StoreFile)
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
@@ -106,6 +109,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.authKey, `SELECT tenant, hash, revoked_at FROM api_keys WHERE hash = ?`},
 		{&s.getQuota, `SELECT max_sandboxes, max_memory FROM quotas WHERE tenant = ?`},
 		{&s.updateLife, `UPDATE sandboxes SET expires_at = ?, keep_alive = ? WHERE id = ?`},
+		{&s.insertEvent, `INSERT INTO events (sandbox, time, type, message, fields) VALUES (?,?,?,?,?)`},
 	} {
 		st, err := s.db.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -193,9 +197,15 @@ func timeOrZero(n int64) time.Time {
 
 // InsertSandbox adds r.
 func (s *Store) InsertSandbox(ctx context.Context, r *Record) error {
-	labels, _ := json.Marshal(r.Labels)
-	env, _ := json.Marshal(r.Env)
-	_, err := s.insertSB.ExecContext(ctx,
+	labels, err := json.Marshal(r.Labels)
+	if err != nil {
+		return fmt.Errorf("store sandbox %q: labels: %w", r.ID, err)
+	}
+	env, err := json.Marshal(r.Env)
+	if err != nil {
+		return fmt.Errorf("store sandbox %q: env: %w", r.ID, err)
+	}
+	_, err = s.insertSB.ExecContext(ctx,
 		r.ID, r.Tenant, r.Backend, r.Profile, r.Image, string(r.Spec), string(labels), string(env), r.State, r.Reason,
 		r.Memory, r.KeepAlive, unixOrZero(r.CreatedAt), unixOrZero(r.ExpiresAt), unixOrZero(r.EndedAt))
 	if err != nil {
@@ -223,24 +233,25 @@ func (s *Store) MarkStopped(ctx context.Context, id, reason string, at time.Time
 }
 
 // MarkAllStopped marks every sandbox not yet stopped as stopped and returns
-// their IDs: used at start-up, since no sandbox survives the server.
+// their IDs: used at start-up, since no sandbox survives the server. One
+// statement (UPDATE ... RETURNING), so the IDs are exactly the rows it
+// changed, whatever else writes meanwhile.
 func (s *Store) MarkAllStopped(ctx context.Context, reason string, at time.Time) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id FROM sandboxes WHERE state <> ?`, StateStopped)
+	rows, err := s.db.QueryContext(ctx, `UPDATE sandboxes SET state = ?, reason = ?, ended_at = ? WHERE state <> ? RETURNING id`,
+		StateStopped, reason, unixOrZero(at), StateStopped)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile store: %w", err)
 	}
+	defer rows.Close()
 	var ids []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			rows.Close()
 			return nil, fmt.Errorf("reconcile store: %w", err)
 		}
 		ids = append(ids, id)
 	}
-	rows.Close()
-	if _, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET state = ?, reason = ?, ended_at = ? WHERE state <> ?`,
-		StateStopped, reason, unixOrZero(at), StateStopped); err != nil {
+	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("reconcile store: %w", err)
 	}
 	return ids, nil
@@ -257,8 +268,12 @@ func scanRecord(sc interface{ Scan(...any) error }) (*Record, error) {
 		return nil, err
 	}
 	r.Spec = json.RawMessage(spec)
-	_ = json.Unmarshal([]byte(labels), &r.Labels)
-	_ = json.Unmarshal([]byte(env), &r.Env)
+	if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
+		return nil, fmt.Errorf("sandbox %q: decode labels: %w", r.ID, err)
+	}
+	if err := json.Unmarshal([]byte(env), &r.Env); err != nil {
+		return nil, fmt.Errorf("sandbox %q: decode env: %w", r.ID, err)
+	}
 	r.CreatedAt, r.ExpiresAt, r.EndedAt = timeOrZero(created), timeOrZero(expires), timeOrZero(ended)
 	return &r, nil
 }
@@ -473,10 +488,7 @@ func (s *Store) AddEvents(ctx context.Context, evs []audit.Event) error {
 		return fmt.Errorf("store events: %w", err)
 	}
 	defer tx.Rollback()
-	st, err := tx.PrepareContext(ctx, `INSERT INTO events (sandbox, time, type, message, fields) VALUES (?,?,?,?,?)`)
-	if err != nil {
-		return fmt.Errorf("store events: %w", err)
-	}
+	st := tx.StmtContext(ctx, s.insertEvent)
 	defer st.Close()
 	for _, e := range evs {
 		fields := ""
@@ -518,7 +530,9 @@ func (s *Store) Events(ctx context.Context, id string, after int64, limit int) (
 		}
 		e.Time = timeOrZero(t)
 		if fields != "" {
-			_ = json.Unmarshal([]byte(fields), &e.Fields)
+			if err := json.Unmarshal([]byte(fields), &e.Fields); err != nil {
+				return nil, fmt.Errorf("list events of %q: event %d: decode fields: %w", id, e.Seq, err)
+			}
 		}
 		out = append(out, e)
 	}

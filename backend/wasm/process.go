@@ -27,6 +27,7 @@ var (
 	errTimedOut  = errors.New("wall timeout")
 	errMemory    = errors.New("memory limit")
 	errDestroyed = errors.New("sandbox destroyed")
+	errKilled    = errors.New("killed")
 )
 
 // killedCode is the exit code of a module stopped by a limit or by Destroy:
@@ -176,14 +177,14 @@ func (s *wasmSandbox) lookup(ctx context.Context, name, dir string) (*program, e
 	if !strings.Contains(name, "/") {
 		hostPath, k, ok := s.b.lookupCommand(name)
 		if !ok {
-			return nil, fmt.Errorf("command not found (registered: %s): %w", strings.Join(s.b.commandNames(), ", "), sandbox.ErrNotFound)
+			return nil, fmt.Errorf("%s: not a registered command (registered: %s): %w", name, strings.Join(s.b.commandNames(), ", "), sandbox.ErrCommandNotFound)
 		}
 		p, err := s.b.hostProgram(ctx, hostPath, k)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return nil, fmt.Errorf("%s is not installed (%s missing; run `make wasm-assets`): %w", name, hostPath, sandbox.ErrNotFound)
+			return nil, fmt.Errorf("%s is not installed (%s missing; run `make wasm-assets`): %w", name, hostPath, sandbox.ErrCommandNotFound)
 		case errors.Is(err, errNotWasm):
-			return nil, fmt.Errorf("%s: %w: %w", hostPath, err, sandbox.ErrPermission)
+			return nil, fmt.Errorf("%s: %w: %w", hostPath, err, sandbox.ErrCannotExecute)
 		case err != nil:
 			return nil, err
 		}
@@ -204,13 +205,13 @@ func (s *wasmSandbox) lookup(ctx context.Context, name, dir string) (*program, e
 		}
 		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 			f.Close()
-			return nil, fmt.Errorf("not a regular file: %w", sandbox.ErrPermission)
+			return nil, fmt.Errorf("not a regular file: %w", sandbox.ErrCannotExecute)
 		}
 		return f, nil
 	})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%s: %w", guest, sandbox.ErrNotFound)
+		return nil, fmt.Errorf("%s: %w", guest, sandbox.ErrCommandNotFound)
 	case err != nil && isEscape(err):
 		return nil, fmt.Errorf("%s: leaves the sandbox's filesystem: %w", guest, sandbox.ErrPermission)
 	case errors.Is(err, sandbox.ErrLimit), errors.Is(err, sandbox.ErrPermission):
@@ -220,7 +221,7 @@ func (s *wasmSandbox) lookup(ctx context.Context, name, dir string) (*program, e
 	}
 	p, _, err := s.b.compile(ctx, data, kindCommand)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w: %w", guest, err, sandbox.ErrPermission)
+		return nil, fmt.Errorf("%s: %w: %w", guest, err, sandbox.ErrCannotExecute)
 	}
 	return p, nil
 }
@@ -322,6 +323,13 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 // Signal implements sandbox.Process: WASI has no signals.
 func (p *process) Signal(ctx context.Context, sig int) error {
 	return fmt.Errorf("signal %d to %s: %w", sig, p.argv0, sandbox.ErrNotSupported)
+}
+
+// Kill implements sandbox.Process: the module's context ends, which stops
+// it (a module starts no other processes). Nil once it has exited.
+func (p *process) Kill(ctx context.Context) error {
+	p.cancel(errKilled)
+	return nil
 }
 
 // Resize implements sandbox.Process: wasm processes never have a TTY.

@@ -1,5 +1,6 @@
-// Command airlock is the one Airlock binary: run, serve, sandbox, mcp,
-// doctor, policy, version, and the hidden in-sandbox agent. It only parses
+// Command airlock is the one Airlock binary: run, serve, sandbox, doctor,
+// policy, version (`airlock --help` lists what this build has), and the
+// hidden in-sandbox agent. It only parses
 // flags, wires packages together and maps error kinds to exit codes; the
 // work lives in the packages.
 package main
@@ -10,7 +11,7 @@ import (
 	"os"
 	"sort"
 
-	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/errdefs"
 )
 
 // Exit codes (Docker's convention).
@@ -83,12 +84,14 @@ func exitCode(err error) int {
 }
 
 // execExitCode maps an error starting the command inside the sandbox to
-// Docker's convention: 127 not found, 126 cannot be run, 125 anything else.
+// Docker's convention by its kind: 127 the command does not exist, 126 it
+// cannot be executed, 125 anything else (a missing sandbox or working
+// directory is airlock's failure, not the command's).
 func execExitCode(err error) int {
 	switch {
-	case errors.Is(err, sandbox.ErrNotFound):
+	case errors.Is(err, errdefs.ErrCommandNotFound):
 		return exitNotFound
-	case errors.Is(err, sandbox.ErrPermission):
+	case errors.Is(err, errdefs.ErrCannotExecute):
 		return exitCannotRun
 	default:
 		return exitAirlock

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/policy"
@@ -103,6 +105,9 @@ func runRun(args []string) int {
 
 	pol, err := f.policy()
 	if err != nil {
+		return fail("run", err)
+	}
+	if err := checkRunHost(pol.Backend); err != nil {
 		return fail("run", err)
 	}
 	res, code := runOnce(pol, f, argv, start)
@@ -261,13 +266,25 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	}
 	log := newLogger()
 
-	sink, closeAudit, err := openAudit(pol.Audit.File)
+	sink, closeAuditFile, err := openAudit(pol.Audit.File)
 	if err != nil {
 		return failRes(err)
 	}
+	closeAudit := sync.OnceValue(closeAuditFile)
 	defer closeAudit()
+	// An audit trail that could not be written is airlock's failure, even
+	// when the command succeeded: what it did is not on record.
+	auditDone := func(res runResult, code int) (runResult, int) {
+		if err := closeAudit(); err != nil {
+			err = fmt.Errorf("audit file %q: %w", pol.Audit.File, err)
+			fmt.Fprintf(os.Stderr, "airlock run: %v\n", err)
+			res.Error = errors.Join(errorOrNil(res.Error), err).Error()
+			return res, exitAirlock
+		}
+		return res, code
+	}
 	var live io.Writer
-	if !isTerminal(int(os.Stderr.Fd())) {
+	if !term.IsTerminal(int(os.Stderr.Fd())) {
 		live = os.Stderr // an agent reading its command's errors learns why
 	}
 	denials := newDenialLog(sink, live)
@@ -338,7 +355,7 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 		res.Error = err.Error()
 		fmt.Fprintf(os.Stderr, "airlock run: %v\n", err)
 		res.ExitCode = execExitCode(err)
-		return res, res.ExitCode
+		return auditDone(res, res.ExitCode)
 	}
 	res.ExitCode, res.Signal, res.TimedOut, res.OOM, res.OutputTruncated = st.Code, st.Signal, st.TimedOut, st.OOM, st.Truncated
 	if st.TimedOut {
@@ -347,7 +364,15 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	if st.OOM {
 		fmt.Fprintln(os.Stderr, "airlock run: command killed by the memory limit")
 	}
-	return res, st.Code
+	return auditDone(res, st.Code)
+}
+
+// errorOrNil turns a result's error text back into an error (nil for "").
+func errorOrNil(s string) error {
+	if s == "" {
+		return nil
+	}
+	return errors.New(s)
 }
 
 // execAttached runs argv with this process's stdio, a PTY when stdin is a
@@ -412,18 +437,23 @@ func execAttached(ctx context.Context, sb sandbox.Sandbox, argv []string) (sandb
 	return p.Wait(ctx)
 }
 
-func openAudit(path string) (audit.Sink, func(), error) {
+// openAudit opens the audit sink of path ("" none, "-" stderr); its close
+// returns the sink's first write error (audit.JSONLines.Err), then the
+// file's close error.
+func openAudit(path string) (audit.Sink, func() error, error) {
 	switch path {
 	case "":
-		return audit.Discard, func() {}, nil
+		return audit.Discard, func() error { return nil }, nil
 	case "-":
-		return audit.NewJSONLines(os.Stderr), func() {}, nil
+		j := audit.NewJSONLines(os.Stderr)
+		return j, j.Err, nil
 	}
 	fl, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|syscall.O_CLOEXEC, 0o600)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open audit file: %w: %w", err, sandbox.ErrInvalid)
 	}
-	return audit.NewJSONLines(fl), func() { fl.Close() }, nil
+	j := audit.NewJSONLines(fl)
+	return j, func() error { return errors.Join(j.Err(), fl.Close()) }, nil
 }
 
 func newRunID() string {

@@ -183,3 +183,16 @@ func TestRunLeavesNothing(t *testing.T) {
 		}
 	}
 }
+
+// An audit trail that cannot be written fails the run (125) and says so,
+// even when the command succeeded.
+func TestRunAuditWriteErrorFails(t *testing.T) {
+	testutil.RequireRoot(t)
+	if _, err := os.Stat("/dev/full"); err != nil {
+		testutil.Skip(t, "no /dev/full")
+	}
+	_, errOut, code := runIn(t, t.TempDir(), "", "run", "--audit", "/dev/full", "--", "true")
+	if code != exitAirlock || !strings.Contains(errOut, "audit file") {
+		t.Fatalf("audit to a full device: exit %d, stderr %q", code, errOut)
+	}
+}

@@ -1,19 +1,18 @@
 package main
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
-	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
@@ -106,9 +105,14 @@ func TestSandboxCLIFiles(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"state": "running"`) {
 		t.Fatalf("inspect: %d %s", code, out)
 	}
+	// Events are for people by default, JSON lines with --json.
 	out, _, code = sbCLI(t, sock, "", "logs", id)
-	if code != 0 || !strings.Contains(out, `"type":"file"`) {
+	if code != 0 || !strings.Contains(out, " file ") || !strings.Contains(out, "path=/tmp/one.bin") || strings.Contains(out, "{") {
 		t.Fatalf("logs: %d %s", code, out)
+	}
+	out, _, code = sbCLI(t, sock, "", "logs", "--json", id)
+	if code != 0 || !strings.Contains(out, `"type":"file"`) {
+		t.Fatalf("logs --json: %d %s", code, out)
 	}
 	if _, errOut, code := sbCLI(t, sock, "", "rm", id); code != 0 {
 		t.Fatalf("rm: %d %s", code, errOut)
@@ -146,83 +150,113 @@ func TestSandboxCLIExec(t *testing.T) {
 	}
 }
 
-// openPTY opens a pseudo-terminal pair for a CLI under test.
-func openPTY(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		testutil.Skip(t, "no /dev/ptmx: "+err.Error())
-	}
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m, s
-}
-
-// exec -it gives the command a terminal of the caller's size and passes
-// keystrokes through.
-func TestSandboxCLIExecTTY(t *testing.T) {
-	testutil.RequireRoot(t)
-	sock := sbServe(t, "native")
+// exec's exit codes come from error kinds (Docker's convention): 127 only
+// for a command that does not exist, 126 for one that cannot be executed,
+// 125 for airlock's own failures, even when the sandbox's name contains
+// "exec".
+func TestSandboxCLIExecExitCodes(t *testing.T) {
+	sock := sbServe(t, "wasm")
 	id, errOut, code := sbCLI(t, sock, "", "create")
 	id = strings.TrimSpace(id)
 	if code != 0 {
 		t.Fatalf("create: %d %s", code, errOut)
 	}
-	m, s := openPTY(t)
-	defer m.Close()
-	if err := unix.IoctlSetWinsize(int(s.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 33, Col: 111}); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		args []string
+		want int
+		msg  string
+	}{
+		{[]string{"exec", "sb-execnope", "--", "true"}, exitAirlock, "not found"},
+		{[]string{"exec", id, "--", "/no/such/command"}, exitNotFound, "command not found"},
+		{[]string{"exec", id, "--", "/tmp"}, exitCannotRun, "cannot execute"},
+	} {
+		_, errOut, code := sbCLI(t, sock, "", tc.args...)
+		if code != tc.want || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("%v: exit %d %q, want %d and %q", tc.args, code, errOut, tc.want, tc.msg)
+		}
 	}
-	cmd := exec.Command(testutil.AirlockBinary(t), "sandbox", "exec", "-it", id, "--", "sh", "-c", "stty size; read x; echo got $x; exit 4")
-	cmd.Env = append(os.Environ(), "AIRLOCK_HOST=unix://"+sock)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = s, s, s
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+}
+
+// cp - reads a tar (plain or gzip) from stdin into a sandbox directory,
+// cp ID:/dir - writes one to stdout (docker cp's convention).
+func TestSandboxCLICopyTarStreams(t *testing.T) {
+	sock := sbServe(t, "wasm")
+	id, errOut, code := sbCLI(t, sock, "", "create")
+	id = strings.TrimSpace(id)
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, errOut)
 	}
-	s.Close()
-	var out bytes.Buffer
-	var mu sync.Mutex
-	go func() {
-		buf := make([]byte, 4096)
+	var plain bytes.Buffer
+	tw := tar.NewWriter(&plain)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "d/", Mode: 0o755})
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "d/f.txt", Mode: 0o644, Size: 6})
+	tw.Write([]byte("hello\n"))
+	tw.Close()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(plain.Bytes())
+	zw.Close()
+	for name, in := range map[string][]byte{"plain": plain.Bytes(), "gzip": gz.Bytes()} {
+		if _, errOut, code := sbCLI(t, sock, string(in), "cp", "-", id+":/tmp/"+name); code != 0 {
+			t.Fatalf("cp - (%s): %d %s", name, code, errOut)
+		}
+		out, errOut, code := sbCLI(t, sock, "", "cp", id+":/tmp/"+name+"/d", "-")
+		if code != 0 {
+			t.Fatalf("cp to stdout (%s): %d %s", name, code, errOut)
+		}
+		tr := tar.NewReader(strings.NewReader(out))
+		found := ""
 		for {
-			n, err := m.Read(buf)
-			mu.Lock()
-			out.Write(buf[:n])
-			mu.Unlock()
+			h, err := tr.Next()
 			if err != nil {
-				return
+				break
+			}
+			if h.Name == "d/f.txt" {
+				b, _ := io.ReadAll(tr)
+				found = string(b)
 			}
 		}
-	}()
-	seen := func(s string) bool { mu.Lock(); defer mu.Unlock(); return strings.Contains(out.String(), s) }
-	deadline := time.Now().Add(30 * time.Second)
-	for !seen("33 111") {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("no terminal size in %q", out.String())
+		if found != "hello\n" {
+			t.Fatalf("%s: the tar on stdout lacks d/f.txt with its content (got %q)", name, found)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	m.Write([]byte("hello\r"))
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
-		t.Fatalf("exit: %v; output %q", err, out.String())
-	}
-	for !seen("got hello") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no echo of the input in %q", out.String())
+}
+
+// The CLI's own failures say what to do: --host works anywhere before
+// the command, a missing server is named as such, and the usage of exec
+// lists every flag.
+func TestSandboxCLIHostAndMessages(t *testing.T) {
+	sock := sbServe(t, "wasm")
+	bin := testutil.AirlockBinary(t)
+	run := func(env []string, args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
 		}
-		time.Sleep(20 * time.Millisecond)
+		return out.String(), errb.String(), code
+	}
+	noHost := []string{"AIRLOCK_HOST=unix:///nonexistent/airlock.sock"}
+	if out, errOut, code := run(noHost, "sandbox", "ls", "--host", "unix://"+sock); code != 0 || !strings.Contains(out, "ID") {
+		t.Errorf("ls --host after the command: %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := run(noHost, "sandbox", "ls"); code != exitAirlock || !strings.Contains(errOut, "airlock serve") {
+		t.Errorf("no server: %d %q, want 125 and a hint that airlock serve is not running", code, errOut)
+	}
+	if _, errOut, _ := run(nil, "sandbox", "--help"); !strings.Contains(errOut, "--timeout D] ID -- CMD") {
+		t.Errorf("the usage of exec omits --timeout: %q", errOut)
+	}
+	// The key and quota commands never create a store of their own.
+	data := filepath.Join(t.TempDir(), "no-server-here")
+	if _, errOut, code := run(nil, "serve", "key", "create", "--tenant", "t1", "--data", data); code != exitAirlock || !strings.Contains(errOut, "no store") {
+		t.Errorf("key create without a server's store: %d %q", code, errOut)
+	}
+	if _, err := os.Stat(data); err == nil {
+		t.Errorf("key create made a data directory at %s", data)
 	}
 }

@@ -1,22 +1,19 @@
 package main
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/signal"
-	"path"
-	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -29,32 +26,33 @@ func init() {
 	register(command{name: "sandbox", short: "create and use sandboxes through airlock serve", run: runSandbox})
 }
 
-const sandboxUsage = `usage: airlock sandbox [--host H] COMMAND ...
+const sandboxUsage = `usage: airlock sandbox COMMAND [--host H] ...
 
 commands:
   create [--backend B] [--profile P] [--policy FILE] [--image I] [--timeout D] [--keep-alive] [--label K=V]... [--env K=V]...
   ls [--label K=V]... [--all] [--json]
   inspect ID
-  exec [-i] [-t] [--env K=V]... [--workdir DIR] ID -- CMD [ARGS]
-  cp SRC DST          (one of them ID:/path; directories travel as tar)
+  exec [-i] [-t] [--env K=V]... [--workdir DIR] [--timeout D] ID -- CMD [ARGS]
+  cp SRC DST          (one of them ID:/path; directories travel as tar;
+                       - is a tar, plain or gzip, on stdin or stdout)
   rm ID...
-  logs [-f] ID        (the sandbox's audit events)
+  logs [-f] [--json] ID  (the sandbox's audit events)
 
-The server is $AIRLOCK_HOST (default: the local socket), the key $AIRLOCK_API_KEY.
+The server is --host (anywhere before --), else $AIRLOCK_HOST, else the
+local socket; the key $AIRLOCK_API_KEY.
 `
 
 func runSandbox(args []string) int {
 	host := os.Getenv(client.EnvHost)
+	h, set, args, err := hoistHost(args)
+	if err != nil {
+		return fail("sandbox", err)
+	}
+	if set {
+		host = h
+	}
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		switch {
-		case args[0] == "--host" || args[0] == "-host":
-			if len(args) < 2 {
-				fmt.Fprint(os.Stderr, sandboxUsage)
-				return exitAirlock
-			}
-			host, args = args[1], args[2:]
-		case strings.HasPrefix(args[0], "--host="):
-			host, args = strings.TrimPrefix(args[0], "--host="), args[1:]
 		case args[0] == "-h" || args[0] == "--help":
 			fmt.Fprint(os.Stderr, sandboxUsage)
 			return 0
@@ -72,7 +70,7 @@ func runSandbox(args []string) int {
 		return fail("sandbox", err)
 	}
 	defer c.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := interruptContext()
 	defer stop()
 	sub, rest := args[0], args[1:]
 	var code int
@@ -96,6 +94,58 @@ func runSandbox(args []string) int {
 		return exitAirlock
 	}
 	return code
+}
+
+// execValueFlags are exec's flags that take a separate value: hoistHost
+// skips their values when it looks for the command.
+var execValueFlags = map[string]bool{"--env": true, "-env": true, "--workdir": true, "-workdir": true, "--timeout": true, "-timeout": true}
+
+// hoistHost takes --host H (or --host=H) out of args wherever it stands
+// before "--", so `airlock sandbox ls --host H` works as well as
+// `airlock sandbox --host H ls`. It never looks into exec's command: it
+// stops at the command after exec's sandbox ID.
+func hoistHost(args []string) (host string, set bool, rest []string, err error) {
+	rest = make([]string, 0, len(args))
+	positional := 0
+	exec := false
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || (exec && positional == 3) {
+			rest = append(rest, args[i:]...)
+			break
+		}
+		switch {
+		case a == "--host" || a == "-host":
+			if i+1 >= len(args) {
+				return "", false, nil, fmt.Errorf("%s: missing value: %w", a, sandbox.ErrInvalid)
+			}
+			host, set = args[i+1], true
+			i++
+			continue
+		case strings.HasPrefix(a, "--host="), strings.HasPrefix(a, "-host="):
+			_, host, _ = strings.Cut(a, "=")
+			set = true
+			continue
+		case strings.HasPrefix(a, "-"):
+			if exec && execValueFlags[a] && i+1 < len(args) {
+				rest = append(rest, a)
+				i++
+				a = args[i]
+			}
+		default:
+			positional++
+			if positional == 1 && a == "exec" {
+				exec = true
+			}
+			if exec && positional == 3 {
+				// exec ID CMD: CMD and everything after it are the command's.
+				rest = append(rest, args[i:]...)
+				return host, set, rest, nil
+			}
+		}
+		rest = append(rest, a)
+	}
+	return host, set, rest, nil
 }
 
 func sbFlags(name string) *flag.FlagSet {
@@ -254,6 +304,7 @@ func sbRemove(ctx context.Context, c *client.Client, args []string) int {
 func sbLogs(ctx context.Context, c *client.Client, args []string) int {
 	fs := sbFlags("logs")
 	follow := fs.Bool("f", false, "follow until the sandbox ends")
+	asJSON := fs.Bool("json", false, "print the events as JSON lines")
 	if err := fs.Parse(args); err != nil {
 		return exitAirlock
 	}
@@ -261,8 +312,15 @@ func sbLogs(ctx context.Context, c *client.Client, args []string) int {
 		return fail("sandbox logs", fmt.Errorf("want one sandbox ID: %w", sandbox.ErrInvalid))
 	}
 	enc := json.NewEncoder(os.Stdout)
+	print := func(e api.Event) error {
+		if *asJSON {
+			return enc.Encode(e)
+		}
+		_, err := fmt.Println(formatEvent(e))
+		return err
+	}
 	if *follow {
-		err := c.FollowEvents(ctx, fs.Arg(0), 0, func(e api.Event) error { return enc.Encode(e) })
+		err := c.FollowEvents(ctx, fs.Arg(0), 0, print)
 		if err != nil && ctx.Err() == nil {
 			return fail("sandbox logs", err)
 		}
@@ -273,274 +331,63 @@ func sbLogs(ctx context.Context, c *client.Client, args []string) int {
 		return fail("sandbox logs", err)
 	}
 	for _, e := range evs {
-		enc.Encode(e)
+		print(e)
 	}
 	return 0
 }
 
-// sbExec runs a command; its exit status becomes ours. -t gives a PTY
-// (raw terminal), -i streams our stdin.
-func sbExec(ctx context.Context, c *client.Client, args []string) int {
-	fs := sbFlags("exec")
-	interactive := fs.Bool("i", false, "stream stdin to the command")
-	tty := fs.Bool("t", false, "run on a terminal (PTY)")
-	workdir := fs.String("workdir", "", "working directory inside")
-	timeout := fs.Duration("timeout", 0, "wall-time limit")
-	var env stringList
-	fs.Var(&env, "env", "environment K=V (repeatable)")
-	// Allow "-it" as docker does.
-	for i, a := range args {
-		if a == "--" {
-			break
-		}
-		if a == "-it" || a == "-ti" {
-			args = append(append(append([]string{}, args[:i]...), "-i", "-t"), args[i+1:]...)
-			break
-		}
+// formatEvent is one event for a human: local time, type, message, then
+// the fields as k=v in name order. Everything in an event may come from
+// inside the sandbox, so nothing is printed raw: control characters could
+// drive the reader's terminal.
+func formatEvent(e api.Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %-8s", e.Time.Local().Format("2006-01-02 15:04:05.000"), printable(e.Type))
+	if e.Message != "" {
+		b.WriteString("  ")
+		b.WriteString(printable(e.Message))
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitAirlock
+	keys := make([]string, 0, len(e.Fields))
+	for k := range e.Fields {
+		keys = append(keys, k)
 	}
-	rest := fs.Args()
-	if len(rest) > 0 && rest[0] == "--" {
-		rest = rest[1:]
-	}
-	if len(rest) < 2 {
-		return fail("sandbox exec", fmt.Errorf("want ID -- CMD [ARGS]: %w", sandbox.ErrInvalid))
-	}
-	id, cmd := rest[0], rest[1:]
-	if len(cmd) > 0 && cmd[0] == "--" {
-		cmd = cmd[1:]
-	}
-	envm, err := keyValues(env, "--env")
-	if err != nil {
-		return fail("sandbox exec", err)
-	}
-	if *tty {
-		return sbExecTTY(ctx, c, id, cmd, envm, *workdir)
-	}
-	o := client.ExecOptions{Args: cmd, Env: envm, Dir: *workdir, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr}
-	if *interactive {
-		o.Stdin = os.Stdin
-	}
-	ex, err := c.Exec(ctx, id, o)
-	if err != nil {
+	sort.Strings(keys)
+	for _, k := range keys {
+		v, ok := e.Fields[k].(string)
 		switch {
-		case errors.Is(err, sandbox.ErrNotFound) && strings.Contains(err.Error(), "exec"):
-			fmt.Fprintf(os.Stderr, "airlock sandbox exec: %v\n", err)
-			return exitNotFound
-		case errors.Is(err, sandbox.ErrPermission) && strings.Contains(err.Error(), "exec"):
-			fmt.Fprintf(os.Stderr, "airlock sandbox exec: %v\n", err)
-			return exitCannotRun
+		case !ok: // JSON escapes control characters
+			j, _ := json.Marshal(e.Fields[k])
+			v = string(j)
+		case v == "" || strings.ContainsAny(v, " \t\"=") || printable(v) != v:
+			v = strconv.Quote(v)
 		}
-		return fail("sandbox exec", err)
+		fmt.Fprintf(&b, " %s=%s", printable(k), v)
 	}
-	return ex.Code
+	return b.String()
 }
 
-func sbExecTTY(ctx context.Context, c *client.Client, id string, cmd []string, env map[string]string, dir string) int {
-	var probe sandbox.ExecRequest
-	term, err := attachTerminal(&probe)
-	if err != nil {
-		return fail("sandbox exec", err)
-	}
-	defer term.restore()
-	rows, cols := probe.Rows, probe.Cols
-	if rows == 0 {
-		rows, cols = 24, 80
-	}
-	p, err := c.PTY(ctx, id, client.PTYOptions{Args: cmd, Env: env, Dir: dir, Rows: rows, Cols: cols})
-	if err != nil {
-		term.restore()
-		return fail("sandbox exec", err)
-	}
-	defer p.Close()
-	go io.Copy(p, os.Stdin)
+// printable replaces control characters (and invalid UTF-8) with '?'.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// interruptContext is ended by SIGINT or SIGTERM, with interrupted as its
+// cause (interruptCode gives the exit code).
+func interruptContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
-		for range term.resized() {
-			r, c := term.size()
-			p.Resize(ctx, r, c)
+		select {
+		case s := <-sigs:
+			cancel(interrupted{s})
+		case <-ctx.Done():
 		}
 	}()
-	io.Copy(os.Stdout, p)
-	ex, err := p.Wait(ctx)
-	term.restore()
-	if err != nil {
-		return fail("sandbox exec", err)
-	}
-	return ex.Code
-}
-
-// splitRemote splits "ID:/path"; ok is false for a local path.
-func splitRemote(s string) (id, p string, ok bool) {
-	i := strings.Index(s, ":")
-	if i <= 0 || strings.Contains(s[:i], "/") {
-		return "", "", false
-	}
-	return s[:i], s[i+1:], true
-}
-
-// sbCopy copies a file or directory between the host and a sandbox.
-func sbCopy(ctx context.Context, c *client.Client, args []string) int {
-	if len(args) != 2 {
-		return fail("sandbox cp", fmt.Errorf("want SRC DST (one of them ID:/path): %w", sandbox.ErrInvalid))
-	}
-	sid, spath, sremote := splitRemote(args[0])
-	did, dpath, dremote := splitRemote(args[1])
-	var err error
-	switch {
-	case sremote && !dremote:
-		err = cpFromSandbox(ctx, c, sid, spath, args[1])
-	case dremote && !sremote:
-		err = cpToSandbox(ctx, c, args[0], did, dpath)
-	default:
-		err = fmt.Errorf("exactly one of SRC and DST must be ID:/path: %w", sandbox.ErrInvalid)
-	}
-	if err != nil {
-		return fail("sandbox cp", err)
-	}
-	return 0
-}
-
-func cpToSandbox(ctx context.Context, c *client.Client, local, id, remote string) error {
-	st, err := os.Stat(local)
-	if err != nil {
-		return err
-	}
-	if !st.IsDir() {
-		f, err := os.Open(local)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if strings.HasSuffix(remote, "/") {
-			remote = path.Join(remote, filepath.Base(local))
-		}
-		return c.WriteFile(ctx, id, remote, f, st.Mode().Perm())
-	}
-	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarDir(pw, local)) }()
-	return c.Upload(ctx, id, remote, pr)
-}
-
-// tarDir writes the regular files and directories under dir (symlinks and
-// special files are skipped: the server refuses them).
-func tarDir(w io.Writer, dir string) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil || rel == "." {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case d.IsDir():
-			return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: filepath.ToSlash(rel) + "/", Mode: int64(info.Mode().Perm()), ModTime: info.ModTime()})
-		case info.Mode().IsRegular():
-			f, err := os.Open(p)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: filepath.ToSlash(rel), Mode: int64(info.Mode().Perm()), Size: info.Size(), ModTime: info.ModTime()}); err != nil {
-				return err
-			}
-			_, err = io.CopyN(tw, f, info.Size())
-			return err
-		default:
-			fmt.Fprintf(os.Stderr, "airlock sandbox cp: skipping %s (not a file or directory)\n", p)
-			return nil
-		}
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
-}
-
-func cpFromSandbox(ctx context.Context, c *client.Client, id, remote, local string) error {
-	fi, err := c.Stat(ctx, id, remote)
-	if err != nil {
-		return err
-	}
-	if !fi.IsDir {
-		rc, err := c.ReadFile(ctx, id, remote)
-		if err != nil {
-			return err
-		}
-		defer rc.Close()
-		if st, err := os.Stat(local); err == nil && st.IsDir() {
-			local = filepath.Join(local, path.Base(remote))
-		}
-		f, err := os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, rc); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}
-	rc, err := c.Download(ctx, id, remote)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	return untarInto(rc, local)
-}
-
-// untarInto extracts a downloaded tree into dir: relative names only, no
-// "..", no links (a sandbox must not be able to write outside dir).
-func untarInto(r io.Reader, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := path.Clean(h.Name)
-		// The archive's top entry is the directory itself.
-		if i := strings.Index(name, "/"); i >= 0 {
-			name = name[i+1:]
-		} else {
-			name = "."
-		}
-		if path.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
-			return fmt.Errorf("archive entry %q escapes the target: %w", h.Name, sandbox.ErrPermission)
-		}
-		target := filepath.Join(dir, filepath.FromSlash(name))
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, fs.FileMode(h.Mode).Perm()|0o600)
-			if err != nil {
-				return err
-			}
-			if _, err := io.CopyN(f, tr, h.Size); err != nil {
-				f.Close()
-				return err
-			}
-			if err := f.Close(); err != nil {
-				return err
-			}
-		default:
-			fmt.Fprintf(os.Stderr, "airlock sandbox cp: skipping %s (link or special file)\n", h.Name)
-		}
-	}
+	return ctx, func() { signal.Stop(sigs); cancel(nil) }
 }

@@ -309,6 +309,23 @@ func listenUnix(path, group string) (net.Listener, error) {
 	return ln, nil
 }
 
+// openExistingStore opens the store of a server's data directory for the
+// key and quota commands, which must never create one: a key written to a
+// store no server reads (a mistyped or forgotten --data) would look like
+// it worked.
+func openExistingStore(ctx context.Context, fs *flag.FlagSet, data string) (*server.Store, error) {
+	if _, err := os.Stat(filepath.Join(data, server.StoreFile)); err != nil {
+		given := false
+		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "data" })
+		hint := "name the server's data directory with --data DIR"
+		if given {
+			hint = "is it the --data of `airlock serve`? (it creates the store on start)"
+		}
+		return nil, fmt.Errorf("no store in %q: %s: %w", data, hint, sandbox.ErrNotFound)
+	}
+	return server.OpenStore(ctx, data)
+}
+
 // runServeKey manages API keys in the store: create prints the key once.
 func runServeKey(args []string) int {
 	if len(args) == 0 {
@@ -326,7 +343,7 @@ func runServeKey(args []string) int {
 		return exitAirlock
 	}
 	ctx := context.Background()
-	store, err := server.OpenStore(ctx, *data)
+	store, err := openExistingStore(ctx, fs, *data)
 	if err != nil {
 		return fail("serve key", err)
 	}
@@ -398,7 +415,7 @@ func runServeQuota(args []string) int {
 		return fail("serve quota", fmt.Errorf("--tenant is required: %w", sandbox.ErrInvalid))
 	}
 	ctx := context.Background()
-	store, err := server.OpenStore(ctx, *data)
+	store, err := openExistingStore(ctx, fs, *data)
 	if err != nil {
 		return fail("serve quota", err)
 	}

@@ -2,19 +2,19 @@ package main
 
 import (
 	"os"
-	"os/signal"
-	"syscall"
 
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // terminal is the caller's terminal while a PTY exec runs: raw mode on the
-// way in, restored on the way out, window changes forwarded.
+// way in, restored on the way out, window changes forwarded. It works on
+// every OS (golang.org/x/term); only the resize notification is per-OS
+// (terminal_unix.go, terminal_other.go).
 type terminal struct {
 	fd     int
-	saved  *unix.Termios
+	saved  *term.State
 	winch  chan os.Signal
 	active bool
 }
@@ -22,54 +22,38 @@ type terminal struct {
 // attachTerminal asks for a PTY when stdin and stdout are terminals.
 func attachTerminal(req *sandbox.ExecRequest) (*terminal, error) {
 	t := &terminal{fd: int(os.Stdin.Fd())}
-	if !isTerminal(t.fd) || !isTerminal(int(os.Stdout.Fd())) {
+	if !term.IsTerminal(t.fd) || !term.IsTerminal(int(os.Stdout.Fd())) {
 		return t, nil
 	}
-	saved, err := unix.IoctlGetTermios(t.fd, unix.TCGETS)
+	saved, err := term.MakeRaw(t.fd)
 	if err != nil {
 		return t, nil
 	}
-	raw := *saved
-	raw.Iflag &^= unix.IGNBRK | unix.BRKINT | unix.PARMRK | unix.ISTRIP | unix.INLCR | unix.IGNCR | unix.ICRNL | unix.IXON
-	raw.Oflag &^= unix.OPOST
-	raw.Lflag &^= unix.ECHO | unix.ECHONL | unix.ICANON | unix.ISIG | unix.IEXTEN
-	raw.Cflag &^= unix.CSIZE | unix.PARENB
-	raw.Cflag |= unix.CS8
-	raw.Cc[unix.VMIN] = 1
-	raw.Cc[unix.VTIME] = 0
-	if err := unix.IoctlSetTermios(t.fd, unix.TCSETS, &raw); err != nil {
-		return t, nil
-	}
 	t.saved, t.active = saved, true
-	t.winch = make(chan os.Signal, 1)
-	signal.Notify(t.winch, syscall.SIGWINCH)
+	t.winch = notifyResize()
 	req.TTY = true
 	req.Rows, req.Cols = t.size()
 	req.Stderr = nil
 	return t, nil
 }
 
-func isTerminal(fd int) bool {
-	_, err := unix.IoctlGetTermios(fd, unix.TCGETS)
-	return err == nil
-}
-
 func (t *terminal) size() (rows, cols uint16) {
-	ws, err := unix.IoctlGetWinsize(int(os.Stdout.Fd()), unix.TIOCGWINSZ)
-	if err != nil {
+	w, h, err := term.GetSize(int(os.Stdout.Fd()))
+	if err != nil || w <= 0 || h <= 0 || w > 0xffff || h > 0xffff {
 		return 24, 80
 	}
-	return ws.Row, ws.Col
+	return uint16(h), uint16(w)
 }
 
-// resized yields on SIGWINCH; nil (blocks forever) without a terminal.
+// resized yields on a window change; nil (blocks forever) without a
+// terminal or where the OS does not tell.
 func (t *terminal) resized() <-chan os.Signal { return t.winch }
 
 func (t *terminal) restore() {
 	if !t.active {
 		return
 	}
-	signal.Stop(t.winch)
-	_ = unix.IoctlSetTermios(t.fd, unix.TCSETS, t.saved)
+	stopResize(t.winch)
+	_ = term.Restore(t.fd, t.saved)
 	t.active = false
 }

@@ -3,17 +3,23 @@
 // and a registry that writes them. It exists because the official client's
 // package initialisation (protobuf descriptors, default collectors) costs
 // milliseconds on every start of the airlock binary, which is also the
-// sandbox init; see docs/RATIONALE.md. It must never grow beyond what the
-// server exposes: no push, no protobuf, no global registry.
+// sandbox init; see docs/RATIONALE.md. A test holds its output to the
+// reference parser (github.com/prometheus/common/expfmt, a test-only
+// dependency). Mistakes are errors where they are made (a bad name at
+// registration, a wrong label count from a gauge function at scrape),
+// never a panic while a scrape is being written. It must never grow beyond
+// what the server exposes: no push, no protobuf, no global registry.
 package metrics
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
-	"runtime"
+	"runtime/metrics"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,40 +30,92 @@ import (
 type Registry struct {
 	mu      sync.Mutex
 	metrics []collector
+	names   map[string]bool
 }
 
 type collector interface {
-	write(w *bufio.Writer)
+	write(w *bufio.Writer) error
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{} }
+func NewRegistry() *Registry { return &Registry{names: map[string]bool{}} }
 
-func (r *Registry) add(c collector) {
-	r.mu.Lock()
-	r.metrics = append(r.metrics, c)
-	r.mu.Unlock()
+// validName reports whether s matches [a-zA-Z_:][a-zA-Z0-9_:]* (a metric
+// name; colon false: [a-zA-Z_][a-zA-Z0-9_]*, a label name). No regexp: the
+// binary compiles none at start-up (docs/RATIONALE.md).
+func validName(s string, colon bool) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range s {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || colon && c == ':' || i > 0 && c >= '0' && c <= '9'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
-// WriteTo writes every metric in the text exposition format.
+// add registers c as d after checking d's names (the exposition format's
+// grammar, one family per name, distinct labels, "le" only in histograms).
+func (r *Registry) add(d *desc, c collector) error {
+	if !validName(d.name, true) {
+		return fmt.Errorf("metrics: register %q: not a valid metric name", d.name)
+	}
+	seen := map[string]bool{}
+	for _, l := range d.labels {
+		switch {
+		case !validName(l, false) || strings.HasPrefix(l, "__"):
+			return fmt.Errorf("metrics: register %q: %q is not a valid label name", d.name, l)
+		case seen[l]:
+			return fmt.Errorf("metrics: register %q: label %q twice", d.name, l)
+		case l == "le" && d.typ == "histogram":
+			return fmt.Errorf("metrics: register %q: label \"le\" is the histogram's own", d.name)
+		}
+		seen[l] = true
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.names[d.name] {
+		return fmt.Errorf("metrics: register %q: already registered", d.name)
+	}
+	r.names[d.name] = true
+	r.metrics = append(r.metrics, c)
+	return nil
+}
+
+// WriteTo writes every metric in the text exposition format. A gauge
+// function's sample with the wrong number of label values is left out and
+// reported in the error (with the writer's error, if any); the rest is
+// written.
 func (r *Registry) WriteTo(w io.Writer) (int64, error) {
 	r.mu.Lock()
 	ms := append([]collector(nil), r.metrics...)
 	r.mu.Unlock()
 	cw := &countWriter{w: w}
 	bw := bufio.NewWriter(cw)
+	var errs []error
 	for _, m := range ms {
-		m.write(bw)
+		if err := m.write(bw); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	err := bw.Flush()
-	return cw.n, err
+	errs = append(errs, bw.Flush())
+	return cw.n, errors.Join(errs...)
 }
 
-// Handler serves the registry at a scrape endpoint.
+// Handler serves the registry at a scrape endpoint. A registry that cannot
+// be written whole answers 500 with why, so a broken metric shows in the
+// scraper instead of as silently missing series.
 func (r *Registry) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		var b bytes.Buffer
+		if _, err := r.WriteTo(&b); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		_, _ = r.WriteTo(w)
+		_, _ = w.Write(b.Bytes())
 	})
 }
 
@@ -85,10 +143,11 @@ func (d *desc) header(w *bufio.Writer) {
 // key joins label values; \xff never appears in valid UTF-8 label values.
 func key(values []string) string { return strings.Join(values, "\xff") }
 
-func (d *desc) check(values []string) {
+func (d *desc) check(values []string) error {
 	if len(values) != len(d.labels) {
-		panic(fmt.Sprintf("metrics: %s wants %d label values, got %d", d.name, len(d.labels), len(values)))
+		return fmt.Errorf("metrics: %s wants %d label values (%s), got %d", d.name, len(d.labels), strings.Join(d.labels, ", "), len(values))
 	}
+	return nil
 }
 
 // labelText renders {a="x",b="y"} plus extra pairs (le for buckets).
@@ -177,15 +236,20 @@ func (c *Counter) Add(v float64) {
 }
 
 // NewCounterVec registers a counter vector on r.
-func (r *Registry) NewCounterVec(name, help string, labels ...string) *CounterVec {
+func (r *Registry) NewCounterVec(name, help string, labels ...string) (*CounterVec, error) {
 	c := &CounterVec{d: desc{name: name, help: help, typ: "counter", labels: labels}, series: map[string]*Counter{}, values: map[string][]string{}}
-	r.add(c)
-	return c
+	if err := r.add(&c.d, c); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
-// WithLabelValues returns the series for values, creating it at zero.
-func (c *CounterVec) WithLabelValues(values ...string) *Counter {
-	c.d.check(values)
+// GetWithLabelValues returns the series for values, creating it at zero;
+// an error when their number is not the vector's.
+func (c *CounterVec) GetWithLabelValues(values ...string) (*Counter, error) {
+	if err := c.d.check(values); err != nil {
+		return nil, err
+	}
 	k := key(values)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -195,10 +259,21 @@ func (c *CounterVec) WithLabelValues(values ...string) *Counter {
 		c.series[k] = s
 		c.values[k] = append([]string(nil), values...)
 	}
+	return s, nil
+}
+
+// WithLabelValues is GetWithLabelValues for call sites whose label count
+// is fixed in the code: a wrong count panics there, where the mistake is,
+// as with the reference client (never at scrape time).
+func (c *CounterVec) WithLabelValues(values ...string) *Counter {
+	s, err := c.GetWithLabelValues(values...)
+	if err != nil {
+		panic(err)
+	}
 	return s
 }
 
-func (c *CounterVec) write(w *bufio.Writer) {
+func (c *CounterVec) write(w *bufio.Writer) error {
 	c.d.header(w)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -209,6 +284,7 @@ func (c *CounterVec) write(w *bufio.Writer) {
 		s.mu.Unlock()
 		fmt.Fprintf(w, "%s%s %s\n", c.d.name, c.d.labelText(c.values[k]), formatFloat(v))
 	}
+	return nil
 }
 
 // HistogramVec is a histogram per label-value combination.
@@ -243,18 +319,35 @@ func (h *Histogram) Observe(v float64) {
 
 // NewHistogramVec registers a histogram vector with the given upper bounds
 // (sorted ascending; +Inf is implied).
-func (r *Registry) NewHistogramVec(name, help string, buckets []float64, labels ...string) *HistogramVec {
-	if !sort.Float64sAreSorted(buckets) {
-		panic("metrics: buckets not sorted: " + name)
+func (r *Registry) NewHistogramVec(name, help string, buckets []float64, labels ...string) (*HistogramVec, error) {
+	for i, b := range buckets {
+		if math.IsNaN(b) || math.IsInf(b, 0) || i > 0 && b <= buckets[i-1] {
+			return nil, fmt.Errorf("metrics: register %q: buckets must be finite and strictly ascending", name)
+		}
 	}
 	h := &HistogramVec{d: desc{name: name, help: help, typ: "histogram", labels: labels}, buckets: buckets, series: map[string]*Histogram{}, values: map[string][]string{}}
-	r.add(h)
-	return h
+	if err := r.add(&h.d, h); err != nil {
+		return nil, err
+	}
+	return h, nil
 }
 
-// WithLabelValues returns the series for values, creating it empty.
+// WithLabelValues is GetWithLabelValues for call sites whose label count
+// is fixed in the code (a wrong count panics there, never at scrape time).
 func (h *HistogramVec) WithLabelValues(values ...string) *Histogram {
-	h.d.check(values)
+	s, err := h.GetWithLabelValues(values...)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// GetWithLabelValues returns the series for values, creating it empty; an
+// error when their number is not the vector's.
+func (h *HistogramVec) GetWithLabelValues(values ...string) (*Histogram, error) {
+	if err := h.d.check(values); err != nil {
+		return nil, err
+	}
 	k := key(values)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -264,10 +357,10 @@ func (h *HistogramVec) WithLabelValues(values ...string) *Histogram {
 		h.series[k] = s
 		h.values[k] = append([]string(nil), values...)
 	}
-	return s
+	return s, nil
 }
 
-func (h *HistogramVec) write(w *bufio.Writer) {
+func (h *HistogramVec) write(w *bufio.Writer) error {
 	h.d.header(w)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -284,6 +377,7 @@ func (h *HistogramVec) write(w *bufio.Writer) {
 		fmt.Fprintf(w, "%s_count%s %d\n", h.d.name, h.d.labelText(vals), s.count)
 		s.mu.Unlock()
 	}
+	return nil
 }
 
 // Sample is one gauge value with its label values.
@@ -297,30 +391,52 @@ type gaugeFunc struct {
 	fn func() []Sample
 }
 
-// NewGaugeFunc registers a gauge family computed at scrape time.
-func (r *Registry) NewGaugeFunc(name, help string, fn func() []Sample, labels ...string) {
-	r.add(&gaugeFunc{d: desc{name: name, help: help, typ: "gauge", labels: labels}, fn: fn})
+// NewGaugeFunc registers a gauge family computed at scrape time. Samples
+// fn returns with the wrong number of label values are left out of the
+// scrape and reported as its error.
+func (r *Registry) NewGaugeFunc(name, help string, fn func() []Sample, labels ...string) error {
+	g := &gaugeFunc{d: desc{name: name, help: help, typ: "gauge", labels: labels}, fn: fn}
+	return r.add(&g.d, g)
 }
 
-func (g *gaugeFunc) write(w *bufio.Writer) {
+func (g *gaugeFunc) write(w *bufio.Writer) error {
 	samples := g.fn()
 	sort.Slice(samples, func(i, j int) bool { return key(samples[i].Values) < key(samples[j].Values) })
 	g.d.header(w)
+	var bad error
 	for _, s := range samples {
-		g.d.check(s.Values)
+		if err := g.d.check(s.Values); err != nil {
+			bad = err
+			continue
+		}
 		fmt.Fprintf(w, "%s%s %s\n", g.d.name, g.d.labelText(s.Values), formatFloat(s.Value))
 	}
+	return bad
 }
 
-// RegisterRuntime adds the Go runtime gauges operators expect
-// (goroutines, heap, GC count).
-func (r *Registry) RegisterRuntime() {
-	r.NewGaugeFunc("go_goroutines", "Number of goroutines that currently exist.", func() []Sample {
-		return []Sample{{Value: float64(runtime.NumGoroutine())}}
-	})
-	r.NewGaugeFunc("go_memstats_heap_alloc_bytes", "Bytes of allocated heap objects.", func() []Sample {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return []Sample{{Value: float64(ms.HeapAlloc)}}
-	})
+// runtimeGauges are the Go runtime figures operators expect, read with
+// runtime/metrics (ReadMemStats stops the world).
+var runtimeGauges = []struct{ name, help, sample string }{
+	{"go_goroutines", "Number of goroutines that currently exist.", "/sched/goroutines:goroutines"},
+	{"go_memstats_heap_alloc_bytes", "Bytes of allocated heap objects.", "/memory/classes/heap/objects:bytes"},
+}
+
+// RegisterRuntime adds the Go runtime gauges (goroutines, heap).
+func (r *Registry) RegisterRuntime() error {
+	var errs []error
+	for _, g := range runtimeGauges {
+		sample := g.sample
+		errs = append(errs, r.NewGaugeFunc(g.name, g.help, func() []Sample {
+			s := []metrics.Sample{{Name: sample}}
+			metrics.Read(s)
+			switch s[0].Value.Kind() {
+			case metrics.KindUint64:
+				return []Sample{{Value: float64(s[0].Value.Uint64())}}
+			case metrics.KindFloat64:
+				return []Sample{{Value: s[0].Value.Float64()}}
+			}
+			return nil // not in this Go version
+		}))
+	}
+	return errors.Join(errs...)
 }

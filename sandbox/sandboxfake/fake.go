@@ -29,6 +29,9 @@ type Backend struct {
 	live map[string]*Sandbox
 	// Created counts Create calls that succeeded; Cleaned the IDs Cleanup removed.
 	Created atomic.Int64
+	// Kills counts Process.Kill calls on running processes (a group kill,
+	// as opposed to a Signal to the process alone).
+	Kills atomic.Int64
 	// FailCreate, when set, makes Create fail with it.
 	FailCreate error
 	// CreateDelay is slept in Create (to tell pooled from cold creates).
@@ -103,6 +106,23 @@ func (b *Backend) Live() []string {
 	}
 	sort.Strings(ids)
 	return ids
+}
+
+// Processes returns how many processes run in all live sandboxes.
+func (b *Backend) Processes() int {
+	b.mu.Lock()
+	sbs := make([]*Sandbox, 0, len(b.live))
+	for _, s := range b.live {
+		sbs = append(sbs, s)
+	}
+	b.mu.Unlock()
+	n := 0
+	for _, s := range sbs {
+		s.mu.Lock()
+		n += len(s.procs)
+		s.mu.Unlock()
+	}
+	return n
 }
 
 // Kill makes sandbox id die as if its agent crashed.
@@ -189,7 +209,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Pr
 	}
 	cmd, ok := commands[path.Base(req.Args[0])]
 	if !ok {
-		return nil, fmt.Errorf("exec %q: %w", req.Args[0], sandbox.ErrNotFound)
+		return nil, fmt.Errorf("exec %q: %w", req.Args[0], sandbox.ErrCommandNotFound)
 	}
 	s.mu.Lock()
 	if err := s.closed(); err != nil {
@@ -197,7 +217,7 @@ func (s *Sandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Pr
 		return nil, err
 	}
 	s.pid++
-	p := &process{pid: s.pid + 1, done: make(chan struct{}), kill: make(chan int, 1), tty: req.TTY, rows: req.Rows, cols: req.Cols}
+	p := &process{pid: s.pid + 1, b: s.b, done: make(chan struct{}), kill: make(chan int, 1), tty: req.TTY, rows: req.Rows, cols: req.Cols}
 	if s.procs == nil {
 		s.procs = map[*process]bool{}
 	}
@@ -258,6 +278,9 @@ type process struct {
 	exit  sandbox.ExitStatus
 	stdin *closableReader
 
+	b        *Backend
+	timedOut atomic.Bool
+
 	mu         sync.Mutex
 	rows, cols uint16
 }
@@ -268,6 +291,7 @@ func (p *process) finish(code int) {
 		if code > 128 {
 			p.exit.Signal = code - 128
 		}
+		p.exit.TimedOut = p.timedOut.Load()
 		close(p.done)
 	})
 }
@@ -297,6 +321,19 @@ func (p *process) Signal(_ context.Context, sig int) error {
 	default:
 	}
 	p.cancel(128 + sig)
+	return nil
+}
+
+// Kill ends the process (the fake has no descendants). Backend.Kills
+// counts the calls, so tests can tell a group kill from a signal.
+func (p *process) Kill(context.Context) error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	p.b.Kills.Add(1)
+	p.cancel(128 + sandbox.SIGKILL)
 	return nil
 }
 
@@ -339,6 +376,7 @@ func (c *proc) sleep(d time.Duration) int {
 	case code := <-c.p.kill:
 		return code
 	case <-tc:
+		c.p.timedOut.Store(true)
 		return 128 + sandbox.SIGKILL
 	}
 }
@@ -625,6 +663,22 @@ func (f files) Rename(_ context.Context, from, to string) error {
 	}
 	if s.files[path.Dir(to)] == nil {
 		return fmt.Errorf("rename to %q: parent: %w", to, sandbox.ErrNotFound)
+	}
+	// As rename(2): a file never replaces a directory (EISDIR), nor a
+	// directory a file (ENOTDIR), nor a non-empty directory (ENOTEMPTY).
+	if t := s.files[to]; t != nil && to != from {
+		switch {
+		case t.dir && !n.dir:
+			return fmt.Errorf("rename to %q: is a directory: %w", to, sandbox.ErrInvalid)
+		case !t.dir && n.dir:
+			return fmt.Errorf("rename to %q: not a directory: %w", to, sandbox.ErrInvalid)
+		case t.dir:
+			for q := range s.files {
+				if strings.HasPrefix(q, to+"/") {
+					return fmt.Errorf("rename to %q: directory not empty: %w", to, sandbox.ErrInvalid)
+				}
+			}
+		}
 	}
 	for q, c := range s.files {
 		if strings.HasPrefix(q, from+"/") {

@@ -34,7 +34,7 @@ func buildHelper(t *testing.T, goos string) string {
 	out := filepath.Join(dir, "helper")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("build sandboxtest helper: no go command on PATH: %v", err)
 	}
 	cmd := exec.Command(gobin, "build", "-trimpath", "-o", out, "github.com/airlock-dev/airlock/sandbox/sandboxtest/helper")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)

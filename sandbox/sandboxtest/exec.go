@@ -59,6 +59,7 @@ func (s *suite) runExecChecks(t *testing.T) {
 			t.Fatalf("after SIGTERM: status %+v, want 143/15", st)
 		}
 	})
+	s.check(t, "exec/kill-group", func(t *testing.T) { s.testKillGroup(t, bx) })
 	s.check(t, "exec/stdin", func(t *testing.T) {
 		r := bx.run(t, strings.NewReader("hello stdin\n"), "cat")
 		if r.stdout != "hello stdin\n" || r.status.Code != 0 {
@@ -178,12 +179,19 @@ func (s *suite) runExecChecks(t *testing.T) {
 			p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: []string{argv0}})
 			if err == nil {
 				st, _ := p.Wait(ctx)
-				t.Errorf("exec %s: started (status %+v), want an error wrapping ErrNotFound", argv0, st)
+				t.Errorf("exec %s: started (status %+v), want an error wrapping ErrCommandNotFound", argv0, st)
 				continue
 			}
-			if !errors.Is(err, sandbox.ErrNotFound) {
-				t.Errorf("exec %s: %v, want ErrNotFound", argv0, err)
+			if !errors.Is(err, sandbox.ErrCommandNotFound) {
+				t.Errorf("exec %s: %v, want ErrCommandNotFound (the CLI's 127)", argv0, err)
 			}
+		}
+		// A directory exists but cannot be executed: the CLI's 126.
+		if p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: []string{bx.ws}}); err == nil {
+			st, _ := p.Wait(ctx)
+			t.Errorf("exec %s (a directory): started (status %+v), want ErrCannotExecute", bx.ws, st)
+		} else if !errors.Is(err, sandbox.ErrCannotExecute) {
+			t.Errorf("exec %s (a directory): %v, want ErrCannotExecute", bx.ws, err)
 		}
 		if _, err := bx.Exec(ctx, sandbox.ExecRequest{}); !errors.Is(err, sandbox.ErrInvalid) {
 			t.Errorf("exec with empty Args: %v, want ErrInvalid", err)
@@ -221,4 +229,46 @@ func (s *suite) testPTY(t *testing.T, bx *box, resize bool) {
 		t.Fatalf("Signal: %v", err)
 	}
 	p.Wait(ctx)
+}
+
+// testKillGroup: Kill ends the process and what it started in its group
+// (a client that gives up on `sh -c "sleep 100; echo"` must not leave the
+// sleep behind). Backends without processes (wasm) just end the one.
+func (s *suite) testKillGroup(t *testing.T, bx *box) {
+	ctx := ctxT(t)
+	out := newSyncBuffer()
+	argv := bx.argv("spawn-child", "600")
+	if s.opts.HelperGOOS == "wasip1" {
+		argv = bx.argv("sleep", "600")
+	}
+	p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: argv, Stdout: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := ""
+	if s.opts.HelperGOOS != "wasip1" {
+		if !out.waitFor(ctx, "\n") {
+			t.Fatalf("no child pid: %q", out.String())
+		}
+		child = strings.TrimSpace(out.String())
+	}
+	if err := p.Kill(ctx); err != nil {
+		t.Fatalf("Kill: %v", err)
+	}
+	st, err := p.Wait(ctx)
+	if err != nil || st.Signal != sandbox.SIGKILL {
+		t.Fatalf("after Kill: status %+v, err %v; want SIGKILL", st, err)
+	}
+	if err := p.Kill(ctx); err != nil {
+		t.Errorf("Kill after exit: %v, want nil (idempotent)", err)
+	}
+	if child == "" {
+		return
+	}
+	for bx.run(t, nil, "alive", child).status.Code == 0 {
+		if ctx.Err() != nil {
+			t.Fatalf("the child %s of a killed process lives on", child)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -233,6 +233,13 @@ func (s *suite) runFilesChecks(t *testing.T) {
 		if got, err := read(t, filepath.Join(d, "x", "f2")); string(got) != "one" {
 			t.Errorf("new name after rename: %q %v", got, err)
 		}
+		// As rename(2): a file never replaces a directory.
+		if err := f.Rename(ctx, filepath.Join(d, "x", "f2"), filepath.Join(d, "x", "y")); err == nil {
+			t.Errorf("rename of a file onto a directory succeeded")
+		}
+		if fi, err := f.Stat(ctx, filepath.Join(d, "x", "y")); err != nil || !fi.IsDir {
+			t.Errorf("the directory after a refused rename onto it: %+v %v", fi, err)
+		}
 		if err := f.Remove(ctx, filepath.Join(d, "x"), false); err == nil {
 			t.Errorf("non-recursive remove of a non-empty dir succeeded")
 		}

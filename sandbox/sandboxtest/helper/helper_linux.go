@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -61,6 +62,28 @@ func init() {
 			kids = append(kids, c)
 		}
 		fmt.Printf("spawned %d of %d\n", n, n)
+		return 0
+	}
+	commands["spawn-child"] = func(a []string) int { // spawn-child SEC: a sleeper in our group, then sleep
+		self, _ := os.Executable()
+		c := exec.Command(self, "sleep", a[0])
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("%d\n", c.Process.Pid)
+		c.Wait()
+		return 0
+	}
+	commands["alive"] = func(a []string) int { // alive PID: 0 while PID runs (a zombie is dead)
+		b, err := os.ReadFile("/proc/" + a[0] + "/stat")
+		if err != nil {
+			return 1
+		}
+		s := string(b)
+		if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) && s[i+2] == 'Z' {
+			return 1
+		}
 		return 0
 	}
 	commands["spawn-bg"] = func(a []string) int { // a detached sleeper that outlives us

@@ -1,4 +1,4 @@
-package egress
+package policy
 
 import (
 	"errors"
@@ -8,13 +8,13 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/net/idna"
-
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// Host is a normalised connection target: exactly one of Name (a lower-case
-// ASCII host name, no trailing dot) or Addr (an IP address; IPv4-mapped
-// IPv6 addresses are unmapped to IPv4) is set.
+// Host is a normalised host: exactly one of Name (a lower-case ASCII host
+// name, no trailing dot) or Addr (an IP address; IPv4-mapped IPv6
+// addresses are unmapped to IPv4) is set. Network entries and the egress
+// proxy's connection targets are both read into it by NormalizeHost, so a
+// rule and a target compare in one canonical form.
 type Host struct {
 	Name string
 	Addr netip.Addr
@@ -32,11 +32,12 @@ func (h Host) String() string {
 	return h.Name
 }
 
-// idnaProfile is the one IDNA profile used for every name: UTS #46 lookup
-// mapping (case folding, width mapping), STD3 ASCII rules, Bidi rule and DNS
-// length checks. CheckHyphens is off because real host names such as
-// "r3---sn-abc.googlevideo.com" carry "--" in positions 3-4; leading and
-// trailing hyphens are still rejected by checkLDH.
+// idnaProfile is the one IDNA profile used for every name, in policies and
+// in the egress proxy alike: UTS #46 lookup mapping (case folding, width
+// mapping), STD3 ASCII rules, Bidi rule and DNS length checks. CheckHyphens
+// is off because real host names such as "r3---sn-abc.googlevideo.com"
+// carry "--" in positions 3-4; leading and trailing hyphens are still
+// rejected by checkLDH.
 var idnaProfile = idna.New(
 	idna.MapForLookup(),
 	idna.BidiRule(),
@@ -49,11 +50,10 @@ var idnaProfile = idna.New(
 
 const maxHostLen = 253
 
-var errHost = errors.New("bad host")
-
-// NormalizeHost turns a target host as a client sent it (in a CONNECT
-// authority, an absolute URI, a Host header, a SOCKS5 domain or a TLS SNI)
-// into its one canonical form, or rejects it. The rules:
+// NormalizeHost reads a host as a client sent it (in a CONNECT authority,
+// an absolute URI, a Host header, a SOCKS5 domain or a TLS SNI) or as a
+// network entry names it, into its one canonical form, or rejects it. The
+// rules:
 //
 //   - NUL, control bytes, space, DEL and invalid UTF-8 are rejected.
 //   - "[v6]" is an IPv6 literal; zones are rejected; IPv4-mapped IPv6
@@ -70,51 +70,64 @@ var errHost = errors.New("bad host")
 //     mapping (lower case, full-width forms, ...) and strict IDNA to ASCII
 //     (punycode); the result must be letters, digits and hyphens in labels
 //     of 1 to 63 bytes, no label starting or ending with a hyphen, at most
-//     253 bytes. The mapped result is checked again for IP literals, so
-//     "１２７.０.０.１" is the IPv4 literal 127.0.0.1, not a name.
+//     253 bytes, and read back as itself. The mapped result is checked
+//     again for IP literals, so "１２７.０.０.１" is the IPv4 literal
+//     127.0.0.1, not a name.
+//
+// Errors wrap ErrInvalid.
 func NormalizeHost(s string) (Host, error) {
+	h, err := normalizeHost(s)
+	if err != nil {
+		return Host{}, fmt.Errorf("normalize host %q: %v: %w", s, err, ErrInvalid)
+	}
+	return h, nil
+}
+
+// normalizeHost is NormalizeHost with a bare reason as its error.
+func normalizeHost(s string) (Host, error) {
 	if s == "" {
-		return Host{}, fmt.Errorf("normalize host: empty: %w", sandbox.ErrInvalid)
+		return Host{}, errors.New("empty")
 	}
 	if len(s) > 4*maxHostLen {
-		return Host{}, fmt.Errorf("normalize host: too long: %w", sandbox.ErrInvalid)
+		return Host{}, errors.New("too long")
 	}
 	if !utf8.ValidString(s) {
-		return Host{}, fmt.Errorf("normalize host %q: invalid UTF-8: %w", s, sandbox.ErrInvalid)
+		return Host{}, errors.New("invalid UTF-8")
 	}
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; c <= 0x20 || c == 0x7f {
-			return Host{}, fmt.Errorf("normalize host %q: control byte or space: %w", s, sandbox.ErrInvalid)
+			return Host{}, errors.New("control byte or space")
 		}
 	}
 	if strings.HasPrefix(s, "[") {
 		if !strings.HasSuffix(s, "]") {
-			return Host{}, fmt.Errorf("normalize host %q: unterminated IPv6 literal: %w", s, sandbox.ErrInvalid)
+			return Host{}, errors.New("unterminated IPv6 literal")
 		}
 		a, err := netip.ParseAddr(s[1 : len(s)-1])
 		if err != nil || !a.Is6() || a.Zone() != "" {
-			return Host{}, fmt.Errorf("normalize host %q: bad IPv6 literal: %w", s, sandbox.ErrInvalid)
+			return Host{}, errors.New("bad IPv6 literal")
 		}
 		return Host{Addr: a.Unmap()}, nil
 	}
 	if strings.Contains(s, ":") {
 		// Bare IPv6 (or host:port) where only a host may stand.
-		return Host{}, fmt.Errorf("normalize host %q: colon outside brackets: %w", s, sandbox.ErrInvalid)
+		return Host{}, errors.New("colon outside brackets")
 	}
 	name := strings.TrimSuffix(s, ".")
 	ascii, err := idnaProfile.ToASCII(name)
 	if err != nil {
-		return Host{}, fmt.Errorf("normalize host %q: idna: %v: %w", s, err, sandbox.ErrInvalid)
+		return Host{}, fmt.Errorf("not a valid host name (idna: %v)", err)
 	}
 	ascii = strings.ToLower(ascii)
 	if h, ok, err := ipLiteral(ascii); ok || err != nil {
-		if err != nil {
-			return Host{}, fmt.Errorf("normalize host %q: %v: %w", s, err, sandbox.ErrInvalid)
-		}
-		return h, nil
+		return h, err
 	}
 	if err := checkLDH(ascii); err != nil {
-		return Host{}, fmt.Errorf("normalize host %q: %v: %w", s, err, sandbox.ErrInvalid)
+		return Host{}, err
+	}
+	// The canonical form must read back as itself.
+	if again, err := idnaProfile.ToASCII(ascii); err != nil || again != ascii {
+		return Host{}, errors.New("not a valid host name (unstable IDNA form)")
 	}
 	return Host{Name: ascii}, nil
 }
@@ -133,7 +146,7 @@ func ipLiteral(s string) (Host, bool, error) {
 		last = s[i+1:]
 	}
 	if isNumericLabel(last) {
-		return Host{}, false, errors.New("non-canonical IP literal (decimal, octal, hex or short form)")
+		return Host{}, false, errors.New("not a valid IP address or host name: non-canonical IP literal (IPv4 addresses in dotted decimal only)")
 	}
 	return Host{}, false, nil
 }
@@ -167,20 +180,26 @@ func isHex(c rune) bool {
 // checkLDH validates an ASCII host name: letters, digits, hyphens; labels of
 // 1-63 bytes not starting or ending with a hyphen; total at most 253.
 func checkLDH(s string) error {
-	if s == "" || len(s) > maxHostLen {
-		return errors.New("bad length")
+	if s == "" {
+		return errors.New("empty host name")
+	}
+	if len(s) > maxHostLen {
+		return errors.New("host name longer than 253 characters")
 	}
 	for _, label := range strings.Split(s, ".") {
-		if label == "" || len(label) > 63 {
-			return errors.New("empty or over-long label")
+		if label == "" {
+			return errors.New("empty label in host name")
+		}
+		if len(label) > 63 {
+			return errors.New("label longer than 63 characters")
 		}
 		if label[0] == '-' || label[len(label)-1] == '-' {
-			return errors.New("label starts or ends with a hyphen")
+			return fmt.Errorf("label %q starts or ends with '-'", label)
 		}
 		for i := 0; i < len(label); i++ {
 			c := label[i]
 			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return fmt.Errorf("byte %q not allowed in a host name", c)
+				return fmt.Errorf("character %q not allowed in a host name", c)
 			}
 		}
 	}

@@ -10,97 +10,6 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-func TestParseRule(t *testing.T) {
-	ok := []struct {
-		in   string
-		want Rule
-	}{
-		{"example.com", Rule{Kind: RuleName, Name: "example.com"}},
-		{"Example.COM.", Rule{Kind: RuleName, Name: "example.com"}},
-		{"example.com:443", Rule{Kind: RuleName, Name: "example.com", Port: 443}},
-		{"*.example.com", Rule{Kind: RuleWildcard, Name: "example.com"}},
-		{"*.example.com:8443", Rule{Kind: RuleWildcard, Name: "example.com", Port: 8443}},
-		{"bücher.example", Rule{Kind: RuleName, Name: "xn--bcher-kva.example"}},
-		{"10.0.0.0/8", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("10.0.0.0/8")}},
-		{"10.1.2.3/8", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("10.0.0.0/8")}},
-		{"127.0.0.1/32", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("127.0.0.1/32")}},
-		{"::1/128", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("::1/128")}},
-		{"::ffff:10.0.0.0/104", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("10.0.0.0/8")}},
-		{"203.0.113.7", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("203.0.113.7/32")}},
-		{"203.0.113.7:443", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("203.0.113.7/32"), Port: 443}},
-		{"[2001:db8::1]", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("2001:db8::1/128")}},
-		{"[2001:db8::1]:443", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("2001:db8::1/128"), Port: 443}},
-		{"10.0.0.0/8:5432", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("10.0.0.0/8"), Port: 5432}},
-		{"::1/128:8080", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("::1/128"), Port: 8080}},
-		{"2001:db8::1", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("2001:db8::1/128")}},
-		{"::ffff:127.0.0.1", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("127.0.0.1/32")}},
-		{"0.0.0.0/0", Rule{Kind: RulePrefix, Prefix: netip.MustParsePrefix("0.0.0.0/0")}},
-	}
-	for _, tc := range ok {
-		got, err := ParseRule(tc.in)
-		if err != nil {
-			t.Errorf("ParseRule(%q): %v", tc.in, err)
-			continue
-		}
-		tc.want.Raw = tc.in
-		if got != tc.want {
-			t.Errorf("ParseRule(%q) = %+v, want %+v", tc.in, got, tc.want)
-		}
-	}
-	bad := []string{
-		"", "*", "*.com", "*.", "*example.com", "a.*.example.com", "**.example.com", "example.*",
-		"example.com:", "example.com:0", "example.com:65536", "example.com:080", "example.com:+1",
-		"example.com:-1", "example.com:http", "example.com:443:443", "fe80::1%eth0", "2001:db8::1::443",
-		"[::1", "[::1]x", "10.0.0.0/33", "10.0.0.0/", "/8", "10.0.0.0/8:", "10.0.0.0/8:0", "fe80::1%eth0/64",
-		"2130706433", "0177.0.0.1", "127.1", "*.127.0.0.1", "exa mple.com", "example.com\x00",
-		"http://example.com", "example.com/path", "user@example.com", "::ffff:0.0.0.0/8",
-	}
-	for _, in := range bad {
-		r, err := ParseRule(in)
-		if err == nil {
-			t.Errorf("ParseRule(%q) = %+v, want error", in, r)
-			continue
-		}
-		if !errors.Is(err, sandbox.ErrInvalid) {
-			t.Errorf("ParseRule(%q): %v does not wrap ErrInvalid", in, err)
-		}
-	}
-}
-
-func TestRuleMatchName(t *testing.T) {
-	tests := []struct {
-		rule, name string
-		port       uint16
-		want       bool
-	}{
-		{"example.com", "example.com", 443, true},
-		{"example.com", "example.com", 22, true},
-		{"example.com", "www.example.com", 443, false},
-		{"example.com", "example.com.evil.net", 443, false},
-		{"example.com", "notexample.com", 443, false},
-		{"example.com:443", "example.com", 443, true},
-		{"example.com:443", "example.com", 80, false},
-		// "*.example.com" covers every name below it, not the name itself.
-		{"*.example.com", "example.com", 443, false},
-		{"*.example.com", "a.example.com", 443, true},
-		{"*.example.com", "a.b.example.com", 443, true},
-		{"*.example.com", "aexample.com", 443, false},
-		{"*.example.com", "example.com.evil.net", 443, false},
-		{"*.example.com", "a.example.com.evil.net", 443, false},
-		{"*.example.com:443", "a.example.com", 80, false},
-		{"10.0.0.0/8", "example.com", 443, false},
-	}
-	for _, tc := range tests {
-		r, err := ParseRule(tc.rule)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := r.matchName(tc.name, tc.port); got != tc.want {
-			t.Errorf("%q matches %s:%d = %v, want %v", tc.rule, tc.name, tc.port, got, tc.want)
-		}
-	}
-}
-
 func mustCompile(t *testing.T, mode string, allow, deny []string) *compiled {
 	t.Helper()
 	c, err := compileNetwork(policy.Network{Mode: mode, Allow: allow, Deny: deny})
@@ -142,7 +51,7 @@ func TestCheckTarget(t *testing.T) {
 	}
 	for _, tc := range tests {
 		c := mustCompile(t, tc.mode, tc.allow, deny)
-		h, err := NormalizeHost(tc.host)
+		h, err := policy.NormalizeHost(tc.host)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,4 +129,61 @@ func TestCompileNetworkErrors(t *testing.T) {
 			t.Errorf("%+v: got %v, want ErrInvalid", n, err)
 		}
 	}
+}
+
+// FuzzCompileNetwork fuzzes the one network-entry parser
+// (policy.ParseNetworkEntry) through the proxy: the proxy compiles exactly
+// what a policy accepts (so a policy that passes `airlock policy check`
+// never fails when the sandbox starts), and every accepted entry admits
+// the targets it names, read by the proxy's own target normaliser.
+func FuzzCompileNetwork(f *testing.F) {
+	for _, s := range []string{
+		"example.com", "API.Anthropic.com", "*.example.com:443", "localhost", "my-host.internal:80",
+		"10.0.0.0/8:5432", "::ffff:10.0.0.0/104", "::ffff:10.1.2.3", "[::]", "192.0.2.1:8080",
+		"2001:db8::1", "[2001:db8::1]:443", "2001:db8::/32", "xn--bcher-kva.example", "a.b.c.d.e.f",
+		"Example.COM.", "*.com", "*", "2130706433", "127.1", "a..b", "-a.com", "a_b.example", "bücher.example",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e, perr := policy.ParseNetworkEntry(s)
+		c, cerr := compileNetwork(policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{s}})
+		if (perr == nil) != (cerr == nil) {
+			t.Fatalf("%q: policy says %v, the proxy %v", s, perr, cerr)
+		}
+		if perr != nil {
+			if !errors.Is(cerr, sandbox.ErrInvalid) {
+				t.Fatalf("%q: %v does not wrap ErrInvalid", s, cerr)
+			}
+			return
+		}
+		port := uint16(e.Port)
+		if port == 0 {
+			port = 443
+		}
+		target := func(name string) policy.Host {
+			h, err := policy.NormalizeHost(name)
+			if err != nil {
+				t.Fatalf("%q: the proxy cannot read target %q of the entry: %v", s, name, err)
+			}
+			return h
+		}
+		switch {
+		case e.Host != "" && e.Wildcard:
+			if why := c.checkTarget(target("a."+e.Host), port); why != "" {
+				t.Fatalf("%q: a name below it is refused: %s", s, why)
+			}
+			if c.checkTarget(target(e.Host), port) == "" {
+				t.Fatalf("%q: the wildcard admits its apex", s)
+			}
+		case e.Host != "":
+			if why := c.checkTarget(target(e.Host), port); why != "" {
+				t.Fatalf("%q: its own name is refused: %s", s, why)
+			}
+		default:
+			if why := c.checkTarget(policy.Host{Addr: e.Prefix.Addr()}, port); why != "" {
+				t.Fatalf("%q: its own address is refused: %s", s, why)
+			}
+		}
+	})
 }

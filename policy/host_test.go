@@ -1,12 +1,10 @@
-package egress
+package policy
 
 import (
 	"errors"
 	"net/netip"
 	"strings"
 	"testing"
-
-	"github.com/airlock-dev/airlock/sandbox"
 )
 
 func TestNormalizeHost(t *testing.T) {
@@ -122,7 +120,7 @@ func TestNormalizeHost(t *testing.T) {
 			t.Errorf("NormalizeHost(%q) = %+v, want error", in, h)
 			continue
 		}
-		if !errors.Is(err, sandbox.ErrInvalid) {
+		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("NormalizeHost(%q) error %v does not wrap ErrInvalid", in, err)
 		}
 	}
@@ -157,7 +155,7 @@ func FuzzNormalizeHost(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		h, err := NormalizeHost(s)
 		if err != nil {
-			if !errors.Is(err, sandbox.ErrInvalid) {
+			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error does not wrap ErrInvalid: %v", err)
 			}
 			return

@@ -1,0 +1,91 @@
+package server
+
+import (
+	"fmt"
+	"os"
+	"path"
+
+	"github.com/airlock-dev/airlock/internal/writeback"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// protection asks a sandbox's write rules (policy.ConfigGuard, the one
+// implementation the backends enforce) about a file operation before it
+// reaches the sandbox. The backend refuses it anyway, with a bare
+// permission error; checked here first, a refused operation is a 403 that
+// names the rule and why it exists. A server sandbox's workspace is a host
+// directory at the same path, so the decision is made on it.
+type protection struct {
+	ws    string
+	guard *policy.ConfigGuard
+}
+
+// newProtection is the protection of resolved policy pol (nil when it
+// protects nothing).
+func newProtection(pol *policy.Policy) *protection {
+	ws := pol.Filesystem.WorkspacePath()
+	if ws == "" {
+		return nil
+	}
+	return &protection{ws: ws, guard: pol.ConfigGuard(pol.Process.Env["HOME"])}
+}
+
+// check refuses op on p (a clean absolute path inside the sandbox) when
+// the rules do; paths outside the workspace are the backend's to decide.
+func (pr *protection) check(what string, op policy.GuardOp, p string) error {
+	if pr == nil || p == pr.ws || !within(p, pr.ws) {
+		return nil
+	}
+	d := pr.guard.Check(op, writeback.HostDir(path.Dir(p)), path.Base(p))
+	if d == nil {
+		return nil
+	}
+	return fmt.Errorf("%s %q: refused by rule %s (%s): %w", what, p, d.Rule, policy.GuardRuleWhy(d.Rule), sandbox.ErrPermission)
+}
+
+// within reports whether p is dir or below it.
+func within(p, dir string) bool {
+	return p == dir || len(p) > len(dir) && p[:len(dir)] == dir && p[len(dir)] == '/'
+}
+
+// checkWrite checks creating or writing a file at p ("mkdir": a directory).
+func (pr *protection) checkWrite(what, p string) error {
+	if pr == nil {
+		return nil
+	}
+	op := policy.OpCreate
+	switch {
+	case what == "mkdir":
+		op = policy.OpMkdir
+	case exists(p):
+		op = policy.OpWrite
+	}
+	return pr.check(what, op, p)
+}
+
+// checkMove checks removing p: the rules never refuse a removal.
+func (pr *protection) checkMove(what, p string) error { return nil }
+
+// checkRename checks renaming from onto to: how the entry arrives under
+// its new name (a directory or symlink may bring protected settings).
+func (pr *protection) checkRename(from, to string) error {
+	if pr == nil {
+		return nil
+	}
+	op := policy.OpRenameFile
+	if fi, err := os.Lstat(from); err == nil {
+		switch {
+		case fi.IsDir():
+			op = policy.OpRenameDir
+		case fi.Mode()&os.ModeSymlink != 0:
+			op = policy.OpSymlink
+		}
+	}
+	return pr.check("rename onto", op, to)
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
