@@ -244,7 +244,7 @@ func (f *fakeKernel) exec(ctx context.Context, req sandbox.ExecRequest) (sandbox
 	return f, nil
 }
 
-func (f *fakeKernel) kill() { f.once.Do(func() { close(f.done) }) }
+func (f *fakeKernel) kill()    { f.once.Do(func() { close(f.done) }) }
 func (f *fakeKernel) PID() int { return 1 }
 func (f *fakeKernel) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	<-f.done
