@@ -8,7 +8,7 @@ GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 # Fuzz time per target in `make test` (CI keeps it brief).
 FUZZTIME  ?= 5s
 
-.PHONY: all build deps test unit fuzz demo bench escape clean
+.PHONY: all build deps test unit fuzz demo bench escape clean sdk-test
 .PHONY: wasm-assets
 
 all: build
@@ -24,7 +24,15 @@ deps:
 test: deps build
 	$(GO) vet ./...
 	AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./...
+	$(MAKE) sdk-test
 	$(MAKE) fuzz
+
+# The Python and TypeScript SDK suites, each against a real airlock serve it
+# starts itself (README examples and examples/ included).
+sdk-test: build
+	cd sdk/typescript && npm run --silent build
+	AIRLOCK_BIN=$(CURDIR)/$(BIN) python3 -m unittest discover -s sdk/python -t sdk/python
+	cd sdk/typescript && AIRLOCK_BIN=$(CURDIR)/$(BIN) npm test --silent
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)

@@ -5,7 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(bubblewrap runsc python3 curl iproute2 hyperfine)
+# python3-matplotlib: run_code's PNG figures are tested inside sandboxes.
+pkgs=(bubblewrap runsc python3 python3-matplotlib curl iproute2 hyperfine)
+# The TypeScript SDK needs Node.js 20+ and npm (machines come with them;
+# Debian's own nodejs is older, so it is only a fallback).
+command -v node >/dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,3 +26,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 go mod download
+
+# The TypeScript SDK's build tools (typescript, @types/node) from its
+# committed lock file; skipped when node_modules matches it.
+if [ ! sdk/typescript/node_modules/.package-lock.json -nt sdk/typescript/package-lock.json ]; then
+	(cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error)
+fi
