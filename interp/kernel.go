@@ -224,6 +224,14 @@ func Start(ctx context.Context, exec Exec, o Options) (*Kernel, error) {
 	}
 	k.proc = p
 	go func() {
+		// fail may run on the backend's output goroutine: the kill is
+		// done here, where p is known.
+		<-k.dead
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Signal(ctx, sandbox.SIGKILL)
+	}()
+	go func() {
 		ex, err := p.Wait(context.Background())
 		pr.Close()
 		switch {
@@ -275,19 +283,13 @@ func (k *Kernel) Done() <-chan struct{} { return k.dead }
 // Close kills the kernel. Idempotent.
 func (k *Kernel) Close() { k.fail(errors.New("closed")) }
 
-// fail marks the kernel unusable and kills its process.
+// fail marks the kernel unusable; a goroutine of Start then kills its
+// process.
 func (k *Kernel) fail(err error) {
 	k.failOnce.Do(func() {
 		k.deadErr = err
 		close(k.dead)
 		k.stdin.CloseWithError(sandbox.ErrClosed)
-		if k.proc != nil {
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = k.proc.Signal(ctx, sandbox.SIGKILL)
-			}()
-		}
 	})
 }
 
