@@ -5,8 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# python3-matplotlib: run_code's PNG figures are tested inside sandboxes.
-pkgs=(bubblewrap runsc python3 python3-matplotlib curl iproute2 hyperfine)
+# python3-matplotlib: run_code's PNG figures are tested inside sandboxes;
+# python3-pip: the Python SDK's install test.
+pkgs=(bubblewrap runsc python3 python3-matplotlib python3-pip curl iproute2 hyperfine)
 # The TypeScript SDK needs Node.js 20+ and npm (machines come with them;
 # Debian's own nodejs is older, so it is only a fallback).
 command -v node >/dev/null || pkgs+=(nodejs npm)
