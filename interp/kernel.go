@@ -10,6 +10,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock-dev/airlock/sandbox"
@@ -169,6 +170,10 @@ type Kernel struct {
 	stderr  *tail
 	sem     chan struct{}
 	nextID  int64
+	// listening is set while an answer is due (ready, a cell's result). A
+	// kernel speaks only when asked: output at any other time is a
+	// violation, so an idle kernel cannot make the host buffer anything.
+	listening atomic.Bool
 
 	failOnce sync.Once
 	dead     chan struct{}
@@ -213,6 +218,7 @@ func Start(ctx context.Context, exec Exec, o Options) (*Kernel, error) {
 	pr, pw := io.Pipe()
 	k := &Kernel{lang: o.Language, opts: o, stdin: pw, msgs: make(chan *message, 1),
 		stderr: &tail{max: stderrTail}, sem: make(chan struct{}, 1), dead: make(chan struct{})}
+	k.listening.Store(true) // for the ready message
 	p, err := exec(ctx, sandbox.ExecRequest{Args: args, Env: env, Dir: o.Dir, Stdin: pr,
 		Stdout: &lineWriter{k: k, max: o.MaxMessage}, Stderr: k.stderr})
 	if err != nil {
@@ -256,6 +262,7 @@ func Start(ctx context.Context, exec Exec, o Options) (*Kernel, error) {
 			return nil, fmt.Errorf("start %s interpreter: it broke the protocol: %w", o.Language, sandbox.ErrUnavailable)
 		}
 		k.version = clipString(m.Version, 64)
+		k.listening.Store(false)
 		return k, nil
 	case <-k.dead:
 		tailText := strings.TrimSpace(k.stderr.String())
@@ -323,6 +330,8 @@ func (k *Kernel) Run(ctx context.Context, code string, timeout time.Duration) (*
 		return nil, fmt.Errorf("run cell: %w", err)
 	}
 	line = append(line, '\n')
+	k.listening.Store(true)
+	defer k.listening.Store(false)
 	go func() {
 		// Blocks while the kernel does not read; ends when it dies.
 		if _, err := k.stdin.Write(line); err != nil {
@@ -416,6 +425,9 @@ type lineWriter struct {
 
 func (w *lineWriter) Write(p []byte) (int, error) {
 	n := len(p)
+	if !w.broken && !w.k.listening.Load() && len(p) > 0 {
+		w.breakWith(errors.New("it wrote while no answer was due"))
+	}
 	for len(p) > 0 && !w.broken {
 		i := bytes.IndexByte(p, '\n')
 		if i < 0 {

@@ -330,3 +330,23 @@ func FuzzParseMessage(f *testing.F) {
 		}
 	})
 }
+
+// A kernel that writes while no answer is due is broken at once, so an
+// idle kernel cannot make the host buffer its output.
+func TestKernelSpeakingUnasked(t *testing.T) {
+	pr, pw := io.Pipe()
+	defer pr.Close()
+	k := &Kernel{stdin: pw, msgs: make(chan *message, 1), dead: make(chan struct{}), stderr: &tail{max: 10}}
+	w := &lineWriter{k: k, max: 1 << 20}
+	if n, err := w.Write([]byte("partial line without newline")); err != nil || n != 28 {
+		t.Fatalf("write: %d %v", n, err)
+	}
+	select {
+	case <-k.Done():
+	default:
+		t.Fatal("an unasked write must break the kernel")
+	}
+	if len(w.buf) != 0 {
+		t.Fatal("nothing may be buffered")
+	}
+}
