@@ -21,7 +21,7 @@ LINT_SKIP := /backend/native /backend/gvisor /test/escape
 RACE_SKIP := /backend/gvisor /test/escape
 PKGS_NOT   = $(shell $(GO) list ./... | grep -v $(foreach p,$(1),-e '$(p)$$' -e '$(p)/'))
 
-.PHONY: all build deps test unit lint cross race fuzz demo bench escape clean
+.PHONY: all build deps test unit lint cross race fuzz demo bench escape clean sdk-test
 .PHONY: wasm-assets
 
 all: build
@@ -42,6 +42,7 @@ test: deps build
 	$(MAKE) cross
 	AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m ./...
 	$(MAKE) race
+	$(MAKE) sdk-test
 	$(MAKE) fuzz
 
 lint:
@@ -57,6 +58,13 @@ cross:
 # The race detector needs cgo (gcc, installed by deps).
 race: build
 	CGO_ENABLED=1 AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 -timeout 30m $(call PKGS_NOT,$(RACE_SKIP))
+
+# The Python and TypeScript SDK suites, each against a real airlock serve it
+# starts itself (README examples and examples/ included).
+sdk-test: build
+	cd sdk/typescript && npm run --silent build
+	AIRLOCK_BIN=$(CURDIR)/$(BIN) python3 -m unittest discover -s sdk/python -t sdk/python
+	cd sdk/typescript && AIRLOCK_BIN=$(CURDIR)/$(BIN) npm test --silent
 
 fuzz:
 	./scripts/fuzz.sh $(FUZZTIME)

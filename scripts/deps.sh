@@ -6,7 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # gcc: the race detector needs cgo (make race).
-pkgs=(bubblewrap runsc python3 curl iproute2 hyperfine gcc libc6-dev)
+# python3-matplotlib: run_code's PNG figures are tested inside sandboxes;
+# python3-pip: the Python SDK's install test.
+pkgs=(bubblewrap runsc python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev)
+# The TypeScript SDK needs Node.js 20+ and npm (machines come with them;
+# Debian's own nodejs is older, so it is only a fallback).
+command -v node >/dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,4 +36,9 @@ sc="$(go env GOPATH)/bin/staticcheck"
 if ! "$sc" -version 2>/dev/null | grep -q "(${staticcheck_version#v})"; then
 	echo "deps: installing staticcheck $staticcheck_version"
 	CGO_ENABLED=0 go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+fi
+# The TypeScript SDK's build tools (typescript, @types/node) from its
+# committed lock file; skipped when node_modules matches it.
+if [ ! sdk/typescript/node_modules/.package-lock.json -nt sdk/typescript/package-lock.json ]; then
+	(cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error)
 fi

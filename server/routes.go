@@ -93,6 +93,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET /v1/sandboxes/{id}/processes/{pid}/output", s.handleProcOutput},
 		{"POST /v1/sandboxes/{id}/processes/{pid}/stdin", s.handleProcStdin},
 		{"GET /v1/sandboxes/{id}/pty", s.handlePTY},
+		{"POST /v1/sandboxes/{id}/code", s.handleCode},
 
 		{"GET /v1/sandboxes/{id}/files", s.handleFileRead},
 		{"PUT /v1/sandboxes/{id}/files", s.handleFileWrite},

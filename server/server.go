@@ -94,6 +94,7 @@ type Server struct {
 	live  map[string]*live
 	usage map[string]*usage
 	pools map[poolKey]*pool
+	code  codeKernels // code interpreters (code.go)
 
 	httpMu  sync.Mutex
 	servers []*http.Server

@@ -148,6 +148,7 @@ var hostPathHomes = map[string]string{
 	"bench/":                            "benchmark tools writing result files the operator names",
 	"cmd/airlock/run.go":                "the --audit and --result files the user names",
 	"cmd/airlock/sandboxcmd.go":         "the --policy file the user names",
+	"cmd/airlock/mcp.go":                "the embedded server's own temp directory and socket, made by it",
 	"cmd/airlock/runhost.go":            "airlock's own cache store under the user's cache directory, and the user's git config read for the identity only",
 	"cmd/airlock/sandbox_cp.go":         "the local side of cp, named by the user; names from a sandbox are extracted through os.Root",
 	"cmd/airlock/serve.go":              "the socket and data directory the operator names",

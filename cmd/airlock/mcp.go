@@ -1,0 +1,245 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/airlock-dev/airlock/client"
+	"github.com/airlock-dev/airlock/mcptools"
+	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server"
+)
+
+func init() {
+	register(command{name: "mcp", short: "serve sandboxes to AI agents as MCP tools (stdio or streamable HTTP)", run: runMCP})
+}
+
+// envMCPToken is the bearer token `airlock mcp --http` requires (and must
+// have to listen beyond loopback).
+const envMCPToken = "AIRLOCK_MCP_TOKEN"
+
+const mcpUsage = `usage: airlock mcp [--host H] [--http ADDR] [--profile P] [--allow HOST]... [--memory SIZE] [--timeout D]
+
+Serves the sandbox tools (create_sandbox, run_command, run_code, write_file,
+read_file, list_files, list_sandboxes, destroy_sandbox) over MCP: on stdio by
+default, or over streamable HTTP at http://ADDR/mcp with --http.
+
+The sandboxes come from $AIRLOCK_HOST (or --host) with $AIRLOCK_API_KEY; when
+neither is set, from a server embedded in this process, whose sandboxes end
+with it. See docs/mcp.md.
+`
+
+func runMCP(args []string) int {
+	fs := flag.NewFlagSet("airlock mcp", flag.ContinueOnError)
+	host := fs.String("host", os.Getenv(client.EnvHost), "airlock serve to use (unix:///path, http(s)://host:port); empty: an embedded server")
+	httpAddr := fs.String("http", "", "serve MCP over streamable HTTP on this address (path /mcp) instead of stdio")
+	backendName := fs.String("backend", "", "backend of the sandboxes (default: the server's)")
+	profile := fs.String("profile", "default", "policy profile of the sandboxes")
+	var allow stringList
+	fs.Var(&allow, "allow", "a host[:port] the sandboxes may reach (repeatable; replaces the profile's network)")
+	memory := fs.String("memory", "", "memory limit of each sandbox, e.g. 1Gi (default: the profile's)")
+	timeout := fs.Duration("timeout", 30*time.Minute, "lifetime of each sandbox")
+	data := fs.String("data", "", "data directory of the embedded server (default: a new temporary one, removed at exit)")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (logs go to stderr)")
+	fs.Usage = func() { fmt.Fprint(os.Stderr, mcpUsage); fs.PrintDefaults() }
+	fs.SetOutput(os.Stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitAirlock
+	}
+	if fs.NArg() > 0 {
+		return fail("mcp", fmt.Errorf("unexpected argument %q: %w", fs.Arg(0), sandbox.ErrInvalid))
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fail("mcp", fmt.Errorf("--log-level %q: %w", *logLevel, sandbox.ErrInvalid))
+	}
+	// stdout carries the MCP protocol: logs go to stderr only.
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	var c *client.Client
+	var err error
+	if *host != "" {
+		c, err = client.New(*host, client.WithAPIKey(os.Getenv(client.EnvAPIKey)))
+		if err != nil {
+			return fail("mcp", err)
+		}
+	} else {
+		emb, err := startEmbedded(ctx, *data, *backendName, log)
+		if err != nil {
+			return fail("mcp", err)
+		}
+		defer emb.stop()
+		c = emb.client
+	}
+	defer c.Close()
+
+	cfg := mcptools.Config{Client: c, Backend: *backendName, Profile: *profile, Allow: allow, Memory: *memory,
+		Timeout: *timeout, Version: version, Instance: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())}
+	if *httpAddr == "" {
+		srv := mcptools.NewServer(cfg)
+		if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			// The client closing stdin ends the session normally.
+			if !strings.Contains(err.Error(), "EOF") && !errors.Is(err, mcp.ErrConnectionClosed) {
+				return fail("mcp", err)
+			}
+		}
+		return 0
+	}
+	return serveMCPHTTP(ctx, *httpAddr, cfg, log)
+}
+
+// serveMCPHTTP serves the tools over streamable HTTP at addr/mcp until ctx
+// ends. Beyond loopback it requires $AIRLOCK_MCP_TOKEN (fail closed); with
+// the token set, every request must carry it.
+func serveMCPHTTP(ctx context.Context, addr string, cfg mcptools.Config, log *slog.Logger) int {
+	token := os.Getenv(envMCPToken)
+	hostPart, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fail("mcp", fmt.Errorf("--http %q: want HOST:PORT: %w", addr, sandbox.ErrInvalid))
+	}
+	if ip := net.ParseIP(hostPart); token == "" && hostPart != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fail("mcp", fmt.Errorf("--http %q: listening beyond loopback needs a token in $%s (anyone who reaches it could run code): %w", addr, envMCPToken, sandbox.ErrInvalid))
+	}
+	srv := mcptools.NewServer(cfg)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Logger: log})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", requireToken(token, h))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fail("mcp", fmt.Errorf("listen on %q: %w", addr, err))
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	fmt.Fprintf(os.Stderr, "airlock mcp: serving MCP at http://%s/mcp\n", ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hs.Shutdown(sctx)
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fail("mcp", err)
+	}
+	return 0
+}
+
+func requireToken(token string, h http.Handler) http.Handler {
+	if token == "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "airlock mcp: a bearer token is required", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// embedded is an `airlock serve` inside this process, on a private socket.
+type embedded struct {
+	srv     *server.Server
+	store   *server.Store
+	client  *client.Client
+	dir     string // removed at stop when we made it
+	data    string
+	cleanup bool
+}
+
+// startEmbedded starts a server like `airlock serve` with every available
+// backend (or the named one), listening on a socket in a private directory.
+func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logger) (*embedded, error) {
+	e := &embedded{}
+	dir, err := os.MkdirTemp("", "airlock-mcp-")
+	if err != nil {
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
+	e.dir = dir
+	if data == "" {
+		data, e.cleanup = filepath.Join(dir, "data"), true
+	}
+	e.data = data
+	var names []string
+	if backendName != "" {
+		names = []string{backendName}
+	}
+	bs, err := openServeBackends(names, data, log)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
+	def := backendName
+	if def == "" {
+		if _, ok := bs["native"]; ok {
+			def = "native"
+		} else {
+			def = sortedKeys(bs)[0]
+		}
+	}
+	if e.store, err = server.OpenStore(ctx, data); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
+	e.srv, err = server.New(ctx, server.Config{Backends: bs, DefaultBackend: def, Store: e.store,
+		Policies: server.HostPolicies{}, DataDir: data, Log: log, DefaultTimeout: 30 * time.Minute})
+	if err != nil {
+		e.store.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
+	sock := filepath.Join(dir, "airlock.sock")
+	ln, err := listenUnix(sock, "")
+	if err != nil {
+		e.stop()
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
+	go e.srv.Serve(ln, true)
+	if e.client, err = client.New("unix://" + sock); err != nil {
+		e.stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+// stop destroys every sandbox of the embedded server and removes its files.
+func (e *embedded) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if e.srv != nil {
+		e.srv.Shutdown(ctx)
+	}
+	if e.store != nil {
+		e.store.Close()
+	}
+	removeCgroupParents(cgroupParentFor(e.data))
+	if e.cleanup {
+		os.RemoveAll(e.dir)
+	} else {
+		os.Remove(filepath.Join(e.dir, "airlock.sock"))
+		os.Remove(e.dir)
+	}
+}

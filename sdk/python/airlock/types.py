@@ -1,0 +1,235 @@
+"""Typed views of the /v1 API's JSON.
+
+Request bodies are TypedDicts named after their OpenAPI schemas; answers
+are dataclasses with the schema's field names. sdk/conformance_test.go checks
+both against api/openapi.yaml, so a field added to the API shows up here.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, TypedDict
+
+
+# ---- request bodies ---------------------------------------------------------
+
+class CreateSandboxRequest(TypedDict, total=False):
+    backend: str
+    profile: str
+    policy: Dict[str, Any]
+    image: str
+    timeout: str
+    keep_alive: bool
+    labels: Dict[str, str]
+    env: Dict[str, str]
+
+
+class PatchSandboxRequest(TypedDict, total=False):
+    timeout: str
+    keep_alive: bool
+
+
+class NetworkRequest(TypedDict, total=False):
+    mode: str
+    allow: List[str]
+    deny: List[str]
+
+
+class ExecRequest(TypedDict, total=False):
+    args: List[str]
+    env: Dict[str, str]
+    dir: str
+    timeout: str
+    stdin: str
+    background: bool
+    stdin_stream: bool
+    encoding: str
+
+
+class CodeRequest(TypedDict, total=False):
+    code: str
+    language: str
+    timeout: str
+
+
+class SignalRequest(TypedDict, total=False):
+    signal: int
+
+
+# "from" is a Python keyword: the functional form.
+RenameRequest = TypedDict("RenameRequest", {"from": str, "to": str}, total=False)
+
+
+class MkdirRequest(TypedDict, total=False):
+    path: str
+    mode: int
+    parents: bool
+
+
+# ---- answers ----------------------------------------------------------------
+
+def _build(cls, data: Optional[Dict[str, Any]]):
+    """Builds dataclass cls from JSON, ignoring fields it does not know."""
+    if data is None:
+        return None
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass
+class Stats:
+    memory_peak_bytes: int = 0
+    memory_bytes: int = 0
+    pids: int = 0
+    cpu_nanos: int = 0
+    violations: int = 0
+
+
+@dataclass
+class SandboxInfo:
+    """A sandbox as the server describes it."""
+    id: str = ""
+    backend: str = ""
+    profile: str = ""
+    image: str = ""
+    state: str = ""
+    reason: str = ""
+    labels: Dict[str, str] = field(default_factory=dict)
+    keep_alive: bool = False
+    pooled: bool = False
+    workdir: str = ""
+    memory_max_bytes: int = 0
+    created_at: str = ""
+    expires_at: str = ""
+    ended_at: str = ""
+    policy: Optional[Dict[str, Any]] = None
+    stats: Optional[Stats] = None
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":
+        s = _build(cls, d)
+        if isinstance(s.stats, dict):
+            s.stats = _build(Stats, s.stats)
+        s.labels = s.labels or {}
+        return s
+
+
+@dataclass
+class ExitStatus:
+    exit_code: int = 0
+    signal: int = 0
+    timed_out: bool = False
+    oom: bool = False
+    output_truncated: bool = False
+
+
+@dataclass
+class CommandResult:
+    """How a command ended, with its output (the ExecResult schema)."""
+    exit_code: int = 0
+    stdout: str = ""
+    stderr: str = ""
+    signal: int = 0
+    timed_out: bool = False
+    oom: bool = False
+    output_truncated: bool = False
+    encoding: str = "text"
+    duration_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass
+class ProcessInfo:
+    """A background process (the Process schema)."""
+    id: str = ""
+    pid: int = 0
+    args: List[str] = field(default_factory=list)
+    running: bool = False
+    exit: Optional[ExitStatus] = None
+    started_at: str = ""
+    ended_at: str = ""
+    output_bytes: int = 0
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "ProcessInfo":
+        p = _build(cls, d)
+        if isinstance(p.exit, dict):
+            p.exit = _build(ExitStatus, p.exit)
+        return p
+
+
+@dataclass
+class FileInfo:
+    name: str = ""
+    path: str = ""
+    size: int = 0
+    mode: int = 0
+    mod_time: str = ""
+    is_dir: bool = False
+    link: str = ""
+
+
+@dataclass
+class CodeError:
+    """An exception a cell raised: name is the exception's, TimeoutError or KernelDied."""
+    name: str = ""
+    value: str = ""
+    traceback: str = ""
+
+
+@dataclass
+class CodeImage:
+    format: str = "png"
+    data: str = ""  # base64, as on the wire
+
+    @property
+    def bytes(self) -> bytes:
+        return base64.b64decode(self.data)
+
+    def save(self, path: str) -> None:
+        with open(path, "wb") as f:
+            f.write(self.bytes)
+
+
+@dataclass
+class CodeResult:
+    """The outcome of a code cell (the CodeResult schema)."""
+    language: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    result: Optional[str] = None
+    error: Optional[CodeError] = None
+    images: List[CodeImage] = field(default_factory=list)
+    execution_count: int = 0
+    output_truncated: bool = False
+    new_interpreter: bool = False
+    state_lost: bool = False
+    duration_ms: float = 0.0
+
+    @property
+    def text(self) -> Optional[str]:
+        """The repr of the cell's last expression (None when it has none)."""
+        return self.result
+
+    @classmethod
+    def from_json(cls, d: Dict[str, Any]) -> "CodeResult":
+        r = _build(cls, d)
+        if isinstance(r.error, dict):
+            r.error = _build(CodeError, r.error)
+        r.images = [_build(CodeImage, i) for i in (r.images or [])]
+        return r
+
+
+@dataclass
+class Event:
+    seq: int = 0
+    time: str = ""
+    sandbox: str = ""
+    type: str = ""
+    message: str = ""
+    fields: Dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,43 @@
+/**
+ * The /v1 API operations this SDK calls, by name. Every HTTP call goes
+ * through this table, and sdk/conformance_test.go (in the Go module) checks
+ * it against api/openapi.yaml: a route added to or changed in the API
+ * without this SDK fails CI.
+ */
+export const ROUTES = {
+  health: ["GET", "/healthz"],
+  createSandbox: ["POST", "/v1/sandboxes"],
+  listSandboxes: ["GET", "/v1/sandboxes"],
+  getSandbox: ["GET", "/v1/sandboxes/{id}"],
+  patchSandbox: ["PATCH", "/v1/sandboxes/{id}"],
+  deleteSandbox: ["DELETE", "/v1/sandboxes/{id}"],
+  setNetwork: ["PUT", "/v1/sandboxes/{id}/network"],
+  exec: ["POST", "/v1/sandboxes/{id}/exec"],
+  runCode: ["POST", "/v1/sandboxes/{id}/code"],
+  listProcesses: ["GET", "/v1/sandboxes/{id}/processes"],
+  getProcess: ["GET", "/v1/sandboxes/{id}/processes/{pid}"],
+  deleteProcess: ["DELETE", "/v1/sandboxes/{id}/processes/{pid}"],
+  signalProcess: ["POST", "/v1/sandboxes/{id}/processes/{pid}/signal"],
+  waitProcess: ["POST", "/v1/sandboxes/{id}/processes/{pid}/wait"],
+  processOutput: ["GET", "/v1/sandboxes/{id}/processes/{pid}/output"],
+  processStdin: ["POST", "/v1/sandboxes/{id}/processes/{pid}/stdin"],
+  readFile: ["GET", "/v1/sandboxes/{id}/files"],
+  writeFile: ["PUT", "/v1/sandboxes/{id}/files"],
+  removeFile: ["DELETE", "/v1/sandboxes/{id}/files"],
+  statFile: ["GET", "/v1/sandboxes/{id}/files/stat"],
+  listFiles: ["GET", "/v1/sandboxes/{id}/files/list"],
+  renameFile: ["POST", "/v1/sandboxes/{id}/files/rename"],
+  makeDir: ["POST", "/v1/sandboxes/{id}/files/mkdir"],
+  downloadArchive: ["GET", "/v1/sandboxes/{id}/archive"],
+  uploadArchive: ["PUT", "/v1/sandboxes/{id}/archive"],
+  events: ["GET", "/v1/sandboxes/{id}/events"],
+} as const satisfies Record<string, readonly [string, string]>;
+
+export type Operation = keyof typeof ROUTES;
+
+/** Operations of the API this SDK deliberately leaves out, with the reason. */
+export const NOT_COVERED: Record<string, string> = {
+  "GET /v1/sandboxes/{id}/pty": "an interactive terminal over a WebSocket: use the CLI (airlock sandbox exec -it) or the Go SDK",
+  "GET /metrics": "Prometheus scrapes it directly",
+  "GET /v1/openapi.yaml": "the document itself",
+};

@@ -1,0 +1,182 @@
+/**
+ * The /v1 API's JSON, typed. Interfaces are named after the OpenAPI
+ * schemas and carry their field names; sdk/conformance_test.go checks both
+ * against api/openapi.yaml.
+ */
+
+export interface CreateSandboxRequest {
+  backend?: string;
+  profile?: string;
+  /** An inline policy (the YAML policy's fields), layered on the profile. */
+  policy?: Record<string, unknown>;
+  image?: string;
+  /** Lifetime, a Go duration such as "30m". */
+  timeout?: string;
+  keep_alive?: boolean;
+  labels?: Record<string, string>;
+  env?: Record<string, string>;
+}
+
+export interface PatchSandboxRequest {
+  timeout?: string;
+  keep_alive?: boolean;
+}
+
+export interface NetworkRequest {
+  mode: "none" | "allowlist" | "open";
+  allow?: string[];
+  deny?: string[];
+}
+
+export interface ExecRequest {
+  args: string[];
+  env?: Record<string, string>;
+  dir?: string;
+  timeout?: string;
+  /** The whole input, base64. */
+  stdin?: string;
+  background?: boolean;
+  stdin_stream?: boolean;
+  encoding?: "base64" | "text";
+}
+
+export interface CodeRequest {
+  code: string;
+  language?: "python" | "javascript";
+  timeout?: string;
+}
+
+export interface SignalRequest {
+  signal?: number;
+}
+
+export interface RenameRequest {
+  from: string;
+  to: string;
+}
+
+export interface MkdirRequest {
+  path: string;
+  mode?: number;
+  parents?: boolean;
+}
+
+export interface Stats {
+  memory_peak_bytes: number;
+  memory_bytes: number;
+  pids: number;
+  cpu_nanos: number;
+  violations: number;
+}
+
+/** A sandbox as the server describes it. */
+export interface SandboxInfo {
+  id: string;
+  backend: string;
+  profile?: string;
+  image?: string;
+  state: "running" | "stopped";
+  reason?: string;
+  labels?: Record<string, string>;
+  keep_alive: boolean;
+  pooled?: boolean;
+  workdir?: string;
+  memory_max_bytes?: number;
+  created_at: string;
+  expires_at?: string;
+  ended_at?: string;
+  policy?: Record<string, unknown>;
+  stats?: Stats;
+}
+
+export interface ExitStatus {
+  exit_code: number;
+  signal?: number;
+  timed_out?: boolean;
+  oom?: boolean;
+  output_truncated?: boolean;
+}
+
+/** The buffered answer of an exec. */
+export interface ExecResult extends ExitStatus {
+  encoding: "base64" | "text";
+  stdout: string;
+  stderr: string;
+  duration_ms: number;
+}
+
+/** How a command ended, with its output as text. */
+export interface CommandResult extends ExitStatus {
+  stdout: string;
+  stderr: string;
+}
+
+/** A background process. */
+export interface Process {
+  id: string;
+  pid: number;
+  args: string[];
+  running: boolean;
+  exit?: ExitStatus;
+  started_at: string;
+  ended_at?: string;
+  output_bytes: number;
+}
+
+export interface FileInfo {
+  name: string;
+  path: string;
+  size: number;
+  mode: number;
+  mod_time: string;
+  is_dir: boolean;
+  link?: string;
+}
+
+/** An exception a cell raised: its name, TimeoutError or KernelDied. */
+export interface CodeError {
+  name: string;
+  value: string;
+  traceback?: string;
+}
+
+export interface CodeImage {
+  format: "png";
+  /** base64 */
+  data: string;
+}
+
+/** The outcome of a code cell. */
+export interface CodeResult {
+  language: string;
+  stdout: string;
+  stderr: string;
+  /** The repr of the cell's last expression, when it has one. */
+  result?: string;
+  error?: CodeError;
+  images?: CodeImage[];
+  execution_count: number;
+  output_truncated?: boolean;
+  new_interpreter?: boolean;
+  state_lost?: boolean;
+  duration_ms: number;
+}
+
+export interface Event {
+  seq: number;
+  time: string;
+  sandbox: string;
+  type: string;
+  message?: string;
+  fields?: Record<string, unknown>;
+}
+
+/** One line of a streamed output (NDJSON). */
+export interface Frame {
+  type: "stdout" | "stderr" | "exit" | "error" | "dropped";
+  data?: string;
+  text?: string;
+  offset: number;
+  exit?: ExitStatus;
+  error?: { code: string; message: string };
+}
