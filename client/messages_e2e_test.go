@@ -23,6 +23,9 @@ func TestE2EMessagesNameTheProblem(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Delete(context.Background(), sb.ID) })
 	ws := sb.Workdir
+	if err := c.Mkdir(ctx, sb.ID, path.Join(ws, "a/b/c"), 0o755, true); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		what string
 		err  error
@@ -30,9 +33,9 @@ func TestE2EMessagesNameTheProblem(t *testing.T) {
 		want string
 	}{
 		{"PUT a directory", c.WriteFile(ctx, sb.ID, "/tmp", strings.NewReader("x"), 0), errdefs.ErrInvalid, "is a directory"},
-		{"write .git/hooks", c.WriteFile(ctx, sb.ID, path.Join(ws, ".git/hooks/pre-commit"), strings.NewReader("x"), 0o755), errdefs.ErrPermission, "protected path .git/hooks"},
-		{"write .vscode/tasks.json", c.WriteFile(ctx, sb.ID, path.Join(ws, ".vscode/tasks.json"), strings.NewReader("{}"), 0), errdefs.ErrPermission, "protected path .vscode/tasks.json"},
-		{"remove .git", c.Remove(ctx, sb.ID, path.Join(ws, ".git"), true), errdefs.ErrPermission, ".git"},
+		{"write .git/hooks", c.WriteFile(ctx, sb.ID, path.Join(ws, ".git/hooks/pre-commit"), strings.NewReader("x"), 0o755), errdefs.ErrPermission, "refused by rule git-hooks"},
+		{"write .vscode/tasks.json", c.WriteFile(ctx, sb.ID, path.Join(ws, ".vscode/tasks.json"), strings.NewReader("{}"), 0), errdefs.ErrPermission, "refused by rule editor"},
+		{"write a/b/c/.envrc", c.WriteFile(ctx, sb.ID, path.Join(ws, "a/b/c/.envrc"), strings.NewReader("x"), 0), errdefs.ErrPermission, "refused by rule envrc"},
 	} {
 		if !errors.Is(tc.err, tc.kind) || !strings.Contains(tc.err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %v and %q", tc.what, tc.err, tc.kind, tc.want)

@@ -71,7 +71,7 @@ func TestMessagesSayWhatIsWrong(t *testing.T) {
 	ws := ts.srv.liveByID(sb.ID).workspace
 	check("write .git/hooks", c.WriteFile(ctx, sb.ID, path.Join(ws, ".git/hooks/pre-commit"), strings.NewReader("x"), 0), errdefs.ErrPermission, ".git/hooks", "git runs hooks")
 	check("mkdir .git/hooks", c.Mkdir(ctx, sb.ID, path.Join(ws, ".git/hooks/x"), 0, true), errdefs.ErrPermission, ".git/hooks")
-	check("remove .vscode", c.Remove(ctx, sb.ID, path.Join(ws, ".vscode"), true), errdefs.ErrPermission, ".vscode")
+	check("rename onto .vscode/settings.json", c.Rename(ctx, sb.ID, "/tmp/f", path.Join(ws, "a/.vscode/settings.json")), errdefs.ErrPermission, ".vscode", "editor")
 	check("rename onto .envrc", c.Rename(ctx, sb.ID, "/tmp/f", path.Join(ws, ".envrc")), errdefs.ErrPermission, ".envrc", "direnv")
 	if err := c.WriteFile(ctx, sb.ID, path.Join(ws, "notes.txt"), strings.NewReader("x"), 0); err != nil {
 		t.Errorf("an ordinary workspace file: %v", err)

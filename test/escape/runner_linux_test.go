@@ -97,12 +97,23 @@ func verdictLine(stdout, stderr string) string {
 // be able to turn against the user (existing protected config).
 func prepareWorkspace(dir string) error {
 	files := map[string]string{
-		".git/HEAD":             "ref: refs/heads/main\n",
-		".git/config":           "[core]\n\trepositoryformatversion = 0\n",
-		".git/hooks/pre-commit": "#!/bin/sh\nexit 0\n",
-		".bashrc":               "# project bashrc\n",
-		".claude/settings.json": "{}\n",
-		"README.md":             "workspace\n",
+		// Repositories below the root, for the planting attacks.
+		"a/.git/HEAD":               "ref: refs/heads/main\n",
+		"a/.git/config":             "[core]\n",
+		"a/.git/hooks/README":       "hooks\n",
+		"a/.git/objects/README":     "objects\n",
+		"a/.git/refs/README":        "refs\n",
+		"a/b/c/.git/HEAD":           "ref: refs/heads/main\n",
+		"a/b/c/.git/config":         "[core]\n",
+		"a/b/c/.git/hooks/README":   "hooks\n",
+		"a/b/c/.git/objects/README": "objects\n",
+		"a/b/c/.git/refs/README":    "refs\n",
+		".git/HEAD":                 "ref: refs/heads/main\n",
+		".git/config":               "[core]\n\trepositoryformatversion = 0\n",
+		".git/hooks/pre-commit":     "#!/bin/sh\nexit 0\n",
+		".bashrc":                   "# project bashrc\n",
+		".claude/settings.json":     "{}\n",
+		"README.md":                 "workspace\n",
 	}
 	for rel, c := range files {
 		p := filepath.Join(dir, rel)
@@ -128,10 +139,10 @@ func workspaceChanges(dir string) []string {
 		".bashrc":               "# project bashrc\n",
 		".claude/settings.json": "{}\n",
 	} {
+		// Removing or moving a protected file away is not an escape
+		// (nothing runs it); changing it is.
 		b, err := os.ReadFile(filepath.Join(dir, rel))
-		if err != nil {
-			bad = append(bad, rel+": "+err.Error())
-		} else if string(b) != want {
+		if err == nil && string(b) != want {
 			bad = append(bad, rel+" was modified")
 		}
 	}
@@ -402,6 +413,9 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	}
 
 	spec := r.spec(t, dir, a.allowlist)
+	if a.pinned != nil {
+		spec.Pinned = map[string]string{a.pinned(s): "the policy file"}
+	}
 	sb, err := bk.b.Create(ctx, spec)
 	if err != nil {
 		return result{Verdict: Error, Evidence: "create sandbox: " + err.Error()}
@@ -433,6 +447,13 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	st, werr := p.Wait(ctx)
 	close(stop)
 	res.Exit = &st
+	if sy, ok := sb.(sandbox.Syncer); ok {
+		// The backend held writes to host paths in an overlay: what it
+		// writes back is what reaches the host.
+		if _, err := sy.Sync(ctx); err != nil {
+			t.Logf("%s: write-back: %v", a.name, err)
+		}
+	}
 
 	line := verdictLine(out.buf.String(), errOut.buf.String())
 	switch {

@@ -62,6 +62,8 @@ type attackDef struct {
 	neighbour bool
 	outlive   bool // decided after destroy by looking for its sleepers on the host
 	setup     func(s *side) error
+	// pinned names a file the sandbox is told to pin (its policy file).
+	pinned func(s *side) string
 	// check is the attack-specific host evidence (besides the generic
 	// integrity, bait-service and workspace checks): escaped or not.
 	check func(s *side) (bool, string)
@@ -102,7 +104,7 @@ func allAttacks() []attackDef {
 	noSys := "a WASI module reaches only the WASI functions the host exports, no raw system calls"
 	noNet := "WASI preview 1 has no sockets and the wasm backend exports none"
 	noTTY := "WASI has no terminals or ioctl"
-	return []attackDef{
+	return append([]attackDef{
 		// ---- files ----
 		{name: "read-ssh-key", category: "files", goal: "read the host user's ~/.ssh/id_rsa", cmd: "read", wasi: "yes",
 			args: func(s *side) []string { return kv("path="+s.f.sshKey, "token="+s.f.token) }},
@@ -404,7 +406,84 @@ func allAttacks() []attackDef {
 			args: func(s *side) []string { return kv("path="+s.ws, "cap="+s.capped(1<<20, 256)) }},
 		{name: "output-flood", category: "self-defence", goal: "flood the host with output", cmd: "flood", wasi: "yes", exhaust: true,
 			args: func(s *side) []string { return kv("cap_mb=" + s.capped(2048, 8)) }},
+	}, plantAttacks()...)
+}
+
+// plantDepths are where the planting attacks aim: a repository one and
+// three directories below the workspace root (prepareWorkspace makes them).
+var plantDepths = map[string]string{"d1": "a", "d3": "a/b/c"}
+
+// plantGoals says what each planting kind tries, and which host file shows
+// it worked (with the marker; "" for the set-id kinds, checked by mode).
+var plantGoals = map[string]struct{ goal, evidence string }{
+	"hook":            {"plant a git hook in a nested repository", ".git/hooks/post-checkout"},
+	"git-config":      {"add core.fsmonitor to a nested repository's config", ".git/config"},
+	"config-rename":   {"replace a nested repository's config by renaming a file onto it", ".git/config"},
+	"new-repo":        {"create a new repository with its own config (git init, then edit)", "new/.git/config"},
+	"bare-repo":       {"assemble a bare repository with its own config", "bare.git/config"},
+	"envrc":           {"plant a .envrc that direnv runs", ".envrc"},
+	"vscode-tasks":    {"plant .vscode/tasks.json (runs on folder open)", ".vscode/tasks.json"},
+	"vscode-swap":     {"bring .vscode/settings.json by renaming a directory into place", ".vscode/settings.json"},
+	"claude-settings": {"plant .claude/settings.json (hooks run by the agent host)", ".claude/settings.json"},
+	"mcp-json":        {"plant .mcp.json (MCP servers the agent host starts)", ".mcp.json"},
+	"set-uid":         {"leave a set-uid file for host users", ""},
+	"set-gid-dir":     {"leave a set-gid directory", ""},
+	"pinned-policy":   {"rewrite the policy file the sandbox runs under (open its network)", "agent.yaml"},
+}
+
+// plantAttacks are the workspace-protection attacks at depth 1 and 3.
+func plantAttacks() []attackDef {
+	var out []attackDef
+	for _, depth := range []string{"d1", "d3"} {
+		rel := plantDepths[depth]
+		for _, kind := range []string{"hook", "git-config", "config-rename", "new-repo", "bare-repo", "envrc",
+			"vscode-tasks", "vscode-swap", "claude-settings", "mcp-json", "set-uid", "set-gid-dir", "pinned-policy"} {
+			g := plantGoals[kind]
+			dir := func(s *side) string { return filepath.Join(s.ws, rel) }
+			a := attackDef{name: "plant-" + kind + "-" + depth, category: "files", cmd: "plant", wasi: "yes",
+				goal: g.goal + " (depth " + depth[1:] + ")",
+				args: func(s *side) []string {
+					return kv("dir="+dir(s), "kind="+kind, "data=airlock-escape "+kind)
+				},
+			}
+			switch kind {
+			case "set-uid", "set-gid-dir":
+				target := map[string]string{"set-uid": "tool", "set-gid-dir": "shared"}[kind]
+				a.check = func(s *side) (bool, string) {
+					fi, err := os.Stat(filepath.Join(dir(s), target))
+					if err != nil {
+						return false, err.Error()
+					}
+					return fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0, "host mode " + fi.Mode().String()
+				}
+			case "new-repo", "bare-repo":
+				repo := filepath.Dir(g.evidence)
+				a.check = func(s *side) (bool, string) {
+					b, _ := os.ReadFile(filepath.Join(dir(s), g.evidence))
+					complete := true
+					for _, n := range []string{"HEAD", "objects", "refs"} {
+						if _, err := os.Stat(filepath.Join(dir(s), repo, n)); err != nil {
+							complete = false
+						}
+					}
+					return complete && strings.Contains(string(b), "airlock-escape"), fmt.Sprintf("%s on the host: a repository %v, config %q", repo, complete, b)
+				}
+			default:
+				a.check = func(s *side) (bool, string) {
+					b, err := os.ReadFile(filepath.Join(dir(s), g.evidence))
+					return err == nil && strings.Contains(string(b), "airlock-escape"), fmt.Sprintf("host %s: %q %v", g.evidence, b, err)
+				}
+			}
+			if kind == "pinned-policy" {
+				a.pinned = func(s *side) string { return filepath.Join(dir(s), "agent.yaml") }
+				a.setup = func(s *side) error {
+					return os.WriteFile(filepath.Join(dir(s), "agent.yaml"), []byte("version: 1\nnetwork: {mode: none}\n"), 0o644)
+				}
+			}
+			out = append(out, a)
+		}
 	}
+	return out
 }
 
 func noArgs(*side) []string { return nil }
