@@ -197,4 +197,3 @@ func TestMountPointNeverFollowsLinks(t *testing.T) {
 		t.Fatal("mountPoint accepted ..")
 	}
 }
-

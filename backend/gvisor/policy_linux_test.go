@@ -187,7 +187,6 @@ mkdir -p D/new && git init -q D/new`
 	}
 }
 
-
 func TestNoNetwork(t *testing.T) {
 	b := testBackend(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -20,16 +20,16 @@ import (
 // gvSandbox is one running gVisor sandbox: the `runsc run` process, its
 // cgroup and the agent client talking to the container's init.
 type gvSandbox struct {
-	id        string
-	b         *Backend
-	log       *slog.Logger
-	audit     audit.Sink
-	cmd       *exec.Cmd
-	waited    <-chan struct{} // closed when `runsc run` has exited
-	client    *agent.Client
-	cg        *sandboxCgroup
-	bundle    string
-	memLimit  bool
+	id       string
+	b        *Backend
+	log      *slog.Logger
+	audit    audit.Sink
+	cmd      *exec.Cmd
+	waited   <-chan struct{} // closed when `runsc run` has exited
+	client   *agent.Client
+	cg       *sandboxCgroup
+	bundle   string
+	memLimit bool
 	// Write-back of the overlay (plan.Overlay): the host paths, the
 	// sandbox's own mounts below them, the rules, the owner of what is
 	// written back, and when the sandbox started.
