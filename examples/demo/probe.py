@@ -29,6 +29,19 @@ def write_workspace():
         f.write("results\n")
     return "wrote ./airlock-demo-output.txt"
 
+def plant_hook():
+    hook = os.path.join("vendor", "lib", ".git", "hooks", "post-checkout")
+    with open(hook, "w") as f:
+        f.write("#!/bin/sh\necho pwned\n")
+    os.chmod(hook, 0o755)
+    return "planted " + hook + " (runs on your next git checkout)"
+
+def setuid():
+    with open("helper", "w") as f:
+        f.write("#!/bin/sh\n")
+    os.chmod("helper", 0o4755)
+    return "made ./helper set-uid"
+
 def connect():
     s = socket.create_connection(("127.0.0.1", port), timeout=2)
     s.sendall(b"GET / HTTP/1.0\r\n\r\n")
@@ -45,5 +58,7 @@ def env_secret():
 attempt("read ~/.ssh/id_ed25519", read_ssh)
 attempt("write outside the workspace", write_outside)
 attempt("write inside the workspace", write_workspace)
+attempt("plant a git hook in a nested repository", plant_hook)
+attempt("make a set-uid file", setuid)
 attempt("connect to a service on the host", connect)
 attempt("read DEMO_API_KEY from the environment", env_secret)
