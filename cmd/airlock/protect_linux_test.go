@@ -274,3 +274,99 @@ func TestRunZeroLimits(t *testing.T) {
 		t.Errorf("--open-files 0 left the profile's limit: %q", out)
 	}
 }
+
+// TestRunAsNormalUser: the same refusals for a caller without root (a
+// rootless sandbox), at depth 1 and 3, and the message naming the flag
+// when a limit needs a cgroup the user cannot have.
+func TestRunAsNormalUser(t *testing.T) {
+	testutil.RequireRoot(t) // to become the normal user
+	base := t.TempDir()
+	os.Chmod(filepath.Dir(base), 0o755)
+	os.Chmod(base, 0o755)
+	ws := filepath.Join(base, "ws")
+	os.Mkdir(ws, 0o755)
+	for _, d := range []string{"a", "a/b/c"} {
+		gitRepo(t, filepath.Join(ws, d))
+	}
+	filepath.Walk(ws, func(p string, _ os.FileInfo, _ error) error { return os.Lchown(p, 65534, 65534) })
+	bin := filepath.Join(base, "airlock")
+	b, _ := os.ReadFile(testutil.AirlockBinary(t))
+	os.WriteFile(bin, b, 0o755)
+	run := func(args ...string) (string, string, int) {
+		cmd := exec.Command(bin, args...)
+		cmd.Dir = ws
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "LANG=C.UTF-8"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var o, e strings.Builder
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return o.String(), e.String(), code
+	}
+	if _, errOut, code := run("run", "--", "true"); code == 0 {
+		// A host with a delegated cgroup: nothing to check here.
+		t.Log("the default limits work for this user")
+	} else if !strings.Contains(errOut, "--memory 0") {
+		t.Errorf("a missing cgroup does not name the flag: exit %d %q", code, errOut)
+	}
+	limits := []string{"--memory", "0", "--pids", "0", "--cpus", "0"}
+	for _, d := range []string{"a", "a/b/c"} {
+		script := "cd " + d + " && (echo evil > .git/hooks/pre-commit; echo '[core] fsmonitor=x' >> .git/config; echo x > .envrc; cp /bin/true tool && chmod 4755 tool; git init -q new) 2>&1; echo written > ok.txt; id -u"
+		out, errOut, code := run(append(append([]string{"run"}, limits...), "--", "sh", "-c", script)...)
+		if code != 0 || !strings.HasSuffix(out, "65534\n") {
+			t.Fatalf("depth %s: exit %d out %q err %q", d, code, out, errOut)
+		}
+		dir := filepath.Join(ws, d)
+		for _, p := range []string{".git/hooks/pre-commit", ".envrc", "new/.git/config"} {
+			if _, err := os.Lstat(filepath.Join(dir, p)); err == nil {
+				t.Errorf("depth %s: %s planted", d, p)
+			}
+		}
+		if c, _ := os.ReadFile(filepath.Join(dir, ".git/config")); strings.Contains(string(c), "fsmonitor") {
+			t.Errorf("depth %s: config changed", d)
+		}
+		if fi, err := os.Stat(filepath.Join(dir, "tool")); err == nil && fi.Mode()&os.ModeSetuid != 0 {
+			t.Errorf("depth %s: set-uid tool", d)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, "ok.txt")); string(b) != "written\n" {
+			t.Errorf("depth %s: ordinary write: %q", d, b)
+		}
+		if !strings.Contains(errOut, "[git-hooks]") || !strings.Contains(errOut, "[set-id]") {
+			t.Errorf("depth %s: summary: %q", d, errOut)
+		}
+	}
+}
+
+// TestRunWorkspaceBelowRepository: a workspace that is a package of a
+// larger repository gets nothing planted: inside, the repository above is
+// out of sight (git says so plainly, no "invalid gitfile format"), and
+// the repository on the host is exactly as it was but for the work done.
+func TestRunWorkspaceBelowRepository(t *testing.T) {
+	testutil.RequireRoot(t)
+	repo := t.TempDir()
+	gitRepo(t, repo)
+	pkg := filepath.Join(repo, "src", "pkg")
+	before := tree(t, repo)
+	out, errOut, code := runIn(t, pkg, "", "run", "--", "sh", "-c", "echo x > new.txt; ls -A; git status 2>&1; true")
+	if code != 0 || strings.Contains(out, "gitfile") || !strings.Contains(out, "not a git repository") || strings.Contains(out, ".git\n") {
+		t.Fatalf("below the repository root: exit %d out %q err %q", code, out, errOut)
+	}
+	after := tree(t, repo)
+	if strings.ReplaceAll(after, "/src/pkg/new.txt -rw-r--r-- 0:0 2\n", "") != before {
+		t.Errorf("repository changed beyond new.txt:\n%s\n---\n%s", before, after)
+	}
+	if out, err := exec.Command("git", "-C", repo, "status", "--porcelain").CombinedOutput(); err != nil || string(out) != "?? src/pkg/new.txt\n" {
+		t.Errorf("host git status: %v %q", err, out)
+	}
+	// git init of a new repository is refused, naming the rule.
+	plain := t.TempDir()
+	_, errOut, code = runIn(t, plain, "", "run", "--", "git", "init", "-q")
+	if code == 0 || !strings.Contains(errOut, "git-hooks") && !strings.Contains(errOut, "git-config") {
+		t.Errorf("git init: exit %d, err %q", code, errOut)
+	}
+}
