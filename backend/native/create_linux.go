@@ -366,6 +366,22 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 // supervisor (with the write mediator), and returns the running sandbox.
 func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *fsPlan, direct *directIO, undo *undoStack) (*nativeSandbox, error) {
 	tStart := time.Now()
+	// The supervisor's thread is prepared (with the sandbox's credentials
+	// for the write mediator) while the init sets up.
+	s := &nativeSandbox{
+		id: p.spec.ID, b: b, log: p.log, audit: p.sink, cmd: st.cmd, cg: st.cg, lock: st.lock,
+		waited: st.waited, done: make(chan struct{}), stderr: st.stderr, denials: newDenials(p.sink, p.spec.ID, p.log),
+	}
+	var creds *fsguard.Creds
+	if p.mediate {
+		c := hostCreds(p)
+		creds = &c
+	}
+	sup, err := startSupervisor(creds, s.violation)
+	if err != nil {
+		return nil, fmt.Errorf("seccomp supervisor: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	undo.push(sup.stop)
 	hctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		// A setup step that hangs must not hang Create forever.
@@ -383,7 +399,6 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 		if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
 			guestEgress = egressAddr
 		}
-		var err error
 		client, err = agent.NewClient(st.chHost, agent.ClientOptions{
 			SandboxID: spec.ID, Log: p.log, Audit: p.sink, Egress: spec.Egress,
 			OutputLimit: int64(pol.Limits.OutputBytes),
@@ -413,10 +428,8 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 	st.ctlHost.Close()
 	tSetup := time.Now()
 
-	s := &nativeSandbox{
-		id: spec.ID, b: b, log: p.log, audit: p.sink, cmd: st.cmd, cg: st.cg, client: client, lock: st.lock,
-		waited: st.waited, done: make(chan struct{}), stderr: st.stderr, denials: newDenials(p.sink, spec.ID, p.log),
-	}
+	s.client = client
+	tSup := time.Now()
 	if listener >= 0 {
 		var med *fsguard.Mediator
 		if p.mediate {
@@ -429,19 +442,20 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 				return nil, fmt.Errorf("write mediator: %v: %w", err, sandbox.ErrUnavailable)
 			}
 		}
-		sup, err := newSupervisor(listener, med, s.violation)
-		if err != nil {
+		if err := sup.start(listener, med); err != nil {
 			return nil, fmt.Errorf("seccomp supervisor: %v: %w", err, sandbox.ErrUnavailable)
 		}
 		s.sup = sup
-		undo.push(sup.stop)
+	} else {
+		sup.stop() // no listener: nothing to supervise
 	}
+	tHello := time.Now()
 	if err := <-helloDone; err != nil {
 		return nil, fmt.Errorf("agent hello: %w", err)
 	}
 	p.log.Debug("sandbox started", "cgroup2", st.tCgroup.Sub(p.t0), "prepare", st.tPrepare.Sub(p.t0),
 		"fork", st.tForked.Sub(st.tPrepare), "configure", tStart.Sub(st.tForked),
-		"init_setup", tSetup.Sub(tStart), "hello", time.Since(tSetup), "init_us", initTiming)
+		"init_setup", tSetup.Sub(tStart), "supervisor", tHello.Sub(tSup), "hello", time.Since(tHello), "init_us", initTiming)
 	go s.watch()
 	if t := pol.Limits.Timeout.D(); t > 0 {
 		s.timer = time.AfterFunc(t, s.timeout)

@@ -2,6 +2,7 @@ package native
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 
@@ -22,50 +23,73 @@ type supervisor struct {
 	report func(name string, pid uint32)
 	stopFD int // eventfd: stop asks the loop to end
 	done   chan struct{}
+
+	quit     chan struct{}   // closed by stop
+	stopOnce sync.Once
+	prepared chan error      // the loop's thread is ready (or could not be)
+	attach   chan attachment // the listener and mediator, once the init sent them
 }
 
-// newSupervisor takes ownership of the listener fd (and of med) and starts
-// the loop. ready returns once the loop's thread is prepared.
-func newSupervisor(fd int, med *fsguard.Mediator, report func(string, uint32)) (*supervisor, error) {
+type attachment struct {
+	fd  int
+	med *fsguard.Mediator
+}
+
+// startSupervisor starts the loop's goroutine, which prepares its thread
+// (with creds, for the write mediator) while the init sets up; attach then
+// hands it the listener. stop must be called once in any case.
+func startSupervisor(creds *fsguard.Creds, report func(string, uint32)) (*supervisor, error) {
 	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		unix.Close(fd)
-		if med != nil {
-			med.Close()
-		}
 		return nil, err
 	}
-	// Synchronous wake-ups (6.6+): the kernel switches straight to our
-	// thread when a call blocks, halving the round trip. Best effort.
-	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
-	s := &supervisor{fd: fd, med: med, report: report, stopFD: efd, done: make(chan struct{})}
-	ready := make(chan error, 1)
-	go s.loop(ready)
-	if err := <-ready; err != nil {
-		<-s.done
-		unix.Close(efd)
-		return nil, err
-	}
+	s := &supervisor{fd: -1, report: report, stopFD: efd, done: make(chan struct{}), quit: make(chan struct{}),
+		prepared: make(chan error, 1), attach: make(chan attachment, 1)}
+	go s.loop(creds)
 	return s, nil
 }
 
-func (s *supervisor) loop(ready chan<- error) {
+// start takes ownership of the listener fd (and of med) and lets the loop
+// serve it; it returns once the loop's thread is prepared.
+func (s *supervisor) start(fd int, med *fsguard.Mediator) error {
+	// Synchronous wake-ups (6.6+): the kernel switches straight to our
+	// thread when a call blocks, halving the round trip. Best effort.
+	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SECCOMP_IOCTL_NOTIF_SET_FLAGS, unix.SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP)
+	s.attach <- attachment{fd, med}
+	return <-s.prepared
+}
+
+func (s *supervisor) loop(creds *fsguard.Creds) {
 	defer close(s.done)
 	defer func() {
-		unix.Close(s.fd)
+		if s.fd >= 0 {
+			unix.Close(s.fd)
+		}
 		if s.med != nil {
 			s.med.Close()
 		}
 	}()
-	if s.med != nil {
+	var perr error
+	if creds != nil {
 		// Locks this goroutine to its thread for good: the thread, which
 		// now has the sandbox's credentials, dies when the loop returns.
-		if err := s.med.PrepareThread(); err != nil {
-			ready <- err
-			return
-		}
+		perr = fsguard.PrepareThread(*creds)
 	}
-	ready <- nil
+	var a attachment
+	select {
+	case a = <-s.attach:
+	case <-s.quit:
+		s.prepared <- errors.New("supervisor stopped")
+		return
+	}
+	s.fd, s.med = a.fd, a.med
+	if perr == nil && s.med != nil && creds == nil {
+		perr = errors.New("write mediation without credentials")
+	}
+	s.prepared <- perr
+	if perr != nil {
+		return
+	}
 	pfd := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: int32(s.stopFD), Events: unix.POLLIN}}
 	for {
 		pfd[0].Revents, pfd[1].Revents = 0, 0
@@ -108,10 +132,13 @@ func (s *supervisor) send(resp *fsguard.Response) {
 	_, _, _ = unix.Syscall(unix.SYS_IOCTL, uintptr(s.fd), unix.SECCOMP_IOCTL_NOTIF_SEND, uintptr(unsafe.Pointer(resp)))
 }
 
-// stop ends the loop and closes the listener. Call once.
-func (s *supervisor) stop() {
+// stop ends the loop and closes the listener. Idempotent.
+func (s *supervisor) stop() { s.stopOnce.Do(s.doStop) }
+
+func (s *supervisor) doStop() {
 	var one [8]byte
 	one[0] = 1
+	close(s.quit)
 	_, _ = unix.Write(s.stopFD, one[:])
 	<-s.done
 	unix.Close(s.stopFD)

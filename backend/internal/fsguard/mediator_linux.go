@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -95,11 +96,11 @@ func New(cfg Config) (*Mediator, error) {
 func (m *Mediator) Close() { unix.Close(m.root) }
 
 // PrepareThread locks the calling goroutine to its thread for good and
-// gives the thread the sandbox's credentials. The goroutine must not
-// return to a pool: its thread dies with it.
-func (m *Mediator) PrepareThread() error {
+// gives the thread the sandbox's credentials c. The goroutine must not
+// return to a pool: its thread dies with it. Handle must run on it.
+func PrepareThread(c Creds) error {
 	runtime.LockOSThread()
-	return prepareThread(m.cfg.Creds)
+	return prepareThread(c)
 }
 
 // mediatedMounts reads a mountinfo file: the IDs of writable mounts at or
@@ -194,9 +195,10 @@ func errResult(err error) result {
 // Handle answers one notification (of a call Handles said yes to). It
 // returns the response to send, or sent when the answer has gone already.
 func (m *Mediator) Handle(n *Notif) (resp Response, sent bool) {
+	t0 := time.Now()
 	r := m.handle(n)
 	if debugMediator {
-		fmt.Fprintf(os.Stderr, "fsguard: nr=%d args=%x -> %+v\n", n.Nr, n.Args[:4], r)
+		fmt.Fprintf(os.Stderr, "fsguard: nr=%d args=%x -> %+v in %v\n", n.Nr, n.Args[:4], r, time.Since(t0))
 	}
 	switch {
 	case r.answered:
@@ -517,7 +519,7 @@ func (m *Mediator) openFIFO(n Notif, dir int, name string, flags int, cloexec bo
 	r := result{errno: unix.EIO}
 	if err == nil {
 		defer unix.Close(dup)
-		if err := m.PrepareThread(); err == nil {
+		if err := PrepareThread(m.cfg.Creds); err == nil {
 			fd, err := unix.Openat(dup, name, flags, 0)
 			if err != nil {
 				r = errResult(err)
