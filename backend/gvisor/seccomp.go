@@ -54,7 +54,10 @@ var cloneNewFlags = []uint64{
 	0x40000000, // CLONE_NEWNET
 }
 
-const atEmptyPath = 0x1000
+const (
+	atEmptyPath = 0x1000
+	oCreat      = 0o100
+)
 
 func seccompProfile() *ociSeccomp {
 	// No rule for clone3 (whose flags a filter cannot read): runsc
@@ -74,6 +77,31 @@ func seccompProfile() *ociSeccomp {
 			{Names: []string{"kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
 				Args: []ociSeccArg{{Index: 0, Value: 1, Op: "SCMP_CMP_EQ"}}},
 		},
+	}
+	// No set-uid/set-gid bits on anything: chmod-family modes, and the
+	// mode of calls that create (where the files are the host's, in the
+	// write-in-place mode without protect_config).
+	for _, bit := range []uint64{0o4000, 0o2000} {
+		for _, m := range []struct {
+			names []string
+			arg   uint
+		}{
+			{[]string{"chmod", "fchmod", "creat", "mkdir", "mknod"}, 1},
+			{[]string{"fchmodat", "mkdirat", "mknodat"}, 2},
+		} {
+			p.Syscalls = append(p.Syscalls, ociSyscallRule{Names: m.names, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
+				Args: []ociSeccArg{{Index: m.arg, Value: bit, ValueTwo: bit, Op: "SCMP_CMP_MASKED_EQ"}}})
+		}
+		for _, o := range []struct {
+			name        string
+			flags, mode uint
+		}{{"open", 1, 2}, {"openat", 2, 3}} {
+			p.Syscalls = append(p.Syscalls, ociSyscallRule{Names: []string{o.name}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
+				Args: []ociSeccArg{
+					{Index: o.flags, Value: oCreat, ValueTwo: oCreat, Op: "SCMP_CMP_MASKED_EQ"},
+					{Index: o.mode, Value: bit, ValueTwo: bit, Op: "SCMP_CMP_MASKED_EQ"},
+				}})
+		}
 	}
 	for _, f := range cloneNewFlags {
 		for _, name := range []string{"clone", "unshare"} {
