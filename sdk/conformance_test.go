@@ -289,3 +289,23 @@ type fakeT struct{ errs string }
 func (f *fakeT) Helper()                           {}
 func (f *fakeT) Errorf(format string, args ...any) { f.errs += "\n" + fmt.Sprintf(format, args...) }
 func (f *fakeT) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+
+// TestSDKsMapEveryErrorCode: every error code of the API's table has its
+// exception class in both SDKs (a new code without them fails here), but
+// internal and canceled, which have no class of their own.
+func TestSDKsMapEveryErrorCode(t *testing.T) {
+	for _, f := range []string{"python/airlock/errors.py", "typescript/src/errors.ts"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, code := range api.Codes() {
+			if code == api.CodeInternal || code == api.CodeCanceled {
+				continue
+			}
+			if !strings.Contains(string(b), `"`+code+`":`) && !strings.Contains(string(b), "\n  "+code+": ") {
+				t.Errorf("%s: no class for error code %q", f, code)
+			}
+		}
+	}
+}

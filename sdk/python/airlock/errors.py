@@ -69,6 +69,14 @@ class TimeoutError(AirlockError):  # noqa: A001 - the API's name for 504
     """504: it took longer than allowed."""
 
 
+class CommandNotFoundError(NotFoundError):
+    """404: the command does not exist in the sandbox."""
+
+
+class CannotExecuteError(PermissionDeniedError):
+    """403: the command exists but cannot be executed."""
+
+
 class CommandExitError(AirlockError):
     """A command run with check=True exited with a non-zero code."""
 
@@ -84,6 +92,8 @@ _BY_CODE: Dict[str, Type[AirlockError]] = {
     "unauthenticated": UnauthenticatedError,
     "permission_denied": PermissionDeniedError,
     "not_found": NotFoundError,
+    "command_not_found": CommandNotFoundError,
+    "cannot_execute": CannotExecuteError,
     "exists": ConflictError,
     "closed": ClosedError,
     "too_large": TooLargeError,

@@ -39,6 +39,12 @@ export class UnavailableError extends AirlockError {}
 /** 504 */
 export class TimeoutError extends AirlockError {}
 
+/** 404: the command does not exist in the sandbox. */
+export class CommandNotFoundError extends NotFoundError {}
+
+/** 403: the command exists but cannot be executed. */
+export class CannotExecuteError extends PermissionDeniedError {}
+
 /** A command run with check: true exited with a non-zero code. */
 export class CommandExitError extends AirlockError {
   readonly result: { exit_code: number; stdout: string; stderr: string };
@@ -55,6 +61,8 @@ const byCode: Record<string, new (m: string, s: number, c: string) => AirlockErr
   unauthenticated: UnauthenticatedError,
   permission_denied: PermissionDeniedError,
   not_found: NotFoundError,
+  command_not_found: CommandNotFoundError,
+  cannot_execute: CannotExecuteError,
   exists: ConflictError,
   closed: ClosedError,
   too_large: TooLargeError,
