@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // Cleanup removes the runsc containers, cgroups, bundles and workspace
@@ -43,7 +44,7 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 	}
 	var errs []error
 	for id := range ids {
-		if keep[id] || !validID().MatchString(id) {
+		if keep[id] || !sandbox.ValidID(id) {
 			continue
 		}
 		if err := ctx.Err(); err != nil {

@@ -8,8 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,17 +19,13 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// validID is what the backend accepts as a sandbox ID: it names the runsc
-// container, the bundle directory and the cgroup.
-var validID = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`) })
-
 // egressAddr is where the in-sandbox agent listens for proxy clients; the
 // loopback interface exists in gVisor's netstack even with --network=none.
 const egressAddr = "127.0.0.1:3128"
 
 // Create starts a sandbox. See sandbox.Backend.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandbox, err error) {
-	if !validID().MatchString(spec.ID) {
+	if !sandbox.ValidID(spec.ID) {
 		return nil, fmt.Errorf("create sandbox %q: invalid id: %w", spec.ID, sandbox.ErrInvalid)
 	}
 	wrap := func(format string, args ...any) error {
@@ -112,7 +106,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	if err := writeBundle(dir, oci, plan); err != nil {
 		return nil, wrap("write bundle: %v: %w", err, sandbox.ErrInvalid)
 	}
-	env := environ(pol, spec.Env)
+	env := sandbox.Environ(pol, os.Environ(), spec.Env)
 	cg := newSandboxCgroup(cgroup)
 	if err := cg.create(pol.Limits); err != nil {
 		return nil, wrap("%v: %w", err, sandbox.ErrUnavailable)
@@ -250,29 +244,6 @@ func (b *Backend) forceStop(id string, cmd *exec.Cmd, waited <-chan struct{}) {
 func (b *Backend) hasState(id string) bool {
 	m, _ := filepath.Glob(filepath.Join(b.runscRoot(), id+"_sandbox:*"))
 	return len(m) > 0
-}
-
-// environ is the sandbox's base environment: the policy's, then the host
-// components' (egress proxy variables, secret placeholders), which win.
-func environ(pol *policy.Policy, extra map[string]string) []string {
-	m := map[string]string{}
-	for _, kv := range pol.Environ(os.Environ()) {
-		k, v, _ := strings.Cut(kv, "=")
-		m[k] = v
-	}
-	for k, v := range extra {
-		m[k] = v
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	out := make([]string, 0, len(keys))
-	for _, k := range keys {
-		out = append(out, k+"="+m[k])
-	}
-	return out
 }
 
 // pipeConn is the agent channel: the host ends of the container's stdin

@@ -10,10 +10,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"sort"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
@@ -21,24 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
-	"golang.org/x/sys/unix"
 )
-
-// validSandboxID: 1-128 of [A-Za-z0-9_.-], not starting with . _ or -
-// (IDs name cgroup and state files; no regexp to keep process start cheap).
-func validSandboxID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
-			return false
-		}
-	}
-	return true
-}
 
 // setupTimeout bounds the init's setup when the caller's context has no
 // deadline.
@@ -132,7 +116,7 @@ func (p *prepared) wrap(format string, args ...any) error {
 // prepare validates the spec and fails closed on anything the policy
 // needs that the host lacks. It changes nothing on the host.
 func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
-	if !validSandboxID(spec.ID) {
+	if !sandbox.ValidID(spec.ID) {
 		return nil, fmt.Errorf("create sandbox %q: invalid id: %w", spec.ID, sandbox.ErrInvalid)
 	}
 	p := &prepared{spec: spec, pol: spec.Policy, feats: b.features(), t0: time.Now()}
@@ -208,7 +192,7 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 			}
 		}
 	}
-	p.env = environ(p.pol, spec.Env)
+	p.env = sandbox.Environ(p.pol, os.Environ(), spec.Env)
 	p.lim = cgroupLimits{Memory: int64(p.pol.Limits.Memory), Pids: p.pol.Limits.Pids, CPUs: p.pol.Limits.CPUs}
 	return p, nil
 }
@@ -604,43 +588,6 @@ func rlimits(pol *policy.Policy) []rlimit {
 		out = append(out, rlimit{Resource: unix.RLIMIT_NOFILE, Cur: uint64(n), Max: uint64(n)})
 	}
 	return out
-}
-
-// environ is the sandbox's base environment: the policy's, then the
-// host components' (egress proxy variables, secret placeholders).
-func environ(pol *policy.Policy, extra map[string]string) []string {
-	base := pol.Environ(os.Environ())
-	if len(extra) == 0 {
-		return base
-	}
-	m := map[string]string{}
-	order := []string{}
-	for _, kv := range base {
-		k, v, _ := cut(kv)
-		m[k] = v
-		order = append(order, k)
-	}
-	for k, v := range extra {
-		if _, ok := m[k]; !ok {
-			order = append(order, k)
-		}
-		m[k] = v
-	}
-	sort.Strings(order)
-	out := make([]string, 0, len(order))
-	for _, k := range order {
-		out = append(out, k+"="+m[k])
-	}
-	return out
-}
-
-func cut(kv string) (string, string, bool) {
-	for i := 0; i < len(kv); i++ {
-		if kv[i] == '=' {
-			return kv[:i], kv[i+1:], true
-		}
-	}
-	return kv, "", false
 }
 
 // boundedBuffer keeps the first max bytes written (the init's stderr).

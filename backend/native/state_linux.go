@@ -70,7 +70,7 @@ func (b *Backend) reclaimStale() []string {
 	var ids []string
 	for _, e := range ents {
 		id, ok := strings.CutSuffix(e.Name(), ".lock")
-		if !ok || !validSandboxID(id) {
+		if !ok || !sandbox.ValidID(id) {
 			continue
 		}
 		if b.reclaim(id) {
@@ -164,7 +164,7 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 		}
 		for _, e := range ents {
 			id := e.Name()
-			if !e.IsDir() || keep[id] || alive[id] || !validSandboxID(id) {
+			if !e.IsDir() || keep[id] || alive[id] || !sandbox.ValidID(id) {
 				continue
 			}
 			dir := filepath.Join(p, id)

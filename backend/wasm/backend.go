@@ -182,23 +182,6 @@ func (b *Backend) cachePath() (string, error) {
 	return dir, nil
 }
 
-// validID reports whether id may name a sandbox: it becomes part of host
-// directory names. 1-128 of [A-Za-z0-9_.-], starting alphanumeric. (Not a
-// regexp: compiling one at init costs every airlock start ~0.2 ms.)
-func validID(id string) bool {
-	if len(id) == 0 || len(id) > 128 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // tempPrefix names private sandbox directories so Cleanup can find them.
 const tempPrefix = "airlock-wasm-"
 

@@ -55,7 +55,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	if spec.Policy == nil {
 		return nil, fmt.Errorf("create sandbox %q: nil policy: %w", spec.ID, sandbox.ErrInvalid)
 	}
-	if !validID(spec.ID) {
+	if !sandbox.ValidID(spec.ID) {
 		return nil, fmt.Errorf("create sandbox %q: invalid id: %w", spec.ID, sandbox.ErrInvalid)
 	}
 	if err := b.init(ctx); err != nil {
@@ -91,11 +91,8 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 		return nil, fmt.Errorf("create sandbox %q: %w", spec.ID, err)
 	}
 	s.env = map[string]string{}
-	for _, kv := range spec.Policy.Environ(os.Environ()) {
+	for _, kv := range sandbox.Environ(spec.Policy, os.Environ(), spec.Env) {
 		k, v, _ := strings.Cut(kv, "=")
-		s.env[k] = v
-	}
-	for k, v := range spec.Env {
 		s.env[k] = v
 	}
 	s.workdir = s.defaultWorkdir(spec.Policy)
