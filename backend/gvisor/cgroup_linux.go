@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/airlock-dev/airlock/backend/internal/cgroupfs"
@@ -82,45 +81,13 @@ func (c *sandboxCgroup) create(l policy.Limits) (err error) {
 			return fmt.Errorf("cgroup %s: %w", d, err)
 		}
 	}
-	write := func(file, val string) error {
-		if err := os.WriteFile(file, []byte(val), 0); err != nil {
-			return fmt.Errorf("cgroup: set %s: %w", file, err)
-		}
-		return nil
+	pl := cgroupfs.Placement{V2Dir: c.path(""), Memory: cgroupfs.V2, CPU: cgroupfs.V2}
+	if !c.v2 {
+		pl = cgroupfs.Placement{V1Dirs: map[string]string{"memory": c.path("memory"), "cpu": c.path("cpu")}, Memory: cgroupfs.V1, CPU: cgroupfs.V1}
 	}
-	if m := int64(l.Memory); m > 0 {
-		if c.v2 {
-			if err := write(c.path("")+"/memory.max", strconv.FormatInt(m, 10)); err != nil {
-				return err
-			}
-			if _, err := os.Stat(c.path("") + "/memory.swap.max"); err == nil {
-				if err := write(c.path("")+"/memory.swap.max", "0"); err != nil {
-					return err
-				}
-			}
-		} else {
-			if err := write(c.path("memory")+"/memory.limit_in_bytes", strconv.FormatInt(m, 10)); err != nil {
-				return err
-			}
-			if _, err := os.Stat(c.path("memory") + "/memory.memsw.limit_in_bytes"); err == nil {
-				if err := write(c.path("memory")+"/memory.memsw.limit_in_bytes", strconv.FormatInt(m, 10)); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	if cpus := l.CPUs; cpus > 0 {
-		const period = 100000
-		quota := int64(cpus * period)
-		if c.v2 {
-			return write(c.path("")+"/cpu.max", fmt.Sprintf("%d %d", quota, period))
-		}
-		if err := write(c.path("cpu")+"/cpu.cfs_period_us", strconv.Itoa(period)); err != nil {
-			return err
-		}
-		return write(c.path("cpu")+"/cpu.cfs_quota_us", strconv.FormatInt(quota, 10))
-	}
-	return nil
+	// Pids: gVisor's processes are not host processes; the sandbox gets
+	// RLIMIT_NPROC inside instead.
+	return cgroupfs.Apply(pl, cgroupfs.Limits{Memory: int64(l.Memory), CPUs: l.CPUs})
 }
 
 // enableV2Controllers makes memory and cpu available to the children of

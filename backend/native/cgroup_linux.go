@@ -16,11 +16,7 @@ import (
 )
 
 // cgroupLimits is what a sandbox's cgroup must enforce (zero: no limit).
-type cgroupLimits struct {
-	Memory int64
-	Pids   int
-	CPUs   float64
-}
+type cgroupLimits = cgroupfs.Limits
 
 // sandboxCgroup is one sandbox's cgroup: a cgroup2 directory (process
 // tracking, cgroup.kill, and the controllers it offers) and/or v1
@@ -219,63 +215,10 @@ func writeCg(dir, file, val string) error {
 
 // apply writes the limits to whichever hierarchy provides each one.
 func (cg *sandboxCgroup) apply(lim cgroupLimits) error {
-	if lim.Memory > 0 {
-		m := strconv.FormatInt(lim.Memory, 10)
-		switch cg.memory {
-		case "v2":
-			if err := writeCg(cg.v2Dir, "memory.max", m); err != nil {
-				return err
-			}
-			// No swap: the limit is the limit (file absent without swap accounting).
-			_ = writeCg(cg.v2Dir, "memory.swap.max", "0")
-		case "v1":
-			d := cg.v1Dirs["memory"]
-			if err := writeCg(d, "memory.limit_in_bytes", m); err != nil {
-				return err
-			}
-			if _, err := os.Stat(filepath.Join(d, "memory.memsw.limit_in_bytes")); err == nil {
-				if err := writeCg(d, "memory.memsw.limit_in_bytes", m); err != nil {
-					return err
-				}
-			}
-			_ = writeCg(d, "memory.swappiness", "0")
-		}
-	}
-	if lim.Pids > 0 {
-		p := strconv.Itoa(lim.Pids)
-		switch cg.pids {
-		case "v2":
-			if err := writeCg(cg.v2Dir, "pids.max", p); err != nil {
-				return err
-			}
-		case "v1":
-			if err := writeCg(cg.v1Dirs["pids"], "pids.max", p); err != nil {
-				return err
-			}
-		}
-	}
-	if lim.CPUs > 0 {
-		const period = 100000
-		quota := int64(lim.CPUs * period)
-		if quota < 1000 {
-			quota = 1000
-		}
-		switch cg.cpu {
-		case "v2":
-			if err := writeCg(cg.v2Dir, "cpu.max", fmt.Sprintf("%d %d", quota, period)); err != nil {
-				return err
-			}
-		case "v1":
-			d := cg.v1Dirs["cpu"]
-			if err := writeCg(d, "cpu.cfs_period_us", strconv.Itoa(period)); err != nil {
-				return err
-			}
-			if err := writeCg(d, "cpu.cfs_quota_us", strconv.FormatInt(quota, 10)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return cgroupfs.Apply(cgroupfs.Placement{
+		V2Dir: cg.v2Dir, V1Dirs: cg.v1Dirs,
+		Memory: cgroupfs.Hierarchy(cg.memory), Pids: cgroupfs.Hierarchy(cg.pids), CPU: cgroupfs.Hierarchy(cg.cpu),
+	}, lim)
 }
 
 // joinV1 moves pid into every v1 directory (v2 joins at clone time).
