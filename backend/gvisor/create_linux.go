@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -23,192 +25,252 @@ import (
 // loopback interface exists in gVisor's netstack even with --network=none.
 const egressAddr = "127.0.0.1:3128"
 
-// Create starts a sandbox. See sandbox.Backend.
+// Create starts a sandbox. See sandbox.Backend. It runs the stages in
+// order — prepare (decide, touch nothing), bundle (the OCI bundle and the
+// cgroup), start (runsc run with the agent on its stdio), connect (the
+// agent's Hello) — each registering what undoes it.
 func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandbox, err error) {
-	if !sandbox.ValidID(spec.ID) {
-		return nil, fmt.Errorf("create sandbox %q: invalid id: %w", spec.ID, sandbox.ErrInvalid)
-	}
-	wrap := func(format string, args ...any) error {
-		return fmt.Errorf("create sandbox %q: "+format, append([]any{spec.ID}, args...)...)
-	}
-	if spec.Policy == nil {
-		return nil, wrap("nil policy: %w", sandbox.ErrInvalid)
-	}
-	pol := spec.Policy
-	if ws := pol.Filesystem.WorkspacePath(); ws != "" && !filepath.IsAbs(ws) {
-		return nil, wrap("workspace %q is not absolute (policy not resolved): %w", ws, sandbox.ErrInvalid)
-	}
-	uid, gid, err := pol.Process.Credentials(os.Getuid(), os.Getgid())
+	p, err := b.prepare(ctx, spec)
 	if err != nil {
-		return nil, wrap("%w", err)
+		return nil, err
 	}
-	t0 := time.Now()
-	info := b.Info(ctx)
-	if info.Err != nil {
-		return nil, wrap("%w", info.Err)
-	}
-	agentBin, err := filepath.EvalSymlinks(b.cfg.AgentBinary)
-	if err != nil {
-		return nil, wrap("agent binary %s: %v: %w", b.cfg.AgentBinary, err, sandbox.ErrUnavailable)
-	}
-	log := spec.Log
-	if log == nil {
-		log = b.log
-	}
-	log = log.With("sandbox", spec.ID)
-	sink := spec.Audit
-	if sink == nil {
-		sink = audit.Discard
-	}
-
-	// Host-side preparation. From here on every step registers its undo.
-	var undo []func()
+	var u undo.Stack
 	defer func() {
 		if err != nil {
-			for i := len(undo) - 1; i >= 0; i-- {
-				undo[i]()
-			}
+			u.Run()
 		}
 	}()
+	if err := b.makeBundle(p, &u); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	r, err := b.startRunsc(p, &u)
+	if err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	s, err := b.connect(ctx, p, r, &u)
+	if err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	return s, nil
+}
+
+// prepared is what Create decided before touching the host.
+type prepared struct {
+	spec     sandbox.Spec
+	pol      *policy.Policy
+	log      *slog.Logger
+	sink     audit.Sink
+	info     Info
+	uid, gid int
+	agentBin string
+	guard    *policy.ConfigGuard
+	t0       time.Time
+	// Filled in by makeBundle.
+	dir  string
+	plan *mountPlan
+	cg   *sandboxCgroup
+}
+
+func (p *prepared) wrap(format string, args ...any) error {
+	return fmt.Errorf("create sandbox %q: "+format, append([]any{p.spec.ID}, args...)...)
+}
+
+// prepare validates the spec and finds runsc and the agent binary.
+func (b *Backend) prepare(ctx context.Context, spec sandbox.Spec) (*prepared, error) {
+	p := &prepared{spec: spec, pol: spec.Policy, t0: time.Now()}
+	if !sandbox.ValidID(spec.ID) {
+		return nil, p.wrap("invalid id: %w", sandbox.ErrInvalid)
+	}
+	if p.pol == nil {
+		return nil, p.wrap("nil policy: %w", sandbox.ErrInvalid)
+	}
+	if ws := p.pol.Filesystem.WorkspacePath(); ws != "" && !filepath.IsAbs(ws) {
+		return nil, p.wrap("workspace %q is not absolute (policy not resolved): %w", ws, sandbox.ErrInvalid)
+	}
+	var err error
+	if p.uid, p.gid, err = p.pol.Process.Credentials(os.Getuid(), os.Getgid()); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	if p.info = b.Info(ctx); p.info.Err != nil {
+		return nil, p.wrap("%w", p.info.Err)
+	}
+	if p.agentBin, err = filepath.EvalSymlinks(b.cfg.AgentBinary); err != nil {
+		return nil, p.wrap("agent binary %s: %v: %w", b.cfg.AgentBinary, err, sandbox.ErrUnavailable)
+	}
+	p.log = spec.Log
+	if p.log == nil {
+		p.log = b.log
+	}
+	p.log = p.log.With("sandbox", spec.ID)
+	p.sink = spec.Audit
+	if p.sink == nil {
+		p.sink = audit.Discard
+	}
+	p.guard = p.pol.ConfigGuard(p.pol.Process.Env["HOME"])
+	for k, v := range spec.Pinned {
+		p.guard.Pinned[k] = v
+	}
+	p.guard.Pinned[p.agentBin] = "the airlock binary"
+	return p, nil
+}
+
+// makeBundle writes the OCI bundle (mounts, spec, skeleton root) and
+// makes the cgroup with its limits.
+func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 	for _, d := range []string{b.runscRoot(), b.bundleRoot()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, wrap("state dir: %v: %w", err, sandbox.ErrUnavailable)
+			return fmt.Errorf("state dir: %v: %w", err, sandbox.ErrUnavailable)
 		}
 	}
-	dir := b.bundleDir(spec.ID)
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	p.dir = b.bundleDir(p.spec.ID)
+	if err := os.Mkdir(p.dir, 0o700); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return nil, wrap("bundle %s: %w", dir, sandbox.ErrExists)
+			return fmt.Errorf("bundle %s: %w", p.dir, sandbox.ErrExists)
 		}
-		return nil, wrap("bundle: %v: %w", err, sandbox.ErrUnavailable)
+		return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	undo = append(undo, func() { os.RemoveAll(dir) })
-	rootfs := spec.Image
+	dir := p.dir
+	u.Push(func() { os.RemoveAll(dir) })
+	rootfs := p.spec.Image
 	if rootfs == "" {
-		rootfs = pol.Filesystem.Rootfs
+		rootfs = p.pol.Filesystem.Rootfs
 	}
-	guard := pol.ConfigGuard(pol.Process.Env["HOME"])
-	for k, v := range spec.Pinned {
-		guard.Pinned[k] = v
-	}
-	guard.Pinned[agentBin] = "the airlock binary"
-	plan, err := planMounts(planInput{Policy: pol, Rootfs: rootfs, Files: spec.Files, Bundle: dir, UID: uid, GID: gid, Guard: guard})
+	plan, err := planMounts(planInput{Policy: p.pol, Rootfs: rootfs, Files: p.spec.Files, Bundle: p.dir, UID: p.uid, GID: p.gid, Guard: p.guard})
 	if err != nil {
-		return nil, wrap("%w", err)
+		return err
 	}
 	for i := range plan.Mounts {
 		if plan.Mounts[i].Destination == AgentPath {
-			plan.Mounts[i].Source = agentBin
+			plan.Mounts[i].Source = p.agentBin
 		}
 	}
-	cgroup := "/" + b.cfg.CgroupParent + "/" + spec.ID
-	oci := buildSpec(specInput{ID: spec.ID, Policy: pol, UID: uid, GID: gid, Mounts: plan.Mounts})
-	if err := writeBundle(dir, oci, plan); err != nil {
-		return nil, wrap("write bundle: %v: %w", err, sandbox.ErrInvalid)
+	p.plan = plan
+	oci := buildSpec(specInput{ID: p.spec.ID, Policy: p.pol, UID: p.uid, GID: p.gid, Mounts: plan.Mounts})
+	if err := writeBundle(p.dir, oci, plan); err != nil {
+		return fmt.Errorf("write bundle: %v: %w", err, sandbox.ErrInvalid)
 	}
-	env := sandbox.Environ(pol, os.Environ(), spec.Env)
-	cg := newSandboxCgroup(cgroup)
-	if err := cg.create(pol.Limits); err != nil {
-		return nil, wrap("%v: %w", err, sandbox.ErrUnavailable)
+	p.cg = newSandboxCgroup("/" + b.cfg.CgroupParent + "/" + p.spec.ID)
+	if err := p.cg.create(p.pol.Limits); err != nil {
+		return fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)
 	}
-	undo = append(undo, func() { cg.remove() })
+	cg := p.cg
+	u.Push(func() { cg.remove() })
+	return nil
+}
 
-	// Start runsc with the agent channel on the container's stdio.
+// running is `runsc run` with the agent channel on its stdio.
+type running struct {
+	cmd     *exec.Cmd
+	conn    *pipeConn
+	waited  chan struct{}
+	waitErr error
+	stderr  *tailBuffer
+	start   time.Time
+}
+
+// startRunsc starts `runsc run` in the cgroup, the overlay on when the
+// plan asks for it.
+func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 	conn, childIn, childOut, err := newPipeConn()
 	if err != nil {
-		return nil, wrap("pipes: %v: %w", err, sandbox.ErrUnavailable)
+		return nil, fmt.Errorf("pipes: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	stderr := &tailBuffer{max: 8 << 10}
-	args := append(b.globalArgs(info.Platform), "--ignore-cgroups")
-	if plan.Overlay {
+	r := &running{conn: conn, waited: make(chan struct{}), stderr: &tailBuffer{max: 8 << 10}}
+	args := append(b.globalArgs(p.info.Platform), "--ignore-cgroups")
+	if p.plan.Overlay {
 		// Writes to every mount stay in a filestore in the bundle (on the
 		// host's disk, not in memory) until Sync brings them back.
-		ov := filepath.Join(dir, "overlay")
+		ov := filepath.Join(p.dir, "overlay")
 		if err := os.Mkdir(ov, 0o700); err != nil {
-			return nil, wrap("overlay: %v: %w", err, sandbox.ErrUnavailable)
+			conn.Close()
+			childIn.Close()
+			childOut.Close()
+			return nil, fmt.Errorf("overlay: %v: %w", err, sandbox.ErrUnavailable)
 		}
 		args = append(args, "--overlay2=all:"+ov)
 	}
-	args = append(args, "run", "--bundle", dir, spec.ID)
-	cmd := exec.Command(info.Path, args...)
-	cmd.Stdin, cmd.Stdout = childIn, childOut
-	cmd.Stderr = &logWriter{log: log, tail: stderr}
+	args = append(args, "run", "--bundle", p.dir, p.spec.ID)
+	r.cmd = exec.Command(p.info.Path, args...)
+	r.cmd.Stdin, r.cmd.Stdout = childIn, childOut
+	r.cmd.Stderr = &logWriter{log: p.log, tail: r.stderr}
 	// Own process group: a terminal's ^C goes to airlock, not to runsc.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	start := time.Now()
-	if err := startInCgroup(cmd, cg); err != nil {
-		conn.Close()
-		childIn.Close()
-		childOut.Close()
-		return nil, wrap("start runsc: %v: %w", err, sandbox.ErrUnavailable)
-	}
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	r.start = time.Now()
+	err = startInCgroup(r.cmd, p.cg)
 	childIn.Close()
 	childOut.Close()
-	waited := make(chan struct{})
-	var waitErr error
-	go func() {
-		waitErr = cmd.Wait()
-		close(waited)
-	}()
-	undo = append(undo, func() {
+	if err != nil {
 		conn.Close()
-		b.forceStop(spec.ID, cmd, waited)
+		return nil, fmt.Errorf("start runsc: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	go func() {
+		r.waitErr = r.cmd.Wait()
+		close(r.waited)
+	}()
+	id := p.spec.ID
+	u.Push(func() {
+		conn.Close()
+		b.forceStop(id, r.cmd, r.waited)
 	})
+	return r, nil
+}
 
+// connect speaks Hello to the agent and returns the running sandbox.
+func (b *Backend) connect(ctx context.Context, p *prepared, r *running, u *undo.Stack) (*gvSandbox, error) {
+	pol, spec := p.pol, p.spec
 	guestEgress := ""
 	if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
 		guestEgress = egressAddr
 	}
-	client, err := agent.NewClient(conn, agent.ClientOptions{
-		SandboxID: spec.ID, Log: log, Audit: sink, Egress: spec.Egress,
+	client, err := agent.NewClient(r.conn, agent.ClientOptions{
+		SandboxID: spec.ID, Log: p.log, Audit: p.sink, Egress: spec.Egress,
 		OutputLimit: int64(pol.Limits.OutputBytes),
 	})
 	if err != nil {
-		return nil, wrap("agent: %v: %w", err, sandbox.ErrUnavailable)
+		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	undo = append(undo, func() { client.Close() })
+	u.Push(func() { client.Close() })
+	env := sandbox.Environ(pol, os.Environ(), spec.Env)
 	helloErr := make(chan error, 1)
 	go func() {
 		helloErr <- client.Hello(ctx, agent.GuestConfig{Env: env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress})
 	}()
 	select {
 	case err = <-helloErr:
-	case <-waited:
+	case <-r.waited:
 		err = errors.New("runsc exited")
 	}
 	if err != nil {
 		select {
-		case <-waited:
-			msg := strings.TrimSpace(stderr.String())
-			if msg == "" && waitErr != nil {
-				msg = waitErr.Error()
+		case <-r.waited:
+			msg := strings.TrimSpace(r.stderr.String())
+			if msg == "" && r.waitErr != nil {
+				msg = r.waitErr.Error()
 			}
-			return nil, wrap("runsc exited during start: %s: %w", msg, sandbox.ErrUnavailable)
+			return nil, fmt.Errorf("runsc exited during start: %s: %w", msg, sandbox.ErrUnavailable)
 		default:
 		}
 		if ctx.Err() != nil {
-			return nil, wrap("agent hello: %w", errors.Join(ctx.Err(), sandbox.ErrTimeout))
+			return nil, fmt.Errorf("agent hello: %w", errors.Join(ctx.Err(), sandbox.ErrTimeout))
 		}
-		return nil, wrap("agent hello: %w", err)
+		return nil, fmt.Errorf("agent hello: %w", err)
 	}
 	helloAt := time.Now()
-
 	s := &gvSandbox{
-		id: spec.ID, b: b, log: log, audit: sink, cmd: cmd, waited: waited, client: client, cg: cg,
-		bundle: dir, guard: guard, uid: uid, gid: gid, started: t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
+		id: spec.ID, b: b, log: p.log, audit: p.sink, cmd: r.cmd, waited: r.waited, client: client, cg: p.cg,
+		bundle: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, started: p.t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
 	}
-	if plan.Overlay {
-		s.syncRoots, s.syncSkip = plan.OverlayRoots, plan.OverlaySkip
+	if p.plan.Overlay {
+		s.syncRoots, s.syncSkip = p.plan.OverlayRoots, p.plan.OverlaySkip
+	}
+	if t := pol.Limits.Timeout.D(); t > 0 {
+		s.timer.Store(time.AfterFunc(t, s.timeout))
 	}
 	go s.watch()
-	log.Debug("sandbox started", "prepare", start.Sub(t0), "runsc_to_hello", helloAt.Sub(start), "total", time.Since(t0))
-	if t := pol.Limits.Timeout.D(); t > 0 {
-		s.timer = time.AfterFunc(t, s.timeout)
-	}
-
-	sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
-		"backend": Name, "pid": cmd.Process.Pid, "platform": info.Platform, "runsc": info.Version,
-		"start_ms": time.Since(start).Milliseconds(),
+	p.log.Debug("sandbox started", "prepare", r.start.Sub(p.t0), "runsc_to_hello", helloAt.Sub(r.start), "total", time.Since(p.t0))
+	p.sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
+		"backend": Name, "pid": r.cmd.Process.Pid, "platform": p.info.Platform, "runsc": p.info.Version,
+		"start_ms": time.Since(r.start).Milliseconds(),
 	}})
 	return s, nil
 }

@@ -38,8 +38,8 @@ type gvSandbox struct {
 	guard     *policy.ConfigGuard
 	uid, gid  int
 	started   time.Time
-	oomBefore int64 // the cgroup's OOM kills at start (always 0: the cgroup is new)
-	timer     *time.Timer
+	oomBefore int64                      // the cgroup's OOM kills at start (always 0: the cgroup is new)
+	timer     atomic.Pointer[time.Timer] // the wall timeout (set after start, read by end)
 
 	done     chan struct{}
 	teardown sync.Once
@@ -47,9 +47,6 @@ type gvSandbox struct {
 	closed   atomic.Bool
 	timedOut atomic.Bool
 	oom      atomic.Bool
-	died     chan struct{} // closed by watch once the OOM verdict is in
-	lastStat cgroupStats
-	statMu   sync.Mutex
 }
 
 func (s *gvSandbox) ID() string { return s.id }
@@ -143,8 +140,8 @@ func (s *gvSandbox) end(why string) {
 		t0 := time.Now()
 		defer func() { s.log.Debug("sandbox ended", "why", why, "teardown", time.Since(t0)) }()
 		s.closed.Store(true)
-		if s.timer != nil {
-			s.timer.Stop()
+		if t := s.timer.Load(); t != nil {
+			t.Stop()
 		}
 		cs := s.cg.stats()
 		s.client.Close()

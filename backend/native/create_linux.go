@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/fsguard"
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -49,17 +50,6 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 	return s, nil
 }
 
-// undoStack holds what to undo if a later stage of create fails.
-type undoStack []func()
-
-func (u *undoStack) push(f func()) { *u = append(*u, f) }
-
-func (u *undoStack) run() {
-	for i := len(*u) - 1; i >= 0; i-- {
-		(*u)[i]()
-	}
-}
-
 // create runs the stages in order: prepare (decide, touch nothing), spawn
 // (cgroup, init process), configure (mount plan, init config, limits) and
 // connect (the init's setup, the agent, the seccomp supervisor). Each
@@ -69,10 +59,10 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 	if err != nil {
 		return nil, err
 	}
-	var undo undoStack
+	var undo undo.Stack
 	defer func() {
 		if err != nil {
-			undo.run()
+			undo.Run()
 		}
 	}()
 	b.reclaimStale()
@@ -243,16 +233,16 @@ func (st *started) closeChildEnds() {
 
 // spawn makes the cgroup2 directory (the init is born in it) and starts
 // the init, which waits for the host's "go" before touching anything.
-func (b *Backend) spawn(p *prepared, direct *directIO, undo *undoStack) (*started, error) {
+func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*started, error) {
 	st := &started{waited: make(chan struct{}), stderr: &boundedBuffer{max: 8 << 10}}
 	lock, err := b.lockState(p.spec.ID)
 	if err != nil {
 		return nil, fmt.Errorf("state: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	st.lock = lock
-	undo.push(func() { b.unlockState(p.spec.ID, lock) })
+	undo.Push(func() { b.unlockState(p.spec.ID, lock) })
 	st.cg = newCgroupV2(hostCgroups(), b.cfg.CgroupParent, p.spec.ID, p.lim)
-	undo.push(func() { st.cg.kill(); _ = st.cg.remove() })
+	undo.Push(func() { st.cg.kill(); _ = st.cg.remove() })
 	st.tCgroup = time.Now()
 	if st.memfd, err = emptyConfigFile(); err != nil {
 		return nil, fmt.Errorf("init config: %v: %w", err, sandbox.ErrUnavailable)
@@ -261,13 +251,13 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undoStack) (*starte
 		st.memfd.Close()
 		return nil, fmt.Errorf("control socket: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	undo.push(func() { st.ctlHost.Close() })
+	undo.Push(func() { st.ctlHost.Close() })
 	if st.chHost, st.chInit, err = socketpair(unix.SOCK_STREAM); err != nil {
 		st.memfd.Close()
 		st.ctlInit.Close()
 		return nil, fmt.Errorf("channel: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	undo.push(func() { st.chHost.Close() })
+	undo.Push(func() { st.chHost.Close() })
 
 	cmd := exec.Command(b.cfg.AgentBinary, InitCommand)
 	cmd.Args[0] = "airlock-init"
@@ -292,7 +282,7 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undoStack) (*starte
 	st.tForked = time.Now()
 	st.cmd = cmd
 	go func() { st.waitErr = cmd.Wait(); close(st.waited) }()
-	undo.push(func() {
+	undo.Push(func() {
 		_ = cmd.Process.Kill()
 		st.cg.kill()
 		<-st.waited
@@ -303,7 +293,7 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undoStack) (*starte
 // configure writes the init's configuration (mount plan, Landlock,
 // seccomp, limits) while its runtime starts, and puts it in the v1
 // cgroups with the limits written.
-func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *undoStack) (*fsPlan, error) {
+func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *undo.Stack) (*fsPlan, error) {
 	plan, err := buildPlan(p.pol, p.spec.Files, p.spec.Caches, !p.feats.Rootless && p.uid == 0, p.mediate)
 	if err != nil {
 		return nil, err
@@ -348,7 +338,7 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 
 // connect lets the init set up, starts the agent session and the seccomp
 // supervisor (with the write mediator), and returns the running sandbox.
-func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *fsPlan, direct *directIO, undo *undoStack) (*nativeSandbox, error) {
+func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *fsPlan, direct *directIO, undo *undo.Stack) (*nativeSandbox, error) {
 	tStart := time.Now()
 	// The supervisor's thread is prepared (with the sandbox's credentials
 	// for the write mediator) while the init sets up.
@@ -365,7 +355,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 	if err != nil {
 		return nil, fmt.Errorf("seccomp supervisor: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	undo.push(sup.stop)
+	undo.Push(sup.stop)
 	hctx := ctx
 	if _, ok := ctx.Deadline(); !ok {
 		// A setup step that hangs must not hang Create forever.
@@ -390,7 +380,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 		if err != nil {
 			return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
 		}
-		undo.push(func() { client.Close() })
+		undo.Push(func() { client.Close() })
 		gc := agent.GuestConfig{Env: p.env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress}
 		go func() { helloDone <- client.Hello(hctx, gc) }()
 	} else {
@@ -442,7 +432,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 		"init_setup", tSetup.Sub(tStart), "supervisor", tHello.Sub(tSup), "hello", time.Since(tHello), "init_us", initTiming)
 	go s.watch()
 	if t := pol.Limits.Timeout.D(); t > 0 {
-		s.timer = time.AfterFunc(t, s.timeout)
+		s.timer.Store(time.AfterFunc(t, s.timeout))
 	}
 	for _, d := range p.degraded {
 		p.log.Warn("protection waived by allow_degraded", "what", d)

@@ -343,3 +343,24 @@ func TestPolicyUID(t *testing.T) {
 		t.Fatalf("host owner of a file made inside: %d %v", host.Uid, err)
 	}
 }
+
+// TestDirectMode: the init runs a command itself (no agent) under the same
+// confinement: the backend's own check of its layers, independent of the
+// agent protocol.
+func TestDirectMode(t *testing.T) {
+	b := testBackend(t)
+	ws := workspace(t)
+	code, out := runDirect(t, b, testPolicy(t, ws, nil), "/bin/sh", "-c", "cat /etc/shadow; touch "+ws+"/.envrc; echo ok > "+ws+"/f; exit 7")
+	if code != 7 {
+		t.Fatalf("exit %d, want 7: %s", code, out)
+	}
+	if !strings.Contains(out, "shadow") || !strings.Contains(out, ".envrc") {
+		t.Errorf("the direct child was not refused: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".envrc")); err == nil {
+		t.Error(".envrc created")
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "f")); string(b) != "ok\n" {
+		t.Errorf("workspace write: %q", b)
+	}
+}

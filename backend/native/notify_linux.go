@@ -24,7 +24,7 @@ type supervisor struct {
 	stopFD int // eventfd: stop asks the loop to end
 	done   chan struct{}
 
-	quit     chan struct{}   // closed by stop
+	quit     chan struct{} // closed by stop
 	stopOnce sync.Once
 	prepared chan error      // the loop's thread is ready (or could not be)
 	attach   chan attachment // the listener and mediator, once the init sent them

@@ -33,11 +33,10 @@ type nativeSandbox struct {
 	lock    *os.File // the state lock, held while the sandbox lives
 	denials *denials
 	stderr  *boundedBuffer
-	timer   *time.Timer
+	timer   atomic.Pointer[time.Timer] // the wall timeout (set after start, read by end)
 
 	waited   <-chan struct{} // closed when the init has been reaped
 	done     chan struct{}   // closed when the sandbox has ended
-	endOnce  sync.Once
 	teardown sync.Once
 	tdErr    error
 	timedOut atomic.Bool
@@ -153,8 +152,8 @@ func (s *nativeSandbox) violation(name string, pid uint32) {
 func (s *nativeSandbox) end(why string) {
 	s.teardown.Do(func() {
 		s.closed.Store(true)
-		if s.timer != nil {
-			s.timer.Stop()
+		if t := s.timer.Load(); t != nil {
+			t.Stop()
 		}
 		t0 := time.Now()
 		_ = s.cmd.Process.Signal(syscall.SIGKILL)

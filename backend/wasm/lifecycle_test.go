@@ -15,7 +15,6 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-
 // privateDirs lists the private directories of sandbox id under base.
 func privateDirs(t *testing.T, base, id string) []string {
 	t.Helper()

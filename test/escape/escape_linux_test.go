@@ -130,7 +130,7 @@ func buildAttacks(t *testing.T, dir, goos string) string {
 	}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		gobin = "/usr/local/go/bin/go" // where CI installs it (.ci/run puts it on PATH too)
 	}
 	cmd := exec.Command(gobin, "build", "-trimpath", "-o", out, "./attacks")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+goos, "GOARCH="+goarch)

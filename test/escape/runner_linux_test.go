@@ -520,9 +520,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 		escapes = append(escapes, "bait service reached: "+strings.Join(s.hits, "; "))
 	}
 	escapes = append(escapes, f.integrity()...)
-	for _, w := range workspaceChanges(dir) {
-		escapes = append(escapes, w)
-	}
+	escapes = append(escapes, workspaceChanges(dir)...)
 	if a.check != nil {
 		if ok, ev := a.check(s); ok {
 			escapes = append(escapes, ev)

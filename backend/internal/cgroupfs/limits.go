@@ -27,8 +27,8 @@ const (
 // Placement is where a sandbox's cgroup directories are and which
 // hierarchy provides each limited controller (hybrid hosts mix them).
 type Placement struct {
-	V2Dir  string            // the cgroup2 directory ("" none)
-	V1Dirs map[string]string // controller -> v1 directory
+	V2Dir             string            // the cgroup2 directory ("" none)
+	V1Dirs            map[string]string // controller -> v1 directory
 	Memory, Pids, CPU Hierarchy
 }
 

@@ -14,10 +14,6 @@ import (
 
 func init() { register("plant", attackPlant) }
 
-// plantKinds are the kinds attackPlant knows, in table order.
-var plantKinds = []string{"hook", "git-config", "config-rename", "new-repo", "bare-repo", "envrc",
-	"vscode-tasks", "vscode-swap", "claude-settings", "mcp-json", "set-uid", "set-gid-dir", "pinned-policy"}
-
 // attackPlant plants kind in dir (a git repository's work tree for the
 // git kinds). The runner's host check decides: the planted file on the
 // host, with the marker, or a set-id bit.
