@@ -305,6 +305,21 @@ type cgroupStats struct {
 	OOMKills                          int64
 }
 
+// oomKills reads only the OOM-kill counter (one file: it is read before
+// every exec, on the request path).
+func (cg *sandboxCgroup) oomKills() int64 {
+	if cg == nil {
+		return 0
+	}
+	switch cg.memory {
+	case "v2":
+		return cgroupfs.ReadKey(cg.v2Dir, "memory.events", "oom_kill")
+	case "v1":
+		return cgroupfs.ReadKey(cg.v1Dirs["memory"], "memory.oom_control", "oom_kill")
+	}
+	return 0
+}
+
 func (cg *sandboxCgroup) stats() cgroupStats {
 	var s cgroupStats
 	if cg == nil {

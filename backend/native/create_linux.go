@@ -363,29 +363,9 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 		hctx, cancel = context.WithTimeout(ctx, setupTimeout)
 		defer cancel()
 	}
-	pol, spec := p.pol, p.spec
-	// The agent's Hello is sent now and waits in the channel until the
-	// init serves it: one fewer host<->init wake-up on the start path.
-	var client *agent.Client
-	helloDone := make(chan error, 1)
-	if direct == nil {
-		guestEgress := ""
-		if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
-			guestEgress = egressAddr
-		}
-		client, err = agent.NewClient(st.chHost, agent.ClientOptions{
-			SandboxID: spec.ID, Log: p.log, Audit: p.sink, Egress: spec.Egress,
-			OutputLimit: int64(pol.Limits.OutputBytes),
-		})
-		if err != nil {
-			return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
-		}
-		undo.Push(func() { client.Close() })
-		gc := agent.GuestConfig{Env: p.env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress}
-		go func() { helloDone <- client.Hello(hctx, gc) }()
-	} else {
-		st.chHost.Close()
-		helloDone <- nil
+	helloDone, err := b.sendHello(hctx, p, st, s, direct, undo)
+	if err != nil {
+		return nil, err
 	}
 	listener, initTiming, err := handshake(hctx, st.ctlHost, st.waited)
 	if err != nil {
@@ -401,27 +381,8 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 	}
 	st.ctlHost.Close()
 	tSetup := time.Now()
-
-	s.client = client
-	tSup := time.Now()
-	if listener >= 0 {
-		var med *fsguard.Mediator
-		if p.mediate {
-			med, err = fsguard.New(fsguard.Config{
-				Pid: st.cmd.Process.Pid, Mounts: plan.Mediated, Private: plan.Private,
-				Guard: p.guard, Creds: hostCreds(p), Listener: listener, Report: s.denials.report,
-			})
-			if err != nil {
-				unix.Close(listener)
-				return nil, fmt.Errorf("write mediator: %v: %w", err, sandbox.ErrUnavailable)
-			}
-		}
-		if err := sup.start(listener, med); err != nil {
-			return nil, fmt.Errorf("seccomp supervisor: %v: %w", err, sandbox.ErrUnavailable)
-		}
-		s.sup = sup
-	} else {
-		sup.stop() // no listener: nothing to supervise
+	if err := b.superviseFrom(p, st, plan, s, sup, listener); err != nil {
+		return nil, err
 	}
 	tHello := time.Now()
 	if err := <-helloDone; err != nil {
@@ -429,20 +390,81 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 	}
 	p.log.Debug("sandbox started", "cgroup2", st.tCgroup.Sub(p.t0), "prepare", st.tPrepare.Sub(p.t0),
 		"fork", st.tForked.Sub(st.tPrepare), "configure", tStart.Sub(st.tForked),
-		"init_setup", tSetup.Sub(tStart), "supervisor", tHello.Sub(tSup), "hello", time.Since(tHello), "init_us", initTiming)
+		"init_setup", tSetup.Sub(tStart), "supervisor", tHello.Sub(tSetup), "hello", time.Since(tHello), "init_us", initTiming)
+	s.running(p, listener >= 0)
+	return s, nil
+}
+
+// sendHello makes the agent client and sends its Hello, which waits in
+// the channel until the init serves it: one fewer host<->init wake-up on
+// the start path. The result arrives on the channel.
+func (b *Backend) sendHello(ctx context.Context, p *prepared, st *started, s *nativeSandbox, direct *directIO, undo *undo.Stack) (<-chan error, error) {
+	done := make(chan error, 1)
+	if direct != nil {
+		st.chHost.Close()
+		done <- nil
+		return done, nil
+	}
+	pol, spec := p.pol, p.spec
+	guestEgress := ""
+	if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
+		guestEgress = egressAddr
+	}
+	client, err := agent.NewClient(st.chHost, agent.ClientOptions{
+		SandboxID: spec.ID, Log: p.log, Audit: p.sink, Egress: spec.Egress,
+		OutputLimit: int64(pol.Limits.OutputBytes),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	undo.Push(func() { client.Close() })
+	s.client = client
+	gc := agent.GuestConfig{Env: p.env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress}
+	go func() { done <- client.Hello(ctx, gc) }()
+	return done, nil
+}
+
+// superviseFrom hands the seccomp listener (if the init sent one) and the
+// write mediator to the supervisor.
+func (b *Backend) superviseFrom(p *prepared, st *started, plan *fsPlan, s *nativeSandbox, sup *supervisor, listener int) error {
+	if listener < 0 {
+		sup.stop() // no listener: nothing to supervise
+		return nil
+	}
+	var med *fsguard.Mediator
+	if p.mediate {
+		var err error
+		med, err = fsguard.New(fsguard.Config{
+			Pid: st.cmd.Process.Pid, Mounts: plan.Mediated, Private: plan.Private,
+			Guard: p.guard, Creds: hostCreds(p), Listener: listener, Report: s.denials.report,
+		})
+		if err != nil {
+			unix.Close(listener)
+			return fmt.Errorf("write mediator: %v: %w", err, sandbox.ErrUnavailable)
+		}
+	}
+	if err := sup.start(listener, med); err != nil {
+		return fmt.Errorf("seccomp supervisor: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	s.sup = sup
+	return nil
+}
+
+// running starts watching the sandbox and its wall timeout, and audits
+// the start (and every protection waived).
+func (s *nativeSandbox) running(p *prepared, notify bool) {
 	go s.watch()
-	if t := pol.Limits.Timeout.D(); t > 0 {
+	if t := p.pol.Limits.Timeout.D(); t > 0 {
 		s.timer.Store(time.AfterFunc(t, s.timeout))
 	}
 	for _, d := range p.degraded {
 		p.log.Warn("protection waived by allow_degraded", "what", d)
-		p.sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeDegraded, Message: d})
+		p.sink.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeDegraded, Message: d})
 	}
-	p.sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
-		"backend": Name, "pid": st.cmd.Process.Pid, "landlock_abi": p.feats.LandlockABI,
-		"seccomp_notify": listener >= 0, "write_mediation": p.mediate, "cgroup": p.feats.CgroupVersion,
+	p.sink.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeStart, Fields: map[string]any{
+		"backend": Name, "pid": s.cmd.Process.Pid, "landlock_abi": p.feats.LandlockABI,
+		"seccomp_notify": notify, "write_mediation": p.mediate, "cgroup": p.feats.CgroupVersion,
 	}})
-	return s, nil
 }
 
 // hostCreds are the host credentials of the sandbox's processes.

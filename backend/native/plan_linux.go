@@ -62,77 +62,121 @@ type fsPlan struct {
 // says writes to host-backed writable binds go through the host's write
 // mediator (Landlock grants none there); without it they are direct.
 func buildPlan(pol *policy.Policy, files []sandbox.File, caches []sandbox.Bind, hostRoot, mediate bool) (*fsPlan, error) {
-	f := pol.Filesystem
-	p := &fsPlan{}
-	addBind := func(src, dst string, ro bool, field string, optional bool) error {
-		fi, err := os.Lstat(src)
-		if err != nil {
-			if optional && errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return fmt.Errorf("%s %s: %w: %v", field, src, sandbox.ErrInvalid, err)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 && src == dst {
-			if target, err := os.Readlink(src); err == nil && hostfs.TopLevel(dst) {
-				p.Mounts = append(p.Mounts, mountOp{Kind: opSymlink, Dst: dst, Link: target})
-				return nil
-			}
-			fi, err = os.Stat(src)
-			if err != nil {
-				return fmt.Errorf("%s %s: %w: %v", field, src, sandbox.ErrInvalid, err)
-			}
-		}
-		p.Mounts = append(p.Mounts, mountOp{Kind: opBind, Src: src, Dst: dst, RO: ro, Dir: fi.IsDir()})
-		access := llReadExec
-		switch {
-		case !ro && mediate:
-			access = llMediated
-			p.Mediated = append(p.Mediated, dst)
-		case !ro:
-			access = llReadWrite
-		}
-		if !fi.IsDir() {
-			access &= llFileRights
-		}
-		p.Landlock = append(p.Landlock, llRule{Access: access, Path: dst})
-		return nil
-	}
-
-	if f.Rootfs != "" {
-		ents, err := os.ReadDir(f.Rootfs)
-		if err != nil {
-			return nil, fmt.Errorf("rootfs %s: %w: %v", f.Rootfs, sandbox.ErrInvalid, err)
-		}
-		for _, e := range ents {
-			switch e.Name() {
-			case "proc", "dev", "sys", "tmp":
-				continue
-			}
-			src := filepath.Join(f.Rootfs, e.Name())
-			dst := "/" + e.Name()
-			if e.Type()&fs.ModeSymlink != 0 {
-				target, err := os.Readlink(src)
-				if err != nil {
-					return nil, fmt.Errorf("rootfs %s: %w: %v", src, sandbox.ErrInvalid, err)
-				}
-				p.Mounts = append(p.Mounts, mountOp{Kind: opSymlink, Dst: dst, Link: target})
-				continue
-			}
-			if err := addBind(src, dst, true, "rootfs", false); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, ro := range f.ReadOnly {
-		if err := addBind(ro, ro, true, "read_only path", f.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
+	pl := &planner{pol: pol, mediate: mediate, p: &fsPlan{}}
+	for _, stage := range []func() error{
+		pl.rootfs,
+		pl.readOnly,
+		pl.kernelAndTmp,
+		func() error { return pl.writable(caches) },
+		func() error { return pl.files(files) },
+		func() error { return pl.deny(hostRoot) },
+	} {
+		if err := stage(); err != nil {
 			return nil, err
 		}
 	}
-	// Fresh kernel filesystems and private tmpfs.
+	p := pl.p
+	sortMounts(p.Mounts)
+	for _, m := range p.Mounts {
+		if m.Kind != opBind && m.Kind != opSymlink && hostfs.Under(m.Dst, p.Mediated) {
+			p.Private = append(p.Private, m.Dst)
+		}
+	}
+	return p, nil
+}
+
+// planner builds one fsPlan, stage by stage.
+type planner struct {
+	pol     *policy.Policy
+	mediate bool
+	p       *fsPlan
+}
+
+// bind adds a host bind (and its Landlock rule). optional skips a missing
+// source; a top-level symlink bound onto itself becomes a symlink.
+func (pl *planner) bind(src, dst string, ro bool, field string, optional bool) error {
+	p := pl.p
+	fi, err := os.Lstat(src)
+	if err != nil {
+		if optional && errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("%s %s: %w: %v", field, src, sandbox.ErrInvalid, err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 && src == dst {
+		if target, err := os.Readlink(src); err == nil && hostfs.TopLevel(dst) {
+			p.Mounts = append(p.Mounts, mountOp{Kind: opSymlink, Dst: dst, Link: target})
+			return nil
+		}
+		if fi, err = os.Stat(src); err != nil {
+			return fmt.Errorf("%s %s: %w: %v", field, src, sandbox.ErrInvalid, err)
+		}
+	}
+	p.Mounts = append(p.Mounts, mountOp{Kind: opBind, Src: src, Dst: dst, RO: ro, Dir: fi.IsDir()})
+	access := llReadExec
+	switch {
+	case !ro && pl.mediate:
+		access = llMediated
+		p.Mediated = append(p.Mediated, dst)
+	case !ro:
+		access = llReadWrite
+	}
+	if !fi.IsDir() {
+		access &= llFileRights
+	}
+	p.Landlock = append(p.Landlock, llRule{Access: access, Path: dst})
+	return nil
+}
+
+// rootfs binds an image's top-level entries read-only (its symlinks as
+// symlinks), leaving out what the sandbox gets fresh.
+func (pl *planner) rootfs() error {
+	root := pl.pol.Filesystem.Rootfs
+	if root == "" {
+		return nil
+	}
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return fmt.Errorf("rootfs %s: %w: %v", root, sandbox.ErrInvalid, err)
+	}
+	for _, e := range ents {
+		switch e.Name() {
+		case "proc", "dev", "sys", "tmp":
+			continue
+		}
+		src, dst := filepath.Join(root, e.Name()), "/"+e.Name()
+		if e.Type()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(src)
+			if err != nil {
+				return fmt.Errorf("rootfs %s: %w: %v", src, sandbox.ErrInvalid, err)
+			}
+			pl.p.Mounts = append(pl.p.Mounts, mountOp{Kind: opSymlink, Dst: dst, Link: target})
+			continue
+		}
+		if err := pl.bind(src, dst, true, "rootfs", false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (pl *planner) readOnly() error {
+	f := pl.pol.Filesystem
+	for _, ro := range f.ReadOnly {
+		if err := pl.bind(ro, ro, true, "read_only path", f.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// kernelAndTmp adds fresh procfs, /dev and the private tmpfs mounts.
+func (pl *planner) kernelAndTmp() error {
+	p, disk := pl.p, int64(pl.pol.Limits.DiskBytes)
 	p.Mounts = append(p.Mounts,
 		mountOp{Kind: opProc, Dst: "/proc"},
-		mountOp{Kind: opDev, Dst: "/dev", Size: shmSize(int64(pol.Limits.DiskBytes))},
-		mountOp{Kind: opTmpfs, Dst: "/tmp", Mode: 0o1777, Size: int64(pol.Limits.DiskBytes)},
+		mountOp{Kind: opDev, Dst: "/dev", Size: shmSize(disk)},
+		mountOp{Kind: opTmpfs, Dst: "/tmp", Mode: 0o1777, Size: disk},
 	)
 	p.Landlock = append(p.Landlock,
 		llRule{Access: llRead, Path: "/proc"},
@@ -143,46 +187,62 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, caches []sandbox.Bind, 
 	for _, d := range devNodes {
 		p.Landlock = append(p.Landlock, llRule{Access: llDevRights &^ llReadDir, Path: "/dev/" + d})
 	}
-	for _, t := range f.Tmpfs {
+	for _, t := range pl.pol.Filesystem.Tmpfs {
 		if t == "/tmp" {
 			continue
 		}
-		p.Mounts = append(p.Mounts, mountOp{Kind: opTmpfs, Dst: t, Mode: 0o755, Size: int64(pol.Limits.DiskBytes)})
+		p.Mounts = append(p.Mounts, mountOp{Kind: opTmpfs, Dst: t, Mode: 0o755, Size: disk})
 		p.Landlock = append(p.Landlock, llRule{Access: llReadWrite, Path: t})
 	}
-	ws := f.WorkspacePath()
-	if ws != "" {
-		if err := addBind(ws, ws, false, "workspace", false); err != nil {
-			return nil, err
+	return nil
+}
+
+// writable binds the workspace, read_write paths and caches.
+func (pl *planner) writable(caches []sandbox.Bind) error {
+	f := pl.pol.Filesystem
+	if ws := f.WorkspacePath(); ws != "" {
+		if err := pl.bind(ws, ws, false, "workspace", false); err != nil {
+			return err
 		}
 	}
 	for _, rw := range f.ReadWrite {
-		if err := addBind(rw, rw, false, "read_write path", false); err != nil {
-			return nil, err
+		if err := pl.bind(rw, rw, false, "read_write path", false); err != nil {
+			return err
 		}
 	}
 	for _, c := range caches {
-		if err := addBind(c.Src, c.Dst, false, "cache", false); err != nil {
-			return nil, err
+		if err := pl.bind(c.Src, c.Dst, false, "cache", false); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// files adds the host-made read-only files (Spec.Files).
+func (pl *planner) files(files []sandbox.File) error {
 	for i, file := range files {
 		if !filepath.IsAbs(file.Path) || filepath.Clean(file.Path) != file.Path {
-			return nil, fmt.Errorf("file %d path %q: %w: not absolute and clean", i, file.Path, sandbox.ErrInvalid)
+			return fmt.Errorf("file %d path %q: %w: not absolute and clean", i, file.Path, sandbox.ErrInvalid)
 		}
 		mode := file.Mode & 0o777
 		if mode == 0 {
 			mode = 0o444
 		}
-		p.Mounts = append(p.Mounts, mountOp{Kind: opFile, Dst: file.Path, Data: file.Data, Mode: mode &^ 0o222})
-		p.Landlock = append(p.Landlock, llRule{Access: llRead & llFileRights, Path: file.Path})
+		pl.p.Mounts = append(pl.p.Mounts, mountOp{Kind: opFile, Dst: file.Path, Data: file.Data, Mode: mode &^ 0o222})
+		pl.p.Landlock = append(pl.p.Landlock, llRule{Access: llRead & llFileRights, Path: file.Path})
 	}
-	deny := f.Deny
+	return nil
+}
+
+// deny masks the policy's denied paths that are visible (and, for a
+// sandbox that is host root, root's own secrets).
+func (pl *planner) deny(hostRoot bool) error {
+	deny := pl.pol.Filesystem.Deny
 	if hostRoot {
 		deny = append(append([]string{}, deny...), rootOnlySecrets()...)
 	}
 	for _, d := range deny {
-		src, ok := hostSource(d, p.Mounts)
+		src, ok := hostSource(d, pl.p.Mounts)
 		if !ok {
 			continue // not visible in the sandbox at all
 		}
@@ -190,19 +250,13 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, caches []sandbox.Bind, 
 		if err != nil {
 			continue // nothing there to hide
 		}
+		kind := opDenyFile
 		if fi.IsDir() {
-			p.Mounts = append(p.Mounts, mountOp{Kind: opDenyDir, Dst: d})
-		} else {
-			p.Mounts = append(p.Mounts, mountOp{Kind: opDenyFile, Dst: d})
+			kind = opDenyDir
 		}
+		pl.p.Mounts = append(pl.p.Mounts, mountOp{Kind: kind, Dst: d})
 	}
-	sortMounts(p.Mounts)
-	for _, m := range p.Mounts {
-		if m.Kind != opBind && m.Kind != opSymlink && hostfs.Under(m.Dst, p.Mediated) {
-			p.Private = append(p.Private, m.Dst)
-		}
-	}
-	return p, nil
+	return nil
 }
 
 // rootOnlySecrets are host files only root may read that a sandbox running

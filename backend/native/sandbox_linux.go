@@ -68,7 +68,7 @@ func (s *nativeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sand
 	// and an OOM kill of it ends the sandbox.
 	var oom int64
 	if s.execs.Add(1) > 1 {
-		oom = s.cg.stats().OOMKills
+		oom = s.cg.oomKills()
 	}
 	p, err := s.client.Exec(ctx, req)
 	if err != nil {
@@ -216,7 +216,7 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 			oom = p.s.lastStat.OOMKills
 			p.s.statMu.Unlock()
 		} else {
-			oom = p.s.cg.stats().OOMKills
+			oom = p.s.cg.oomKills()
 		}
 		if oom > p.oomBefore {
 			st.OOM = true

@@ -102,26 +102,7 @@ func buildFilter(notify, mediate bool) (filterSpec, error) {
 	// clone3 passes its flags in memory the filter cannot read: ENOSYS
 	// makes libc fall back to clone, whose flags are checked.
 	a.jeq(unix.SYS_CLONE3, "enosys", "")
-	// File calls: which argument holds the flags or mode.
-	a.jeq(unix.SYS_OPEN, "open1", "")
-	a.jeq(unix.SYS_OPENAT, "open2", "")
-	a.jeq(unix.SYS_CREAT, "mode1", "")
-	a.jeq(unix.SYS_MKDIR, "mode1", "")
-	a.jeq(unix.SYS_MKNOD, "mode1", "")
-	a.jeq(unix.SYS_MKDIRAT, "mode2", "")
-	a.jeq(unix.SYS_MKNODAT, "mode2", "")
-	a.jeq(unix.SYS_CHMOD, "chmod1", "")
-	a.jeq(unix.SYS_FCHMOD, "chmod1", "")
-	a.jeq(unix.SYS_FCHMODAT, "chmod2", "")
-	a.jeq(unix.SYS_FCHMODAT2, "chmod2", "")
-	if mediate {
-		for _, nr := range []uint32{unix.SYS_OPENAT2, unix.SYS_SYMLINK, unix.SYS_SYMLINKAT, unix.SYS_LINK,
-			unix.SYS_LINKAT, unix.SYS_RENAME, unix.SYS_RENAMEAT, unix.SYS_RENAMEAT2, unix.SYS_TRUNCATE} {
-			a.jeq(nr, "mediate", "")
-		}
-	} else {
-		a.jeq(unix.SYS_OPENAT2, "enosys", "")
-	}
+	fileDispatch(&a, mediate)
 	a.ret(unix.SECCOMP_RET_ALLOW)
 
 	a.label("checkflags")
@@ -144,6 +125,56 @@ func buildFilter(notify, mediate bool) (filterSpec, error) {
 	}
 	a.ret(unix.SECCOMP_RET_ALLOW)
 
+	fileChecks(&a, mediate)
+
+	a.label("allow")
+	a.ret(unix.SECCOMP_RET_ALLOW)
+	a.label("deny")
+	a.ret(deny)
+	a.label("setid")
+	a.ret(deny)
+	if mediate {
+		a.label("mediate")
+		a.ret(unix.SECCOMP_RET_USER_NOTIF)
+	}
+	a.label("eperm")
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+	a.label("enosys")
+	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))
+	prog, err := a.assemble()
+	if err != nil {
+		return filterSpec{}, err
+	}
+	return filterSpec{Prog: prog}, nil
+}
+
+// fileDispatch jumps the file calls to their checks: which argument holds
+// the flags or mode (fileChecks); with mediation, the calls that create,
+// rename or link go to the mediator whatever their arguments.
+func fileDispatch(a *asm, mediate bool) {
+	a.jeq(unix.SYS_OPEN, "open1", "")
+	a.jeq(unix.SYS_OPENAT, "open2", "")
+	a.jeq(unix.SYS_CREAT, "mode1", "")
+	a.jeq(unix.SYS_MKDIR, "mode1", "")
+	a.jeq(unix.SYS_MKNOD, "mode1", "")
+	a.jeq(unix.SYS_MKDIRAT, "mode2", "")
+	a.jeq(unix.SYS_MKNODAT, "mode2", "")
+	a.jeq(unix.SYS_CHMOD, "chmod1", "")
+	a.jeq(unix.SYS_FCHMOD, "chmod1", "")
+	a.jeq(unix.SYS_FCHMODAT, "chmod2", "")
+	a.jeq(unix.SYS_FCHMODAT2, "chmod2", "")
+	if mediate {
+		for _, nr := range []uint32{unix.SYS_OPENAT2, unix.SYS_SYMLINK, unix.SYS_SYMLINKAT, unix.SYS_LINK,
+			unix.SYS_LINKAT, unix.SYS_RENAME, unix.SYS_RENAMEAT, unix.SYS_RENAMEAT2, unix.SYS_TRUNCATE} {
+			a.jeq(nr, "mediate", "")
+		}
+	} else {
+		a.jeq(unix.SYS_OPENAT2, "enosys", "")
+	}
+}
+
+// fileChecks are the argument checks fileDispatch jumps to.
+func fileChecks(a *asm, mediate bool) {
 	// open(path, flags, mode) and openat(dirfd, path, flags, mode): with
 	// mediation every open that may write goes to the mediator (which
 	// also refuses set-id modes); without, only set-id creation is refused.
@@ -193,25 +224,6 @@ func buildFilter(notify, mediate bool) (filterSpec, error) {
 		a.ret(unix.SECCOMP_RET_ALLOW)
 	}
 
-	a.label("allow")
-	a.ret(unix.SECCOMP_RET_ALLOW)
-	a.label("deny")
-	a.ret(deny)
-	a.label("setid")
-	a.ret(deny)
-	if mediate {
-		a.label("mediate")
-		a.ret(unix.SECCOMP_RET_USER_NOTIF)
-	}
-	a.label("eperm")
-	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
-	a.label("enosys")
-	a.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS))
-	prog, err := a.assemble()
-	if err != nil {
-		return filterSpec{}, err
-	}
-	return filterSpec{Prog: prog}, nil
 }
 
 func sortedKeys(m map[uint32]string) []uint32 {
