@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -295,14 +296,7 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 		return failRes(err)
 	}
 	res.Backend = b.Name()
-	spec := sandbox.Spec{ID: res.Sandbox, Policy: pol, Audit: counter, Log: log, Pinned: f.pinned(pol)}
-	if spec.Caches, err = cacheBinds(pol); err != nil {
-		return failRes(err)
-	}
-	if spec.Files, err = homeFiles(pol); err != nil {
-		return failRes(err)
-	}
-	eg, err := setupEgress(&spec, counter, log)
+	spec, eg, err := f.spec(res.Sandbox, pol, counter, log)
 	if err != nil {
 		return failRes(err)
 	}
@@ -316,32 +310,11 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	defer sb.Destroy(context.Background())
 
 	st, err := execAttached(ctx, sb, argv)
-	if sy, ok := sb.(sandbox.Syncer); ok {
-		// The backend held the sandbox's writes to host paths in an
-		// overlay (gVisor): bring them back, through the same rules.
-		rep, serr := sy.Sync(ctx)
-		if serr != nil {
-			fmt.Fprintf(os.Stderr, "airlock run: %v\n", serr)
-		}
-		if len(rep.Conflicts) > 0 {
-			fmt.Fprintf(os.Stderr, "airlock run: changed on the host during the run, kept as the host has them: %s\n", strings.Join(rep.Conflicts, ", "))
-		}
-		log.Debug("wrote back", "applied", rep.Applied, "denied", rep.Denied)
-	}
+	writeBack(ctx, sb, log)
 	// The summary is only printed with --json or --result: without them,
 	// reading the cgroup's figures would only delay the exit.
 	if f.jsonOut || f.resultFile != "" {
-		if stats, serr := sb.Stats(ctx); serr == nil {
-			res.MemoryPeakBytes = stats.MemoryPeakBytes
-			res.Violations = stats.Violations
-		}
-		if v := counter.Count(audit.TypeViolation); v > res.Violations {
-			res.Violations = v
-		}
-		if eg != nil {
-			st := eg.Stats()
-			res.Egress = &st
-		}
+		res.figures(ctx, sb, counter, eg)
 	}
 	if derr := sb.Destroy(context.Background()); derr != nil {
 		log.Warn("destroy sandbox", "sandbox", res.Sandbox, "err", derr)
@@ -373,6 +346,54 @@ func errorOrNil(s string) error {
 		return nil
 	}
 	return errors.New(s)
+}
+
+// spec is the sandbox spec of a run: what the host adds (pinned files,
+// caches, the git identity) and the egress proxy when the policy has a
+// network.
+func (f *runFlags) spec(id string, pol *policy.Policy, sink audit.Sink, log *slog.Logger) (sandbox.Spec, *egress.Proxy, error) {
+	spec := sandbox.Spec{ID: id, Policy: pol, Audit: sink, Log: log, Pinned: f.pinned(pol)}
+	var err error
+	if spec.Caches, err = cacheBinds(pol); err != nil {
+		return spec, nil, err
+	}
+	if spec.Files, err = homeFiles(pol); err != nil {
+		return spec, nil, err
+	}
+	eg, err := setupEgress(&spec, sink, log)
+	return spec, eg, err
+}
+
+// writeBack brings back what a backend held in an overlay (gVisor), through
+// the same rules as every write.
+func writeBack(ctx context.Context, sb sandbox.Sandbox, log *slog.Logger) {
+	sy, ok := sb.(sandbox.Syncer)
+	if !ok {
+		return
+	}
+	rep, err := sy.Sync(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "airlock run: %v\n", err)
+	}
+	if len(rep.Conflicts) > 0 {
+		fmt.Fprintf(os.Stderr, "airlock run: changed on the host during the run, kept as the host has them: %s\n", strings.Join(rep.Conflicts, ", "))
+	}
+	log.Debug("wrote back", "applied", rep.Applied, "denied", rep.Denied)
+}
+
+// figures fills in what --json reports of the sandbox's resource use.
+func (res *runResult) figures(ctx context.Context, sb sandbox.Sandbox, counter *audit.Counter, eg *egress.Proxy) {
+	if stats, err := sb.Stats(ctx); err == nil {
+		res.MemoryPeakBytes = stats.MemoryPeakBytes
+		res.Violations = stats.Violations
+	}
+	if v := counter.Count(audit.TypeViolation); v > res.Violations {
+		res.Violations = v
+	}
+	if eg != nil {
+		st := eg.Stats()
+		res.Egress = &st
+	}
 }
 
 // execAttached runs argv with this process's stdio, a PTY when stdin is a

@@ -452,28 +452,8 @@ func (c *call) openIn(root int, dirfd int32, pathArg, flags int, mode uint32, ex
 	if exists && follow && !ownRoot && st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return cont
 	}
-	readOnly := flags&unix.O_ACCMODE == unix.O_RDONLY && flags&unix.O_TRUNC == 0
-	switch {
-	case tmpfile:
-		// An unnamed file in a directory: it only gets a name by linkat.
-	case exists && st.Mode&unix.S_IFMT == unix.S_IFDIR:
-		// The kernel answers EISDIR (or opens a directory O_CREAT-less).
-	case exists:
-		if flags&unix.O_CREAT != 0 && flags&unix.O_EXCL != 0 {
-			return result{errno: unix.EEXIST}
-		}
-		if readOnly {
-			break // O_CREAT on an existing file, read-only: a read
-		}
-		if d := c.check(policy.OpWrite, e); d != nil {
-			return c.deny(d)
-		}
-	case flags&unix.O_CREAT != 0:
-		if d := c.check(policy.OpCreate, e); d != nil {
-			return c.deny(d)
-		}
-	default:
-		return result{errno: unix.ENOENT}
+	if r, decided := c.decideOpen(e, flags, exists, &st); decided {
+		return r
 	}
 	if creating {
 		mode &= 0o7777 &^ c.umask()
@@ -495,6 +475,37 @@ func (c *call) openIn(root int, dirfd int32, pathArg, flags int, mode uint32, ex
 	}
 	defer unix.Close(fd)
 	return c.m.inject(c.n.ID, fd, cloexec)
+}
+
+// decideOpen asks the rules about an open of e on a mediated mount: a
+// write to what exists, a create of what does not. decided with a result
+// refuses (or answers as the kernel would); not decided goes ahead.
+func (c *call) decideOpen(e entry, flags int, exists bool, st *unix.Stat_t) (result, bool) {
+	tmpfile := flags&unix.O_TMPFILE == unix.O_TMPFILE
+	readOnly := flags&unix.O_ACCMODE == unix.O_RDONLY && flags&unix.O_TRUNC == 0
+	switch {
+	case tmpfile:
+		// An unnamed file in a directory: it only gets a name by linkat.
+	case exists && st.Mode&unix.S_IFMT == unix.S_IFDIR:
+		// The kernel answers EISDIR (or opens a directory O_CREAT-less).
+	case exists:
+		if flags&unix.O_CREAT != 0 && flags&unix.O_EXCL != 0 {
+			return result{errno: unix.EEXIST}, true
+		}
+		if readOnly {
+			break // O_CREAT on an existing file, read-only: a read
+		}
+		if d := c.check(policy.OpWrite, e); d != nil {
+			return c.deny(d), true
+		}
+	case flags&unix.O_CREAT != 0:
+		if d := c.check(policy.OpCreate, e); d != nil {
+			return c.deny(d), true
+		}
+	default:
+		return result{errno: unix.ENOENT}, true
+	}
+	return result{}, false
 }
 
 // inject installs fd in the caller as its call's result.
