@@ -104,6 +104,17 @@ func runRun(args []string) int {
 		return exitAirlock
 	}
 
+	// Notified, a write to a closed stdout or stderr returns EPIPE instead
+	// of killing airlock before it cleaned up (pipeWriter passes it on to
+	// the command as SIGPIPE). It is in place for the whole run: the
+	// command's first output can arrive, and its reader be gone, before
+	// Exec returns, and the summary and result come after it. A handler,
+	// not SIG_IGN, so that nothing started from here inherits an ignored
+	// SIGPIPE.
+	pipes := make(chan os.Signal, 1)
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
+
 	pol, err := f.policy()
 	if err != nil {
 		return fail("run", err)
@@ -431,18 +442,12 @@ func execAttached(ctx context.Context, sb sandbox.Sandbox, argv []string) (sandb
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	// Notified, a write to a closed pipe returns EPIPE instead of killing
-	// airlock before it cleaned up (pipeWriter passes it on).
-	pipes := make(chan os.Signal, 1)
-	signal.Notify(pipes, syscall.SIGPIPE)
-	defer signal.Stop(pipes)
 	defer signal.Stop(sigs)
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		for {
 			select {
-			case <-pipes:
 			case s := <-sigs:
 				if err := p.Signal(ctx, int(s.(syscall.Signal))); errors.Is(err, sandbox.ErrNotSupported) {
 					_ = sb.Destroy(context.Background()) // no signals (wasm): stop the command
