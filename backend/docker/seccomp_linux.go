@@ -23,6 +23,8 @@ import (
 //   - no set-uid/set-gid bit on anything: the chmod family and every call
 //     that creates with a mode are allowed only without them (the
 //     container's files on a bind mount are the host's files);
+//   - no execveat of a descriptor (AT_EMPTY_PATH): a memfd's code never
+//     was on the sandbox's filesystem;
 //   - no signal to pid 1, the agent (a handled signal such as SIGABRT
 //     would reach it: a pid namespace's init is only shielded from
 //     signals it does not handle).
@@ -75,7 +77,7 @@ func seccompProfile() (string, error) {
 
 func buildProfile() *seccomp.Seccomp {
 	p := seccomp.DefaultProfile()
-	changed := append(append(append([]string{}, deniedSyscalls...), nosysSyscalls...), signalCalls...)
+	changed := append(append(append([]string{"execveat"}, deniedSyscalls...), nosysSyscalls...), signalCalls...)
 	for name := range modeArg {
 		changed = append(changed, name)
 	}
@@ -118,6 +120,7 @@ func buildProfile() *seccomp.Seccomp {
 			allow([]string{name}, noSetID(a[1])),
 		)
 	}
+	kept = append(kept, allow([]string{"execveat"}, specs.LinuxSeccompArg{Index: 4, Value: unix.AT_EMPTY_PATH, ValueTwo: 0, Op: specs.OpMaskedEqual}))
 	kept = append(kept, allow(signalCalls, specs.LinuxSeccompArg{Index: 0, Value: 1, Op: specs.OpNotEqual}))
 	p.Syscalls = kept
 	return p
