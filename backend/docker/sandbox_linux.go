@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -226,4 +227,13 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 		st.TimedOut = true
 	}
 	return st, nil
+}
+
+// DialPort opens a stream to port on the container's loopback through the
+// agent. See sandbox.PortDialer.
+func (s *dockerSandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if s.closed.Load() {
+		return nil, s.errClosed("dial")
+	}
+	return s.client.Dial(ctx, port)
 }
