@@ -298,7 +298,13 @@ func (s *Session) Navigate(ctx context.Context, rawURL string) (Page, error) {
 	return s.page0(ctx)
 }
 
-// page0 reads the page's URL and title.
+// Page reports the page's URL and title.
+func (s *Session) Page(ctx context.Context) (Page, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.page0(ctx)
+}
+
 func (s *Session) page0(ctx context.Context) (Page, error) {
 	var ev struct {
 		Result struct {

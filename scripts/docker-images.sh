@@ -20,8 +20,9 @@ if ! ./scripts/dockerd.sh; then
 fi
 
 suite=bookworm
-# Chromium and a font for its text; no recommends (mmdebstrap's default).
-pkgs=chromium,fonts-dejavu-core,ca-certificates
+# Chromium and a font for its text, busybox for a shell and httpd to serve
+# pages inside; no recommends (mmdebstrap's default).
+pkgs=chromium,fonts-dejavu-core,ca-certificates,busybox-static
 recipe="v1 $suite $pkgs"
 tag="airlock/browser:$(printf '%s' "$recipe" | sha256sum | cut -c1-12)"
 if docker image inspect "$tag" >/dev/null 2>&1; then
