@@ -258,7 +258,10 @@ func containerConfig(p *prepared, seccompJSON string, labels map[string]string) 
 		AttachStdin:  true,
 		AttachStdout: true,
 		AttachStderr: true,
-		StdinOnce:    false,
+		// The first attach is ours: when it goes (airlock exited, even by
+		// SIGKILL) dockerd closes the container's stdin, the agent sees
+		// EOF and exits, and every process in the container with it.
+		StdinOnce: true,
 		Labels:       labels,
 		Image:        p.img.ID,
 	}
