@@ -262,8 +262,8 @@ func containerConfig(p *prepared, seccompJSON string, labels map[string]string) 
 		// SIGKILL) dockerd closes the container's stdin, the agent sees
 		// EOF and exits, and every process in the container with it.
 		StdinOnce: true,
-		Labels:       labels,
-		Image:        p.img.ID,
+		Labels:    labels,
+		Image:     p.img.ID,
 	}
 	cfg.NetworkDisabled = true
 	hc := &container.HostConfig{
