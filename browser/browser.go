@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/logtail"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -120,7 +121,7 @@ type Session struct {
 	d    sandbox.PortDialer
 	opts Options
 	proc sandbox.Process
-	out  *tail
+	out  *logtail.Tail
 	c    *cdp
 	page string // the page's DevTools session ID
 
@@ -139,7 +140,7 @@ func Start(ctx context.Context, sb sandbox.Sandbox, o Options) (_ *Session, err 
 	if !ok {
 		return nil, fmt.Errorf("start browser: this sandbox cannot be dialled into: %w", sandbox.ErrNotSupported)
 	}
-	s := &Session{sb: sb, d: d, opts: o, out: &tail{max: 4 << 10}}
+	s := &Session{sb: sb, d: d, opts: o, out: &logtail.Tail{Max: 4 << 10}}
 	// The browser outlives the request that starts it (not the sandbox).
 	s.proc, err = sb.Exec(context.WithoutCancel(ctx), sandbox.ExecRequest{
 		Args: append([]string{o.Binary}, Flags(o)...), Env: o.Env, Stdout: s.out, Stderr: s.out,
@@ -377,27 +378,4 @@ func clip(s string) string {
 		return s[:200] + "..."
 	}
 	return s
-}
-
-// tail keeps the last max bytes of Chromium's output, for errors.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tail) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tail) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }

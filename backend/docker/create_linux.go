@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
+	"github.com/airlock-dev/airlock/internal/logtail"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -75,7 +76,7 @@ type prepared struct {
 	plan   *mountPlan
 	cid    string // container ID
 	conn   *attachConn
-	tail   *tailBuffer
+	tail   *logtail.Tail
 	pid    int // the agent's pid on the host
 	cg     *containerCgroup
 	exited <-chan container.WaitResponse
@@ -223,7 +224,7 @@ func (b *Backend) createContainer(ctx context.Context, p *prepared, u *undo.Stac
 	if err != nil {
 		return fmt.Errorf("attach: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	p.tail = &tailBuffer{max: 8 << 10}
+	p.tail = &logtail.Tail{Max: 8 << 10}
 	p.conn = newAttachConn(hr, p.log, p.tail)
 	conn := p.conn
 	u.Push(func() { conn.Close() })

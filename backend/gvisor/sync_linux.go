@@ -2,11 +2,8 @@ package gvisor
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/syncback"
-	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -22,22 +19,8 @@ func (s *gvSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	if s.closed.Load() {
 		return sandbox.SyncReport{}, s.errClosed("sync")
 	}
-	var trees []syncback.Tree
-	for _, root := range s.syncRoots {
-		trees = append(trees, syncback.Tree{
-			Agent: AgentPath, Root: root, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid,
-			Since: s.started.UnixNano(), Report: s.reportDenial, Log: s.log,
-		})
-	}
-	rep, err := syncback.Sync(ctx, s.client, trees)
-	if err != nil {
-		return rep, fmt.Errorf("sandbox %q: write back: %w", s.id, err)
-	}
-	return rep, nil
-}
-
-func (s *gvSandbox) reportDenial(d policy.Denial) {
-	s.log.Info("write-back refused", "rule", d.Rule, "op", d.Op, "path", d.Path)
-	s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeDenied, Message: d.Op + " " + d.Path + ": refused by rule " + d.Rule,
-		Fields: map[string]any{"rule": d.Rule, "op": d.Op, "path": d.Path}})
+	return syncback.Run(ctx, s.client, syncback.Sandbox{
+		ID: s.id, Agent: AgentPath, Roots: s.syncRoots, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid,
+		Started: s.started, Audit: s.audit, Log: s.log,
+	})
 }

@@ -17,7 +17,9 @@ import (
 	"os"
 	"path"
 	"strings"
+	"time"
 
+	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/internal/writeback"
 	"github.com/airlock-dev/airlock/policy"
@@ -44,6 +46,39 @@ type Tree struct {
 	Since    int64 // when the sandbox started (UnixNano): later host changes are conflicts
 	Report   func(policy.Denial)
 	Log      *slog.Logger
+}
+
+// Sandbox is one sandbox's write-back: the same rules for every root.
+type Sandbox struct {
+	ID       string
+	Agent    string   // the airlock binary's path inside
+	Roots    []string // host paths, at the same paths inside
+	Skip     []string // the sandbox's own mounts below them
+	Guard    *policy.ConfigGuard
+	UID, GID int
+	Started  time.Time
+	Audit    audit.Sink // refusals become denied events
+	Log      *slog.Logger
+}
+
+// Run syncs every root of sb (see Sync), reporting each refusal to the
+// log and as a denied audit event.
+func Run(ctx context.Context, in Inside, sb Sandbox) (sandbox.SyncReport, error) {
+	report := func(d policy.Denial) {
+		sb.Log.Info("write-back refused", "rule", d.Rule, "op", d.Op, "path", d.Path)
+		sb.Audit.Emit(audit.Event{Sandbox: sb.ID, Type: audit.TypeDenied, Message: d.Op + " " + d.Path + ": refused by rule " + d.Rule,
+			Fields: map[string]any{"rule": d.Rule, "op": d.Op, "path": d.Path}})
+	}
+	trees := make([]Tree, 0, len(sb.Roots))
+	for _, root := range sb.Roots {
+		trees = append(trees, Tree{Agent: sb.Agent, Root: root, Skip: sb.Skip, Guard: sb.Guard, UID: sb.UID, GID: sb.GID,
+			Since: sb.Started.UnixNano(), Report: report, Log: sb.Log})
+	}
+	rep, err := Sync(ctx, in, trees)
+	if err != nil {
+		return rep, fmt.Errorf("sandbox %q: write back: %w", sb.ID, err)
+	}
+	return rep, nil
 }
 
 // Sync brings back what the sandbox changed in each tree, and reports the
