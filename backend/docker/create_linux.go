@@ -42,15 +42,19 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 			u.Run()
 		}
 	}()
+	p.times = append(p.times, time.Now())
 	if err := b.makeState(p, &u); err != nil {
 		return nil, p.wrap("%w", err)
 	}
+	p.times = append(p.times, time.Now())
 	if err := b.createContainer(ctx, p, &u); err != nil {
 		return nil, p.wrap("%w", err)
 	}
+	p.times = append(p.times, time.Now())
 	if err := b.start(ctx, p); err != nil {
 		return nil, p.wrap("%w", err)
 	}
+	p.times = append(p.times, time.Now())
 	s, err := b.connect(ctx, p, &u)
 	if err != nil {
 		return nil, p.wrap("%w", err)
@@ -71,6 +75,7 @@ type prepared struct {
 	agentBin string
 	guard    *policy.ConfigGuard
 	t0       time.Time
+	times    []time.Time // end of prepare, state, container, start
 	// Filled in by the later stages.
 	dir    string // state directory
 	plan   *mountPlan
@@ -405,7 +410,11 @@ func (b *Backend) connect(ctx context.Context, p *prepared, u *undo.Stack) (*doc
 		s.timer.Store(time.AfterFunc(t, s.timeout))
 	}
 	go s.watch()
-	p.log.Debug("sandbox started", "total", time.Since(p.t0))
+	if len(p.times) == 4 {
+		p.log.Debug("sandbox started", "prepare", p.times[0].Sub(p.t0), "state", p.times[1].Sub(p.times[0]),
+			"create_attach", p.times[2].Sub(p.times[1]), "start", p.times[3].Sub(p.times[2]), "hello", time.Since(p.times[3]),
+			"total", time.Since(p.t0))
+	}
 	p.sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
 		"backend": Name, "container": p.cid[:12], "image": p.img.ID, "dockerd": p.info.Version,
 		"start_ms": time.Since(p.t0).Milliseconds(),
