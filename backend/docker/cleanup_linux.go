@@ -69,3 +69,34 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 	}
 	return errors.Join(errs...)
 }
+
+// reclaimExited removes this owner's containers that have exited, with
+// their volumes and state dirs: a container ends only when the airlock
+// process that attached to it went away (StdinOnce) or its agent died, so
+// an exited one is a dead sandbox's (a killed `airlock run`). Never a
+// created or running one: that may be another process's sandbox being
+// made or in use. Create runs it once per Backend, in the background.
+func (b *Backend) reclaimExited(ctx context.Context) {
+	e, err := b.engine()
+	if err != nil {
+		return
+	}
+	f := filters.NewArgs(filters.Arg("label", LabelOwner+"="+b.cfg.Owner), filters.Arg("label", LabelBackend+"="+Name),
+		filters.Arg("status", "exited"), filters.Arg("status", "dead"))
+	list, err := e.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	if err != nil {
+		b.log.Debug("reclaim: list containers", "err", err)
+		return
+	}
+	for _, c := range list {
+		id := c.Labels[LabelSandbox]
+		b.log.Info("reclaim a dead sandbox's container", "sandbox", id, "container", c.ID)
+		if err := removeContainer(e, c.ID); err != nil {
+			b.log.Warn("reclaim", "sandbox", id, "err", err)
+			continue
+		}
+		if sandbox.ValidID(id) {
+			os.RemoveAll(b.stateDir(id))
+		}
+	}
+}

@@ -57,6 +57,98 @@ func crashChild(dir, ws, id, owner string) {
 func TestCleanupAfterCrash(t *testing.T) {
 	b := testBackend(t)
 	ws := workspace(t)
+	id := crashSandbox(t, b, ws)
+	if err := leaks(b, id); err == nil {
+		t.Fatal("nothing left after the host process was killed: the test proves nothing")
+	} else {
+		t.Logf("left by the crash: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// A create of another owner reclaims nothing of this one.
+	other := New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(), Owner: fmt.Sprintf("airlock-test-other-%d", os.Getpid())})
+	create(t, other, sandbox.Spec{Policy: testPolicy(t, workspace(t), direct)})
+	time.Sleep(500 * time.Millisecond)
+	if err := leaks(b, id); err == nil {
+		t.Fatal("another owner's create reclaimed this owner's container")
+	}
+	other = New(Config{StateDir: t.TempDir(), Owner: fmt.Sprintf("airlock-test-other-%d", os.Getpid())})
+	if err := other.Cleanup(ctx, nil); err != nil {
+		t.Fatalf("another owner's Cleanup: %v", err)
+	}
+	if err := leaks(b, id); err == nil {
+		t.Fatal("another owner's Cleanup removed this owner's container")
+	}
+	if err := b.Cleanup(ctx, map[string]bool{id: true}); err != nil {
+		t.Fatalf("Cleanup keeping it: %v", err)
+	}
+	if err := leaks(b, id); err == nil {
+		t.Fatal("Cleanup removed a sandbox it was told to keep")
+	}
+	if err := b.Cleanup(ctx, nil); err != nil {
+		t.Fatalf("Cleanup: %v", err)
+	}
+	if err := leaks(b, id); err != nil {
+		t.Fatalf("after Cleanup: %v", err)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) > 0 {
+		t.Fatalf("the workspace holds %d entries after the crash and Cleanup", len(ents))
+	}
+}
+
+// TestCreateReclaimsDeadRuns: what a killed host process left (its
+// container exited with it) is removed by the next create of the same
+// owner, as a killed `airlock run` is by the next run.
+func TestCreateReclaimsDeadRuns(t *testing.T) {
+	b := testBackend(t)
+	ws := workspace(t)
+	id := crashSandbox(t, b, ws)
+	if err := leaks(b, id); err == nil {
+		t.Fatal("nothing left after the host process was killed: the test proves nothing")
+	}
+	fresh := New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: b.cfg.StateDir, Owner: b.cfg.Owner})
+	create(t, fresh, sandbox.Spec{Policy: testPolicy(t, workspace(t), direct)})
+	var err error
+	for i := 0; i < 100; i++ {
+		if err = leaks(b, id); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("the next create did not reclaim the dead sandbox: %v", err)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) > 0 {
+		t.Fatalf("the workspace holds %d entries after the crash and Cleanup", len(ents))
+	}
+}
+
+// containerState waits (up to 10 s) for sandbox id's container to stop and
+// returns its state.
+func containerState(t *testing.T, b *Backend, id string) string {
+	t.Helper()
+	e, err := b.engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st string
+	for i := 0; i < 100; i++ {
+		ins, err := e.ContainerInspect(context.Background(), containerName(id))
+		if err != nil {
+			return "gone: " + err.Error()
+		}
+		if st = ins.State.Status; st != "running" {
+			return st
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return st
+}
+
+// crashSandbox makes a sandbox in a child process and kills the child
+// (SIGKILL); it returns the sandbox's ID once its container has exited.
+func crashSandbox(t *testing.T, b *Backend, ws string) string {
+	t.Helper()
 	id := newID(t)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "DOCKER_CRASH_STATE="+b.cfg.StateDir, "DOCKER_CRASH_WS="+ws, "DOCKER_CRASH_ID="+id,
@@ -96,55 +188,5 @@ func TestCleanupAfterCrash(t *testing.T) {
 	if st := containerState(t, b, id); st != "exited" {
 		t.Fatalf("container of the killed host process is %q, want exited", st)
 	}
-	if err := leaks(b, id); err == nil {
-		t.Fatal("nothing left after the host process was killed: the test proves nothing")
-	} else {
-		t.Logf("left by the crash: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	other := New(Config{StateDir: t.TempDir(), Owner: fmt.Sprintf("airlock-test-other-%d", os.Getpid())})
-	if err := other.Cleanup(ctx, nil); err != nil {
-		t.Fatalf("another owner's Cleanup: %v", err)
-	}
-	if err := leaks(b, id); err == nil {
-		t.Fatal("another owner's Cleanup removed this owner's container")
-	}
-	if err := b.Cleanup(ctx, map[string]bool{id: true}); err != nil {
-		t.Fatalf("Cleanup keeping it: %v", err)
-	}
-	if err := leaks(b, id); err == nil {
-		t.Fatal("Cleanup removed a sandbox it was told to keep")
-	}
-	if err := b.Cleanup(ctx, nil); err != nil {
-		t.Fatalf("Cleanup: %v", err)
-	}
-	if err := leaks(b, id); err != nil {
-		t.Fatalf("after Cleanup: %v", err)
-	}
-	if ents, _ := os.ReadDir(ws); len(ents) > 0 {
-		t.Fatalf("the workspace holds %d entries after the crash and Cleanup", len(ents))
-	}
-}
-
-// containerState waits (up to 10 s) for sandbox id's container to stop and
-// returns its state.
-func containerState(t *testing.T, b *Backend, id string) string {
-	t.Helper()
-	e, err := b.engine()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st string
-	for i := 0; i < 100; i++ {
-		ins, err := e.ContainerInspect(context.Background(), containerName(id))
-		if err != nil {
-			return "gone: " + err.Error()
-		}
-		if st = ins.State.Status; st != "running" {
-			return st
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return st
+	return id
 }

@@ -36,6 +36,13 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	if err != nil {
 		return nil, err
 	}
+	b.reclaimOnce.Do(func() {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			b.reclaimExited(ctx)
+		}()
+	})
 	var u undo.Stack
 	defer func() {
 		if err != nil {

@@ -51,7 +51,8 @@ type Backend struct {
 	conn *engine // the daemon client, made on first use
 	info *Info   // what the daemon offers, found once
 
-	baseOnce sync.Mutex // serialises making the base image
+	baseOnce    sync.Mutex // serialises making the base image
+	reclaimOnce sync.Once  // dead sandboxes' containers, reclaimed at the first create
 }
 
 // New returns the Docker backend. It does not contact the daemon yet.
