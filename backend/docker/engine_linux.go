@@ -155,7 +155,7 @@ func (b *Backend) Probe(ctx context.Context) sandbox.Probe {
 		if i.Rootless {
 			p.Details["rootless"] = "dockerd runs rootless"
 		}
-		p.Details["isolation"] = "shared kernel: containers run on the host's kernel, and dockerd runs as root; a kernel bug is an escape"
+		p.Details["isolation"] = "shared kernel: containers run on the host's kernel, so a kernel bug reachable through the allowed system calls is an escape; dockerd runs as root, and whoever reaches its socket is root on the host"
 	}
 	set("state_dir", b.cfg.StateDir)
 	if slices.Contains(i.Security, "name=selinux") {

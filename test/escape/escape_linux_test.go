@@ -67,7 +67,7 @@ func TestEscape(t *testing.T) {
 			card.Filtered = true
 			continue
 		}
-		card.Backends = append(card.Backends, backendInfo{Name: name, Available: bk.probe.Available, Reason: bk.probe.Reason, Isolation: bk.probe.Isolation})
+		card.Backends = append(card.Backends, backendInfo{Name: name, Available: bk.probe.Available, Reason: bk.probe.Reason, Isolation: bk.probe.Isolation, Limits: bk.probe.Details["isolation"]})
 		if !bk.probe.Available {
 			t.Logf("backend %s unavailable: %s", name, bk.probe.Reason)
 			// native must run here, gvisor wherever runsc is installed: in
