@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/client"
 
 	"github.com/airlock-dev/airlock/sandbox"
@@ -165,4 +166,4 @@ func (b *Backend) Probe(ctx context.Context) sandbox.Probe {
 }
 
 // notFound reports whether err is the daemon's "no such ..." answer.
-func notFound(err error) bool { return client.IsErrNotFound(err) }
+func notFound(err error) bool { return cerrdefs.IsNotFound(err) }
