@@ -22,10 +22,6 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// egressAddr is where the in-sandbox agent listens for proxy clients, on
-// the container's own loopback (its only interface).
-const egressAddr = "127.0.0.1:3128"
-
 // Create starts a sandbox. See sandbox.Backend. It runs the stages in
 // order — prepare (decide, touch nothing but the daemon's image list),
 // state (the state directory), container (create it and attach to its
@@ -366,23 +362,15 @@ func startError(err error) string {
 // connect speaks Hello to the agent and returns the running sandbox.
 func (b *Backend) connect(ctx context.Context, p *prepared, u *undo.Stack) (*dockerSandbox, error) {
 	pol, spec := p.pol, p.spec
-	guestEgress := ""
-	if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
-		guestEgress = egressAddr
-	}
-	client, err := agent.NewClient(p.conn, agent.ClientOptions{
-		SandboxID: spec.ID, Log: p.log, Audit: p.sink, Egress: spec.Egress,
-		OutputLimit: int64(pol.Limits.OutputBytes),
-	})
+	env := imageEnv(p.img.Env, sandbox.Environ(pol, os.Environ(), spec.Env), spec.Env)
+	opts, gc := agent.SessionFor(spec, pol, env, p.log, p.sink)
+	client, err := agent.NewClient(p.conn, opts)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	u.Push(func() { client.Close() })
-	env := imageEnv(p.img.Env, sandbox.Environ(pol, os.Environ(), spec.Env), spec.Env)
 	helloErr := make(chan error, 1)
-	go func() {
-		helloErr <- client.Hello(ctx, agent.GuestConfig{Env: env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress})
-	}()
+	go func() { helloErr <- client.Hello(ctx, gc) }()
 	var exit container.WaitResponse
 	exited := false
 	select {
