@@ -123,7 +123,7 @@ func (s *Server) handleBrowserNavigate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := browser.CheckURL(req.URL); err != nil {
-		s.writeError(w, r, errBadRequest("%v", err))
+		s.writeError(w, r, fmt.Errorf("browser: %w", err))
 		return
 	}
 	if err := checkViewport(req.Width, req.Height); err != nil {
@@ -155,7 +155,7 @@ func (s *Server) handleBrowserScreenshot(w http.ResponseWriter, r *http.Request)
 	}
 	if req.URL != "" {
 		if err := browser.CheckURL(req.URL); err != nil {
-			s.writeError(w, r, errBadRequest("%v", err))
+			s.writeError(w, r, fmt.Errorf("browser: %w", err))
 			return
 		}
 	}
