@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/prep"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/internal/logtail"
 	"github.com/airlock-dev/airlock/policy"
@@ -68,45 +69,20 @@ type prepared struct {
 }
 
 func (p *prepared) wrap(format string, args ...any) error {
-	return fmt.Errorf("create sandbox %q: "+format, append([]any{p.spec.ID}, args...)...)
+	return prep.Wrap(p.spec.ID, format, args...)
 }
 
 // prepare validates the spec and finds runsc and the agent binary.
 func (b *Backend) prepare(ctx context.Context, spec sandbox.Spec) (*prepared, error) {
-	p := &prepared{spec: spec, pol: spec.Policy, t0: time.Now()}
-	if !sandbox.ValidID(spec.ID) {
-		return nil, p.wrap("invalid id: %w", sandbox.ErrInvalid)
+	c, err := prep.Check(spec, b.cfg.AgentBinary, b.log)
+	if err != nil {
+		return nil, err
 	}
-	if p.pol == nil {
-		return nil, p.wrap("nil policy: %w", sandbox.ErrInvalid)
-	}
-	if ws := p.pol.Filesystem.WorkspacePath(); ws != "" && !filepath.IsAbs(ws) {
-		return nil, p.wrap("workspace %q is not absolute (policy not resolved): %w", ws, sandbox.ErrInvalid)
-	}
-	var err error
-	if p.uid, p.gid, err = p.pol.Process.Credentials(os.Getuid(), os.Getgid()); err != nil {
-		return nil, p.wrap("%w", err)
-	}
+	p := &prepared{spec: spec, pol: c.Policy, uid: c.UID, gid: c.GID, agentBin: c.AgentBin,
+		log: c.Log, sink: c.Sink, guard: c.Guard, t0: c.Start}
 	if p.info = b.Info(ctx); p.info.Err != nil {
 		return nil, p.wrap("%w", p.info.Err)
 	}
-	if p.agentBin, err = filepath.EvalSymlinks(b.cfg.AgentBinary); err != nil {
-		return nil, p.wrap("agent binary %s: %v: %w", b.cfg.AgentBinary, err, sandbox.ErrUnavailable)
-	}
-	p.log = spec.Log
-	if p.log == nil {
-		p.log = b.log
-	}
-	p.log = p.log.With("sandbox", spec.ID)
-	p.sink = spec.Audit
-	if p.sink == nil {
-		p.sink = audit.Discard
-	}
-	p.guard = p.pol.ConfigGuard(p.pol.Process.Env["HOME"])
-	for k, v := range spec.Pinned {
-		p.guard.Pinned[k] = v
-	}
-	p.guard.Pinned[p.agentBin] = "the airlock binary"
 	return p, nil
 }
 
