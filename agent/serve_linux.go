@@ -159,6 +159,7 @@ type guest struct {
 	noSetgroups bool
 	procs       map[*guestProc]struct{}
 	egress      net.Listener
+	dials       int // dial streams open
 	closed      bool
 }
 
@@ -193,6 +194,8 @@ func (g *guest) handle(st *yamux.Stream) {
 		respond(st, &response{})
 	case opExec:
 		g.exec(st, &req, cfg)
+	case opDial:
+		g.dial(st, &req)
 	default:
 		fileOp, ok := g.fileOps()[req.Op]
 		if !ok {

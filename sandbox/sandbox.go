@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/airlock-dev/airlock/audit"
@@ -151,6 +152,16 @@ type ExecRequest struct {
 // done (airlock run: when the command exited).
 type Syncer interface {
 	Sync(ctx context.Context) (SyncReport, error)
+}
+
+// PortDialer is implemented by sandboxes whose host can open a byte stream
+// to a TCP port on the sandbox's own loopback (the agent protocol's dial
+// operation): the host side of port routes and of a browser's DevTools
+// connection. Only the host can open such streams; nothing inside the
+// sandbox reaches the host through them. ErrUnavailable when nothing
+// listens on the port, ErrInvalid for a port outside 1..65535.
+type PortDialer interface {
+	DialPort(ctx context.Context, port int) (net.Conn, error)
 }
 
 // SyncReport says what a Sync did.

@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 # python3-matplotlib: run_code's PNG figures are tested inside sandboxes;
 # python3-pip: the Python SDK's install test.
 pkgs=(bubblewrap runsc git python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev)
+# docker.io: the docker backend's daemon (started below); busybox-static and
+# mmdebstrap: the test images (scripts/docker-images.sh builds them).
+pkgs+=(docker.io busybox-static mmdebstrap)
 # The TypeScript SDK needs Node.js 20+ and npm (machines come with them;
 # Debian's own nodejs is older, so it is only a fallback).
 command -v node >/dev/null || pkgs+=(nodejs npm)
@@ -25,6 +28,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 	else
 		echo "deps: not root, cannot install: ${missing[*]} (tests needing them skip)" >&2
 	fi
+fi
+
+# The docker backend's tests need a daemon: start one unless one answers.
+if [ "$(id -u)" = 0 ]; then
+	./scripts/dockerd.sh
 fi
 
 go mod download

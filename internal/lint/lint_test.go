@@ -129,6 +129,7 @@ var hostPathHomes = map[string]string{
 	// with issue 12 item 3.
 	"backend/native/":         "paths the backend makes itself (cgroups, state, the rootfs it assembles) before anything runs inside; moving to backend/internal/hostfs (issue 12, item 3)",
 	"backend/gvisor/":         "the OCI bundle, cgroups and runsc state the backend makes itself; moving to backend/internal/hostfs (issue 12, item 3)",
+	"backend/docker/":         "the sandbox's state dir the backend makes and removes itself (deny objects, injected files, overlay layers) and /proc/PID/cgroup of its container's init; the container's own files are dockerd's to write",
 	"backend/wasm/backend.go": "the backend's own compilation cache and temp dir, named by it",
 	"backend/wasm/sandbox.go": "the sandbox's private scratch dir, made and removed by the backend; paths inside go through os.Root (mounts.go)",
 
