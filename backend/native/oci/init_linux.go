@@ -64,6 +64,11 @@ func stage2(isExec bool) int {
 	// thread: the exec must happen from the thread that set them up.
 	runtime.LockOSThread()
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// Nothing of the runtime's may reach the program: the fifo's read
+	// end above all, whose closing at exec tells start the program runs.
+	for fd := fdPlan; fd <= fdConsole; fd++ {
+		unix.CloseOnExec(fd)
+	}
 	ctl := os.NewFile(fdControl, "control")
 	report := func(err error) int {
 		st := initStatus{Error: err.Error(), Code: 1}
