@@ -47,6 +47,9 @@ const (
 	LandlockMediated = llMediated
 	// LandlockDevice is what device nodes (null, tty, ...) need.
 	LandlockDevice = llDevRights
+	// LandlockFileRights are the rights that apply to a non-directory
+	// (a rule on a file may hold no others).
+	LandlockFileRights = llFileRights
 	// LandlockMakeDevice are the rights to create device nodes, which no
 	// rule of the OCI runtime grants.
 	LandlockMakeDevice = llMakeChar | llMakeBlock

@@ -40,6 +40,7 @@ type ociGlobal struct {
 }
 
 func ociMain(args []string) int {
+	oci.CloseInheritedFDs()
 	fs := flag.NewFlagSet("airlock oci", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var g ociGlobal

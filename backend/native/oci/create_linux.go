@@ -194,6 +194,22 @@ func (r *Runtime) Create(ctx context.Context, id string, o CreateOpts) (err erro
 	return nil
 }
 
+// CloseInheritedFDs marks every descriptor above stderr close-on-exec: the
+// runtime's callers leave theirs open (the shim's log pipe among them),
+// and none may reach a container, a monitor or a hook. Called once at the
+// start of every runtime command.
+func CloseInheritedFDs() {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+}
+
 // child is a stage-2 process the runtime started and is setting up.
 type child struct {
 	pid   int
@@ -246,11 +262,12 @@ func (r *Runtime) spawn(cmdName string, plan *initPlan, clone uintptr, joins []n
 	if err := startIn(cmd, joins); err != nil {
 		return nil, err
 	}
-	waited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(waited) }()
+	// Never waited for on success: the process must outlive us and its
+	// exit status belongs to our caller's subreaper (the shim), which
+	// inherits it (reaping it here would steal a short-lived exec's).
 	u.Push(func() {
 		_ = cmd.Process.Kill()
-		<-waited
+		_, _ = cmd.Process.Wait()
 	})
 	ch := &child{pid: cmd.Process.Pid, cmd: cmd, ctl: ctl, cg: cg}
 	if ch.start, _, err = procStart(ch.pid); err != nil {

@@ -66,9 +66,7 @@ func stage2(isExec bool) int {
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// Nothing of the runtime's may reach the program: the fifo's read
 	// end above all, whose closing at exec tells start the program runs.
-	for fd := fdPlan; fd <= fdConsole; fd++ {
-		unix.CloseOnExec(fd)
-	}
+	CloseInheritedFDs()
 	ctl := os.NewFile(fdControl, "control")
 	report := func(err error) int {
 		st := initStatus{Error: err.Error(), Code: 1}

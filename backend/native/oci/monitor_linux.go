@@ -124,7 +124,9 @@ func MonitorMain(args []string) int {
 		return fail(err)
 	}
 	_ = os.Remove(mp.Socket)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: mp.Socket, Net: "unix"})
+	ln, err := withShortPath(mp.Socket, func(p string) (*net.UnixListener, error) {
+		return net.ListenUnix("unix", &net.UnixAddr{Name: p, Net: "unix"})
+	})
 	if err != nil {
 		return fail(err)
 	}
@@ -174,6 +176,11 @@ func acceptExecs(ln *net.UnixListener, mp monitorPlan, report func(map[string]an
 		}
 		go func() {
 			defer c.Close()
+			// Only root (the runtime) hands listeners over: a listener
+			// served here is acted on with the credentials sent with it.
+			if !peerIsRoot(c) {
+				return
+			}
 			buf := make([]byte, 4096)
 			oob := make([]byte, unix.CmsgSpace(4))
 			n, oobn, _, _, err := c.ReadMsgUnix(buf, oob)
@@ -206,7 +213,9 @@ func acceptExecs(ln *net.UnixListener, mp monitorPlan, report func(map[string]an
 // monitor and waits until it serves it.
 func sendToMonitor(dir string, listener int, pp *procPlan) error {
 	defer unix.Close(listener)
-	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: filepath.Join(dir, "monitor.sock"), Net: "unix"})
+	c, err := withShortPath(filepath.Join(dir, "monitor.sock"), func(p string) (*net.UnixConn, error) {
+		return net.DialUnix("unix", nil, &net.UnixAddr{Name: p, Net: "unix"})
+	})
 	if err != nil {
 		return fmt.Errorf("container monitor: %v: %w", err, errdefs.ErrUnavailable)
 	}
@@ -222,4 +231,29 @@ func sendToMonitor(dir string, listener int, pp *procPlan) error {
 		return fmt.Errorf("container monitor: %s: %w", ack[:n], errdefs.ErrUnavailable)
 	}
 	return nil
+}
+
+// withShortPath calls f with a path naming file that fits a unix socket
+// address (108 bytes): through /proc/self/fd of its directory.
+func withShortPath[T any](file string, f func(string) (T, error)) (T, error) {
+	dir, err := unix.Open(filepath.Dir(file), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer unix.Close(dir)
+	return f(fmt.Sprintf("/proc/self/fd/%d/%s", dir, filepath.Base(file)))
+}
+
+func peerIsRoot(c *net.UnixConn) bool {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ok := false
+	_ = raw.Control(func(fd uintptr) {
+		cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		ok = err == nil && cred.Uid == 0
+	})
+	return ok
 }

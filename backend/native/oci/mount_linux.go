@@ -21,7 +21,11 @@ const resolveIn = unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS
 
 // openIn opens rel (a container path) below root, O_PATH.
 func openIn(root int, rel string) (int, error) {
-	return unix.Openat2(root, strings.TrimPrefix(rel, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveIn})
+	rel = strings.TrimLeft(rel, "/")
+	if rel == "" {
+		rel = "."
+	}
+	return unix.Openat2(root, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolveIn})
 }
 
 // mkdirAllIn makes the directory rel and its parents below root.
@@ -351,17 +355,17 @@ func pivot(rootfs string, noPivot bool) error {
 // listDir lists the entries of a container directory that Landlock
 // rules may go on (directories and regular files; symlinks are reached
 // by their targets' own paths).
-func listDir(dir string) []string {
+func listDir(dir string) []dirEntry {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil
 	}
-	var out []string
+	var out []dirEntry
 	for _, e := range ents {
 		if e.Type()&os.ModeSymlink != 0 {
 			continue
 		}
-		out = append(out, path.Join(dir, e.Name()))
+		out = append(out, dirEntry{path.Join(dir, e.Name()), e.IsDir()})
 	}
 	return out
 }

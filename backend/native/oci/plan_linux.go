@@ -95,7 +95,7 @@ type rlimit struct {
 // kernel. Landlock grants the union of a path's ancestors' rules, so the
 // read-write grant is made on the siblings of every special path, not on
 // its ancestors.
-func (c *confinement) landlockRules(list func(dir string) []string) []native.LandlockRule {
+func (c *confinement) landlockRules(list func(dir string) []dirEntry) []native.LandlockRule {
 	rw := native.LandlockReadWrite &^ native.LandlockMakeDevice
 	special := map[string]uint64{}
 	for _, p := range c.ReadOnlyPaths {
@@ -105,30 +105,42 @@ func (c *confinement) landlockRules(list func(dir string) []string) []native.Lan
 		special[p] = native.LandlockMediated
 	}
 	var rules []native.LandlockRule
-	var grant func(p string)
-	grant = func(p string) {
-		if a, ok := special[p]; ok {
+	var grant func(p string, dir bool)
+	grant = func(p string, dir bool) {
+		add := func(a uint64) {
+			if !dir {
+				a &= native.LandlockFileRights
+			}
 			rules = append(rules, native.LandlockRule{Access: a, Path: p})
+		}
+		if a, ok := special[p]; ok {
+			add(a)
 			return
 		}
 		deeper := false
 		for s := range special {
-			if under(s, p) && s != p {
+			if dir && under(s, p) && s != p {
 				deeper = true
 				break
 			}
 		}
 		if !deeper {
-			rules = append(rules, native.LandlockRule{Access: rw, Path: p})
+			add(rw)
 			return
 		}
-		rules = append(rules, native.LandlockRule{Access: native.LandlockReadExec, Path: p})
-		for _, child := range list(p) {
-			grant(child)
+		add(native.LandlockReadExec)
+		for _, e := range list(p) {
+			grant(e.path, e.dir)
 		}
 	}
-	grant("/")
+	grant("/", true)
 	return rules
+}
+
+// dirEntry is a path Landlock rules may go on.
+type dirEntry struct {
+	path string
+	dir  bool
 }
 
 // under reports whether p is root or below it (both clean and absolute).

@@ -69,3 +69,6 @@ func Version(version string) string { return "runc version " + version + " (airl
 
 // Features fails off Linux.
 func Features(string) any { return nil }
+
+// CloseInheritedFDs does nothing off Linux.
+func CloseInheritedFDs() {}
