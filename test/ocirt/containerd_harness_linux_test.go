@@ -30,7 +30,7 @@ type ctrd struct {
 }
 
 // runtimeLink makes dir/airlock-runc, the name the runtime answers to.
-func runtimeLink(t *testing.T, dir string) string {
+func runtimeLink(t testing.TB, dir string) string {
 	t.Helper()
 	bin := testutil.AirlockBinary(t)
 	link := filepath.Join(dir, "bin", "airlock-runc")
@@ -42,7 +42,7 @@ func runtimeLink(t *testing.T, dir string) string {
 // operatorConfig writes the runtime's operator ceiling: the default
 // profile, with a policy allowing the pod network for the tests that need
 // it.
-func operatorConfig(t *testing.T, dir string) string {
+func operatorConfig(t testing.TB, dir string) string {
 	t.Helper()
 	pol := filepath.Join(dir, "open-network.yaml")
 	must(t, os.WriteFile(pol, []byte("version: 1\nnetwork:\n  mode: open\n"), 0o644))
@@ -68,7 +68,7 @@ ADD)
 esac
 `
 
-func startContainerd(t *testing.T) *ctrd {
+func startContainerd(t testing.TB) *ctrd {
 	t.Helper()
 	testutil.RequireRoot(t)
 	testutil.RequireBinary(t, "containerd")
@@ -171,7 +171,7 @@ func (c *ctrd) log() string {
 
 // stop removes every pod (so no shim, container or netns is left), stops
 // containerd and removes its directories.
-func (c *ctrd) stop(t *testing.T) {
+func (c *ctrd) stop(t testing.TB) {
 	if out, err := c.crictlOut("pods", "-q"); err == nil {
 		for _, p := range strings.Fields(out) {
 			_, _ = c.crictlOut("stopp", p)
@@ -205,7 +205,7 @@ func (c *ctrd) crictlOut(args ...string) (string, error) {
 	return out.String(), nil
 }
 
-func (c *ctrd) crictl(t *testing.T, args ...string) string {
+func (c *ctrd) crictl(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := c.crictlOut(args...)
 	if err != nil {
@@ -215,7 +215,7 @@ func (c *ctrd) crictl(t *testing.T, args ...string) string {
 }
 
 // writeJSON writes v to dir/name and returns the path.
-func writeJSON(t *testing.T, dir, name string, v any) string {
+func writeJSON(t testing.TB, dir, name string, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
 	must(t, err)
@@ -227,7 +227,7 @@ func writeJSON(t *testing.T, dir, name string, v any) string {
 var podSeq int
 
 // podConfig is a CRI pod sandbox config with its own name.
-func (c *ctrd) podConfig(t *testing.T, annotations map[string]string) string {
+func (c *ctrd) podConfig(t testing.TB, annotations map[string]string) string {
 	podSeq++
 	name := fmt.Sprintf("pod%d", podSeq)
 	return writeJSON(t, c.dir, name+".json", map[string]any{
@@ -238,7 +238,7 @@ func (c *ctrd) podConfig(t *testing.T, annotations map[string]string) string {
 	})
 }
 
-func (c *ctrd) containerConfig(t *testing.T, name string, args []string, annotations map[string]string) string {
+func (c *ctrd) containerConfig(t testing.TB, name string, args []string, annotations map[string]string) string {
 	return writeJSON(t, c.dir, name+".json", map[string]any{
 		"metadata":    map[string]any{"name": name},
 		"image":       map[string]any{"image": testImage},

@@ -20,7 +20,7 @@ import (
 const testImage = "airlock.test/busybox:1"
 
 // buildImage writes the image tarball into dir and returns its path.
-func buildImage(t *testing.T, dir string) string {
+func buildImage(t testing.TB, dir string) string {
 	t.Helper()
 	bb := "/bin/busybox"
 	if _, err := os.Stat(bb); err != nil {
@@ -87,7 +87,7 @@ func buildImage(t *testing.T, dir string) string {
 	return out
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
