@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 # python3-matplotlib: run_code's PNG figures are tested inside sandboxes;
 # python3-pip: the Python SDK's install test.
 pkgs=(bubblewrap runsc git python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev)
+# The OCI runtime's tests: containerd (and its runc shim) and dockerd of
+# their own, runc beside airlock, Debian's loopback CNI plugin, busybox for
+# the test image.
+pkgs+=(containerd runc containernetworking-plugins busybox-static docker.io)
 # The TypeScript SDK needs Node.js 20+ and npm (machines come with them;
 # Debian's own nodejs is older, so it is only a fallback).
 command -v node >/dev/null || pkgs+=(nodejs npm)
@@ -36,6 +40,12 @@ sc="$(go env GOPATH)/bin/staticcheck"
 if ! "$sc" -version 2>/dev/null | grep -q "(${staticcheck_version#v})"; then
 	echo "deps: installing staticcheck $staticcheck_version"
 	CGO_ENABLED=0 go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+fi
+# crictl (the OCI runtime's containerd tests drive CRI with it), pinned.
+crictl_version=v1.34.0
+if ! go version -m "$(go env GOPATH)/bin/crictl" 2>/dev/null | grep -q "mod.*sigs.k8s.io/cri-tools.*$crictl_version"; then
+	echo "deps: installing crictl $crictl_version"
+	CGO_ENABLED=0 go install "sigs.k8s.io/cri-tools/cmd/crictl@$crictl_version"
 fi
 # The TypeScript SDK's build tools (typescript, @types/node) from its
 # committed lock file; skipped when node_modules matches it.
