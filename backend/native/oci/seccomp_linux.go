@@ -58,18 +58,18 @@ func actionValue(act specs.LinuxSeccompAction, errno *uint, defErrno *uint) (uin
 	return 0, fmt.Errorf("unknown action %q", act)
 }
 
-type bpf struct{ prog []unix.SockFilter }
+type bpfProg struct{ prog []unix.SockFilter }
 
-func (b *bpf) stmt(code uint16, k uint32) {
+func (b *bpfProg) stmt(code uint16, k uint32) {
 	b.prog = append(b.prog, unix.SockFilter{Code: code, K: k})
 }
 
-func (b *bpf) jump(op uint16, k uint32, jt, jf uint8) {
+func (b *bpfProg) jump(op uint16, k uint32, jt, jf uint8) {
 	b.prog = append(b.prog, unix.SockFilter{Code: unix.BPF_JMP | op | unix.BPF_K, K: k, Jt: jt, Jf: jf})
 }
 
-func (b *bpf) ld(off uint32) { b.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, off) }
-func (b *bpf) ret(v uint32)  { b.stmt(unix.BPF_RET|unix.BPF_K, v) }
+func (b *bpfProg) ld(off uint32) { b.stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, off) }
+func (b *bpfProg) ret(v uint32)  { b.stmt(unix.BPF_RET|unix.BPF_K, v) }
 
 // compileSeccomp turns a container's seccomp profile into a filter. Nil
 // or an allow-everything profile yields nil (the floor alone applies).
@@ -126,7 +126,7 @@ func compileSeccomp(s *specs.LinuxSeccomp) ([]unix.SockFilter, error) {
 		nrs = append(nrs, nr)
 	}
 	sort.Ints(nrs)
-	var b bpf
+	var b bpfProg
 	b.ld(4) // arch
 	b.jump(unix.BPF_JEQ, arch, 1, 0)
 	b.ret(def) // another ABI: the floor kills it anyway
@@ -134,9 +134,9 @@ func compileSeccomp(s *specs.LinuxSeccomp) ([]unix.SockFilter, error) {
 	for _, nr := range nrs {
 		rules := byNr[nr]
 		sort.SliceStable(rules, func(i, j int) bool { return rules[i].rank < rules[j].rank })
-		var body bpf
+		var body bpfProg
 		for _, r := range rules {
-			var conds bpf
+			var conds bpfProg
 			for _, a := range r.args {
 				argCheck(&conds, a)
 			}
@@ -181,7 +181,7 @@ var argOps = map[specs.LinuxSeccompOperator]bool{
 
 // argCheck appends the test of one 64-bit argument condition, in 32-bit
 // halves: falling through means it holds, failMark jumps mean it does not.
-func argCheck(b *bpf, a specs.LinuxSeccompArg) {
+func argCheck(b *bpfProg, a specs.LinuxSeccompArg) {
 	lo := uint32(16 + 8*a.Index)
 	hi := lo + 4
 	vHi, vLo := uint32(a.Value>>32), uint32(a.Value)
