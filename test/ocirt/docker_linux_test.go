@@ -3,6 +3,7 @@ package ocirt
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -115,6 +116,21 @@ func (d *dockerd) stop(t *testing.T) {
 // stacked on the floor) visible from inside.
 func TestDockerRunRuntimeAirlock(t *testing.T) {
 	d := startDockerd(t)
+	// airlock doctor sees the registration and that it is this binary.
+	doc, err := exec.Command(testutil.AirlockBinary(t), "doctor", "--json", "--docker-host", "unix://"+d.sock).Output()
+	if err != nil {
+		t.Fatalf("airlock doctor: %v", err)
+	}
+	var rep struct {
+		OCIRuntimes []struct {
+			Registered bool `json:"registered"`
+			ThisBinary bool `json:"this_binary"`
+			Problem    string
+		} `json:"oci_runtimes"`
+	}
+	if err := json.Unmarshal(doc, &rep); err != nil || len(rep.OCIRuntimes) != 1 || !rep.OCIRuntimes[0].Registered || !rep.OCIRuntimes[0].ThisBinary {
+		t.Errorf("airlock doctor on a daemon with --add-runtime airlock: %v %s", err, doc)
+	}
 	out, err := d.run("run", "--rm", "--runtime=airlock", "--network", "none", testImage,
 		"sh", "-c", "echo hello-airlock; grep -E '^(NoNewPrivs|Seccomp_filters|CapBnd)' /proc/self/status")
 	if err != nil {
