@@ -208,3 +208,20 @@ func exitCode(err error) int {
 	}
 	return -1
 }
+
+// A terminal: the runtime makes a pty in the container's devpts and hands
+// its master to the shim over the console socket.
+func TestDockerRunTerminal(t *testing.T) {
+	d := startDockerd(t)
+	out, err := d.run("run", "--rm", "-t", "--runtime=airlock", "--network", "none", testImage, "sh", "-c", "tty; test -t 0 && echo stdin-is-a-tty")
+	if err != nil || !strings.Contains(out, "/dev/pts/") || !strings.Contains(out, "stdin-is-a-tty") {
+		t.Fatalf("docker run -t: %v: %q\n%s", err, out, d.log())
+	}
+	id, err := d.run("run", "-d", "--runtime=airlock", "--network", "none", testImage, "sh", "-c", podCommand)
+	if err != nil {
+		t.Fatalf("docker run -d: %v %s", err, id)
+	}
+	if out, err := d.run("exec", "-t", id, "sh", "-c", "tty"); err != nil || !strings.Contains(out, "/dev/pts/") {
+		t.Errorf("docker exec -t: %v %q", err, out)
+	}
+}

@@ -44,7 +44,7 @@ func buildImage(t testing.TB, dir string) string {
 	must(t, tw.WriteHeader(&tar.Header{Name: "bin/busybox", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(bin)), ModTime: mod}))
 	_, err = tw.Write(bin)
 	must(t, err)
-	for _, a := range []string{"sh", "cat", "echo", "ls", "sleep", "id", "true", "grep", "mount", "touch", "mknod", "chmod", "nsenter", "unshare", "hostname", "wc", "head", "ps", "kill"} {
+	for _, a := range []string{"sh", "cat", "echo", "ls", "sleep", "id", "true", "grep", "mount", "touch", "mknod", "chmod", "nsenter", "unshare", "hostname", "wc", "head", "ps", "kill", "tty", "test"} {
 		must(t, tw.WriteHeader(&tar.Header{Name: "bin/" + a, Typeflag: tar.TypeSymlink, Linkname: "busybox", ModTime: mod}))
 	}
 	passwd := []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n")
