@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,18 +122,20 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.airlock]
-      runtime_type = "io.containerd.runc.v2"
-      pod_annotations = ["airlock.dev/*"]
-      container_annotations = ["airlock.dev/*"]
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.airlock.options]
-        BinaryName = %[7]q
-        Root = %[9]q
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[10]q
-    conf_dir = %[8]q
+    bin_dir = %[8]q
+    conf_dir = %[7]q
 `, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.sock, c.sock+".ttrpc", filepath.Join(dir, "opt"),
-		testImage, c.runtime, cni, filepath.Join(dir, "airlock-state"), cniBin)
+		testImage, cni, cniBin)
+	// The airlock handler is the snippet deploy/kubernetes ships, with
+	// this test's binary and a private state root.
+	snippet, err := os.ReadFile("../../deploy/kubernetes/containerd-airlock.toml")
+	must(t, err)
+	handler := strings.ReplaceAll(string(snippet), `"/usr/local/bin/airlock-runc"`, strconv.Quote(c.runtime))
+	if handler == string(snippet) {
+		t.Fatal("deploy/kubernetes/containerd-airlock.toml does not name /usr/local/bin/airlock-runc")
+	}
+	conf += handler + "    Root = " + strconv.Quote(filepath.Join(dir, "airlock-state")) + "\n"
 	cfg := filepath.Join(dir, "containerd.toml")
 	must(t, os.WriteFile(cfg, []byte(conf), 0o644))
 	logf, err := os.Create(filepath.Join(dir, "containerd.log"))

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/errdefs"
+	"github.com/airlock-dev/airlock/policy"
 )
 
 func TestOperatorConfigDefaults(t *testing.T) {
@@ -150,4 +151,28 @@ func FuzzChoosePolicy(f *testing.F) {
 			t.Fatal("nil policy")
 		}
 	})
+}
+
+// The examples deploy/kubernetes ships parse, and mean what they say.
+func TestDeployExamples(t *testing.T) {
+	b, err := os.ReadFile("../../../deploy/kubernetes/oci.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ParseOperatorConfig("oci.yaml", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Policies["pod-network"]; !ok || c.Profile != "default" {
+		t.Errorf("oci.yaml: %+v", c)
+	}
+	p, err := policy.LoadFile("../../../deploy/kubernetes/pod-network-policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Policies["pod-network"] = "../../../deploy/kubernetes/pod-network-policy.yaml"
+	d, err := decide(c, map[string]string{AnnotationPolicy: "pod-network"})
+	if err != nil || d.netNone || p.Network.Mode != "open" {
+		t.Errorf("pod-network policy: %+v %v", d, err)
+	}
 }
