@@ -147,25 +147,29 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 	must(t, c.cmd.Start())
 	go func() { _ = c.cmd.Wait(); logf.Close(); close(c.done) }()
 	t.Cleanup(func() { c.stop(t) })
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := c.crictlOut("version"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("containerd did not come up:\n%s", c.log())
-		}
-		select {
-		case <-c.done:
-			t.Fatalf("containerd exited:\n%s", c.log())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	waitUp(t, "containerd", c.done, 30*time.Second, func() error { _, err := c.crictlOut("version"); return err }, c.log)
 	img := buildImage(t, dir)
 	if out, err := exec.Command("ctr", "-a", c.sock, "-n", "k8s.io", "images", "import", img).CombinedOutput(); err != nil {
 		t.Fatalf("import test image: %v\n%s", err, out)
 	}
 	return c
+}
+
+// waitUp waits until probe succeeds, failing when the daemon exits or
+// the timeout passes.
+func waitUp(t testing.TB, what string, done <-chan struct{}, timeout time.Duration, probe func() error, log func() string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for probe() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not come up:\n%s", what, log())
+		}
+		select {
+		case <-done:
+			t.Fatalf("%s exited:\n%s", what, log())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func (c *ctrd) log() string {

@@ -54,20 +54,7 @@ func startDockerd(t *testing.T) *dockerd {
 	must(t, d.cmd.Start())
 	go func() { _ = d.cmd.Wait(); logf.Close(); close(d.done) }()
 	t.Cleanup(func() { d.stop(t) })
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := d.run("version"); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("dockerd did not come up:\n%s", d.log())
-		}
-		select {
-		case <-d.done:
-			t.Fatalf("dockerd exited:\n%s", d.log())
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	waitUp(t, "dockerd", d.done, 60*time.Second, func() error { _, err := d.run("version"); return err }, d.log)
 	if out, err := d.run("load", "-i", buildImage(t, dir)); err != nil {
 		t.Fatalf("docker load: %v: %s", err, out)
 	}

@@ -18,6 +18,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/backend/internal/cgroupfs"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/backend/native"
@@ -198,17 +199,7 @@ func (r *Runtime) Create(ctx context.Context, id string, o CreateOpts) (err erro
 // runtime's callers leave theirs open (the shim's log pipe among them),
 // and none may reach a container, a monitor or a hook. Called once at the
 // start of every runtime command.
-func CloseInheritedFDs() {
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
-			unix.CloseOnExec(fd)
-		}
-	}
-}
+func CloseInheritedFDs() { agent.CloexecInherited() }
 
 // child is a stage-2 process the runtime started and is setting up.
 type child struct {

@@ -290,14 +290,23 @@ func makeDev(root int, devices []string, tmpfsDev bool) error {
 	return nil
 }
 
+// openExisting opens p below root; -1 and no error when it is missing.
+func openExisting(root int, p string) (int, error) {
+	fd, err := openIn(root, p)
+	if errors.Is(err, unix.ENOENT) {
+		return -1, nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	return fd, nil
+}
+
 // mask hides p: /dev/null over a file, an empty read-only tmpfs over a
 // directory. A missing path is fine.
 func mask(root int, p string) error {
-	fd, err := openIn(root, p)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	if err != nil {
+	fd, err := openExisting(root, p)
+	if fd < 0 {
 		return err
 	}
 	defer unix.Close(fd)
@@ -313,11 +322,8 @@ func mask(root int, p string) error {
 
 // readOnly makes the tree at p read-only (a read-only clone over itself).
 func readOnly(root int, p string) error {
-	fd, err := openIn(root, p)
-	if errors.Is(err, unix.ENOENT) {
-		return nil
-	}
-	if err != nil {
+	fd, err := openExisting(root, p)
+	if fd < 0 {
 		return err
 	}
 	defer unix.Close(fd)
