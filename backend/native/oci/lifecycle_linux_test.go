@@ -229,7 +229,7 @@ func TestLifecycleAsTheShimCallsIt(t *testing.T) {
 	if out, code := r.run("state", c1); code == 0 || !strings.Contains(out, "does not exist") {
 		t.Errorf("state of a deleted container: %s", out)
 	}
-	if _, err := os.Stat("/sys/fs/cgroup/unified/airlock-oci/"+c1); err == nil {
+	if _, err := os.Stat("/sys/fs/cgroup/unified/airlock-oci/" + c1); err == nil {
 		t.Error("cgroup left behind")
 	}
 }
@@ -267,7 +267,7 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 		if ents, _ := os.ReadDir(r.root); len(ents) != 0 {
 			t.Errorf("%s: state left behind: %v", c.name, ents)
 		}
-		if _, err := os.Stat("/sys/fs/cgroup/unified/airlock-oci/"+bad); err == nil {
+		if _, err := os.Stat("/sys/fs/cgroup/unified/airlock-oci/" + bad); err == nil {
 			t.Errorf("%s: cgroup left behind", c.name)
 		}
 	}
