@@ -66,7 +66,7 @@ type LandlockRule struct {
 func RestrictPaths(rules []LandlockRule) error {
 	rs := make([]llRule, len(rules))
 	for i, r := range rules {
-		rs[i] = llRule{Access: r.Access, Path: r.Path}
+		rs[i] = llRule(r)
 	}
 	return applyLandlock(rs)
 }

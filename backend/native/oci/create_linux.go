@@ -165,7 +165,9 @@ func (r *Runtime) Create(ctx context.Context, id string, o CreateOpts) (err erro
 	if h := spec.Hooks; h != nil {
 		state := s.ociState(st)
 		state.Status = "creating"
-		for _, hooks := range [][]specs.Hook{h.Prestart, h.CreateRuntime} { //nolint:staticcheck // prestart is what dockerd uses
+		//lint:ignore SA1019 dockerd's network setup (libnetwork-setkey) is a prestart hook
+		prestart := h.Prestart
+		for _, hooks := range [][]specs.Hook{prestart, h.CreateRuntime} {
 			if err := runHooks(ctx, hooks, state); err != nil {
 				return err
 			}
