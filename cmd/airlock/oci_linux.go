@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -103,7 +104,8 @@ func ociMain(args []string) int {
 		sub.StringVar(&o.ConsoleSocket, "console-socket", "", "console socket")
 		sub.BoolVar(&o.NoPivot, "no-pivot", false, "move the root instead of pivot_root")
 		sub.Bool("no-new-keyring", false, "ignored (keyctl is denied in containers)")
-		sub.Bool("detach", false, "run: do not wait")
+		detach := sub.Bool("detach", false, "run: do not wait for the container")
+		sub.BoolVar(detach, "d", false, "run: do not wait for the container")
 		preserve := sub.Int("preserve-fds", 0, "not supported")
 		id, err := needID()
 		if err != nil {
@@ -112,15 +114,31 @@ func ociMain(args []string) int {
 		if *preserve > 0 {
 			return fail(errors.New("--preserve-fds is not supported by the airlock runtime"))
 		}
+		wait := cmd == "run" && !*detach
+		if wait {
+			// The container's process becomes our child once create
+			// exits its part: we wait for it as a shim would.
+			if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+				return fail(err)
+			}
+			if o.PidFile == "" {
+				o.PidFile = filepath.Join(os.TempDir(), "airlock-runc-"+strconv.Itoa(os.Getpid())+".pid")
+				defer os.Remove(o.PidFile)
+			}
+		}
 		if err := rt.Create(ctx, id, o); err != nil {
 			return fail(err)
 		}
 		if cmd == "run" {
 			if err := rt.Start(ctx, id); err != nil {
+				_ = rt.Delete(ctx, id, true)
 				return fail(err)
 			}
 		}
-		return 0
+		if !wait {
+			return 0
+		}
+		return ociWait(ctx, rt, id, o.PidFile)
 	case "start":
 		id, err := needID()
 		if err != nil {
@@ -286,3 +304,25 @@ type multiFlag []string
 
 func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
 func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
+// ociWait waits for a container the caller runs in the foreground (our
+// child, as we are its subreaper), removes it and returns its status.
+func ociWait(ctx context.Context, rt *oci.Runtime, id, pidFile string) int {
+	b, err := os.ReadFile(pidFile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		_ = rt.Delete(ctx, id, true)
+		return exitAirlock
+	}
+	var ws unix.WaitStatus
+	for {
+		if _, err := unix.Wait4(pid, &ws, 0, nil); !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	_ = rt.Delete(ctx, id, true)
+	if ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ws.ExitStatus()
+}
