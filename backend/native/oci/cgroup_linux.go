@@ -161,6 +161,9 @@ func (c *cgroupPaths) create(res *specs.LinuxResources, lim cgroupfs.Limits) (er
 		if err := mk(c.V2); err != nil {
 			return fmt.Errorf("cgroup: %w", err)
 		}
+		if len(c.V1) == 0 {
+			enableV2(c.V2, c.Rel, lim, res)
+		}
 	}
 	for _, ctl := range v1Wanted {
 		if d, ok := c.V1[ctl]; ok {
@@ -224,6 +227,38 @@ func (c *cgroupPaths) create(res *specs.LinuxResources, lim cgroupfs.Limits) (er
 		}
 	}
 	return nil
+}
+
+// enableV2 offers the controllers the limits need down to the
+// container's cgroup2 directory (each ancestor's subtree_control, from the
+// hierarchy's root), best effort: what stays unavailable fails create below.
+func enableV2(dir, rel string, lim cgroupfs.Limits, res *specs.LinuxResources) {
+	var want []string
+	if lim.Memory > 0 || res != nil && res.Memory != nil && res.Memory.Limit != nil {
+		want = append(want, "+memory")
+	}
+	if lim.Pids > 0 || res != nil && res.Pids != nil {
+		want = append(want, "+pids")
+	}
+	if lim.CPUs > 0 || res != nil && res.CPU != nil {
+		want = append(want, "+cpu")
+	}
+	mount := strings.TrimSuffix(dir, rel)
+	cur := mount
+	for _, part := range strings.Split(strings.Trim(filepath.Dir(rel), "/"), "/") {
+		for _, w := range want {
+			_ = os.WriteFile(filepath.Join(cur, "cgroup.subtree_control"), []byte(w), 0)
+		}
+		if part == "" {
+			break
+		}
+		cur = filepath.Join(cur, part)
+	}
+	if cur != mount {
+		for _, w := range want {
+			_ = os.WriteFile(filepath.Join(cur, "cgroup.subtree_control"), []byte(w), 0)
+		}
+	}
 }
 
 // deviceAllow are the v1 device cgroup rules: the default devices and

@@ -1,8 +1,11 @@
 package oci
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
+	"github.com/airlock-dev/airlock/backend/internal/cgroupfs"
 	"github.com/airlock-dev/airlock/backend/native"
 )
 
@@ -57,5 +60,25 @@ func TestCheckID(t *testing.T) {
 		if checkID(id) == nil {
 			t.Errorf("%q accepted", id)
 		}
+	}
+}
+
+// On a cgroup2-only host the controllers a limit needs are offered down
+// the container's ancestors, from the hierarchy's root.
+func TestEnableV2Ancestors(t *testing.T) {
+	mount := t.TempDir()
+	rel := "/k8s.io/pod/ctr"
+	if err := os.MkdirAll(filepath.Join(mount, rel), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	enableV2(filepath.Join(mount, rel), rel, cgroupfs.Limits{Pids: 10}, nil)
+	for _, d := range []string{"", "/k8s.io", "/k8s.io/pod"} {
+		b, err := os.ReadFile(filepath.Join(mount, d, "cgroup.subtree_control"))
+		if err != nil || string(b) != "+pids" {
+			t.Errorf("%s: %q %v", d, b, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(mount, rel, "cgroup.subtree_control")); err == nil {
+		t.Error("the container's own cgroup must not offer controllers (it holds processes)")
 	}
 }
