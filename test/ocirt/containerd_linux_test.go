@@ -65,6 +65,20 @@ func TestCRIPodThroughAirlockHandler(t *testing.T) {
 	if comm := procComm(ppid); comm != "containerd-shim" {
 		t.Errorf("container pid %d: parent %d is %q, want the runc shim", insp.Info.Pid, ppid, comm)
 	}
+	// It joined the pause container's ipc, uts and network namespaces
+	// (config.json names them by /proc/PID/ns path), and has its own pid one.
+	var sandbox struct {
+		Info struct {
+			Pid int `json:"pid"`
+		} `json:"info"`
+	}
+	must(t, json.Unmarshal([]byte(c.crictl(t, "inspectp", pod)), &sandbox))
+	for _, ns := range []string{"ipc", "uts", "net", "pid"} {
+		same := nsOf(t, insp.Info.Pid, ns) == nsOf(t, sandbox.Info.Pid, ns)
+		if same != (ns != "pid") {
+			t.Errorf("%s namespace shared with the pause container: %v", ns, same)
+		}
+	}
 	status := c.crictl(t, "exec", ctr, "cat", "/proc/self/status")
 	if !strings.Contains(status, "NoNewPrivs:\t1") || !strings.Contains(status, "Seccomp:\t2") {
 		t.Fatalf("exec'd process is not confined by Airlock (want no_new_privs and a seccomp filter):\n%s", status)
@@ -144,4 +158,11 @@ func mustHex(t *testing.T, s string) uint64 {
 	n, err := strconv.ParseUint(s, 16, 64)
 	must(t, err)
 	return n
+}
+
+func nsOf(t *testing.T, pid int, ns string) string {
+	t.Helper()
+	l, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/" + ns)
+	must(t, err)
+	return l
 }
