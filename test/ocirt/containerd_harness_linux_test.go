@@ -256,6 +256,8 @@ func (c *ctrd) containerConfig(t testing.TB, name string, args []string, annotat
 		"command":     args,
 		"log_path":    name + ".log",
 		"annotations": annotations,
-		"linux":       map[string]any{},
+		// As the kubelet asks (without shareProcessNamespace): a pid
+		// namespace of the container's own; ipc and network are the pod's.
+		"linux": map[string]any{"security_context": map[string]any{"namespace_options": map[string]any{"pid": 1}}},
 	})
 }

@@ -155,6 +155,11 @@ func (r *Runtime) Create(ctx context.Context, id string, o CreateOpts) (err erro
 	if err != nil {
 		return err
 	}
+	if plan.PrivateNet && s.joinsPrivateNet(joins) {
+		// The pod's other containers share the empty namespace the
+		// pause container got: the pod keeps one loopback.
+		plan.PrivateNet = false
+	}
 	ch, err := r.spawn(InitCommand, plan, clone, joins, cg, []*os.File{fifo, console}, &u)
 	if err != nil {
 		return err

@@ -188,3 +188,33 @@ func signalProc(pid int, start uint64, sig unix.Signal) error {
 	}
 	return nil
 }
+
+// joinsPrivateNet reports whether one of joins is the network namespace a
+// live container of this root made private for its network-none policy
+// (a pod's pause container): joining it keeps that policy.
+func (s store) joinsPrivateNet(joins []nsJoin) bool {
+	var target *unix.Stat_t
+	for _, j := range joins {
+		if j.flag == unix.CLONE_NEWNET {
+			var st unix.Stat_t
+			if unix.Fstat(int(j.f.Fd()), &st) == nil {
+				target = &st
+			}
+		}
+	}
+	if target == nil {
+		return false
+	}
+	ents, _ := os.ReadDir(s.root)
+	for _, e := range ents {
+		st, err := s.load(e.Name())
+		if err != nil || !st.PrivateNet || !alive(st.Pid, st.PidStart) {
+			continue
+		}
+		var ns unix.Stat_t
+		if unix.Stat("/proc/"+strconv.Itoa(st.Pid)+"/ns/net", &ns) == nil && ns.Ino == target.Ino && ns.Dev == target.Dev {
+			return true
+		}
+	}
+	return false
+}
