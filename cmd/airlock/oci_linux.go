@@ -243,6 +243,8 @@ func ociMain(args []string) int {
 		return 0
 	case "features":
 		return ociJSON(oci.Features(version))
+	case "update", "pause", "resume", "checkpoint", "restore", "events":
+		return fail(fmt.Errorf("%s is not supported by the airlock runtime: the container keeps the limits and state it was created with", cmd))
 	}
 	return fail(fmt.Errorf("unknown command %q (see airlock oci)", cmd))
 }
