@@ -318,6 +318,12 @@ func TestFeaturesAndVersion(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.must("features")), &f); err != nil || f["ociVersionMax"] != specs.Version {
 		t.Errorf("features: %v %v", f, err)
 	}
+	if out, code := r.run("update", "--resources=-", "x"); code == 0 || !strings.Contains(out, "not supported") {
+		t.Errorf("update: %d %s", code, out)
+	}
+	if out, code := r.run("--systemd-cgroup", "create", "x"); code == 0 || !strings.Contains(out, "SystemdCgroup = false") {
+		t.Errorf("--systemd-cgroup: %d %s", code, out)
+	}
 }
 
 func parentPid(t *testing.T, pid int) int {
