@@ -30,7 +30,7 @@ func newID(prefix string) string {
 // checkInline refuses, for callers with an API key, inline policy fields
 // that name host resources: a tenant must not mount host paths, read host
 // secrets or environment, or write audit files on the server's host.
-func checkInline(p *policy.Policy, trusted bool) error {
+func checkInline(p *policy.Policy, trusted bool, ceil *Ceiling) error {
 	if trusted {
 		return nil
 	}
@@ -42,7 +42,7 @@ func checkInline(p *policy.Policy, trusted bool) error {
 	if fs.Workspace != "" {
 		bad = append(bad, "filesystem.workspace")
 	}
-	if len(fs.ReadOnly) > 0 {
+	if len(fs.ReadOnly) > 0 && len(ceil.HostPaths) == 0 {
 		bad = append(bad, "filesystem.read_only")
 	}
 	if len(fs.ReadWrite) > 0 {
@@ -97,6 +97,7 @@ type createPlan struct {
 	raw     *policy.Policy // inline policy or nil
 	rootfs  string
 	timeout time.Duration
+	ceil    *Ceiling // nil for the trusted socket
 }
 
 func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan, error) {
@@ -110,6 +111,12 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 		return nil, fmt.Errorf("create sandbox: unknown backend %q (this server has %s): %w", req.Backend, s.backendNames(), sandbox.ErrInvalid)
 	}
 	p.backend = b
+	ceil := s.ceiling(c)
+	if ceil != nil {
+		if err := ceil.checkRequest(c.tenant, req.Backend, req.Image, req.Profile); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkLabels(req.Labels); err != nil {
 		return nil, err
 	}
@@ -128,14 +135,23 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 		if err != nil {
 			return nil, fmt.Errorf("create sandbox: policy: %w", err)
 		}
-		if err := checkInline(raw, c.trusted); err != nil {
+		if err := checkInline(raw, c.trusted, ceil); err != nil {
 			return nil, err
+		}
+		if !c.trusted {
+			if err := ceil.checkHostPaths(c.tenant, raw); err != nil {
+				return nil, err
+			}
 		}
 		if raw.Backend != "" && raw.Backend != req.Backend {
 			return nil, fmt.Errorf("create sandbox: policy names backend %q, request %q: %w", raw.Backend, req.Backend, sandbox.ErrInvalid)
 		}
 		p.raw = raw
 	}
+	if ceil != nil && ceil.hasDefaults() {
+		p.raw = ceil.withDefaults(p.raw)
+	}
+	p.ceil = ceil
 	rootfs, err := s.resolveImage(req.Image, c.trusted)
 	if err != nil {
 		return nil, err
@@ -282,7 +298,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 		s.mu.Lock()
 		pl := s.pools[poolKey{plan.backend.Name(), profile}]
 		s.mu.Unlock()
-		if pl != nil {
+		if pl != nil && pl.fits(func(pol *policy.Policy) error { return s.fit(plan.ceil, c.tenant, pol, pol.Clone()) }) {
 			if mem, ok := pl.memory(); ok {
 				release, err := s.reserve(ctx, c.tenant, mem)
 				if err != nil {
@@ -299,6 +315,9 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	pol, ws, err := s.resolve(id, plan.backend, profile, plan.raw, plan.rootfs)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if err := s.fit(plan.ceil, c.tenant, plan.raw, pol); err != nil {
+		return nil, nil, nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	release, err := s.reserve(ctx, c.tenant, int64(pol.Limits.Memory))
 	if err != nil {
@@ -465,6 +484,10 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := policy.Network{Mode: req.Mode, Allow: req.Allow, Deny: req.Deny}
+	if err := s.checkNetworkRequest(c, n); err != nil {
+		s.writeError(w, r, fmt.Errorf("set network of %q: %w", l.sb.ID(), err))
+		return
+	}
 	if err := l.proxy.SetNetwork(n); err != nil {
 		s.writeError(w, r, fmt.Errorf("set network of %q: %w", l.sb.ID(), err))
 		return

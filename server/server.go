@@ -74,6 +74,9 @@ type Config struct {
 	MaxOutput int
 	// ExecTimeout is the default wall time of an exec without one (0: the policy's).
 	ExecTimeout time.Duration
+	// Ceilings bound what keyed tenants may ask for (nil: DefaultCeiling
+	// for every tenant).
+	Ceilings *Ceilings
 }
 
 // Server serves the /v1 API. Create with New, then Serve listeners, then
@@ -138,6 +141,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = 16 << 20
+	}
+	if cfg.Ceilings == nil {
+		cfg.Ceilings = &Ceilings{Default: DefaultCeiling()}
+	}
+	if err := cfg.Ceilings.compile(); err != nil {
+		return nil, fmt.Errorf("new server: %w", err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Server{

@@ -74,6 +74,10 @@ func runServe(args []string) int {
 	maxUpload := fs.String("max-upload", "1Gi", "largest file, archive or stdin upload")
 	procBuffer := fs.String("process-buffer", "1Mi", "output kept per background process")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	ceilFile := fs.String("ceilings", "", "server policy file: per-tenant ceilings on network rules, limits, backends, images, profiles and host paths (see docs/serve.md)")
+	var allowCIDR stringList
+	fs.Var(&allowCIDR, "tenant-allow-cidr", "guarded range (private, loopback, metadata, this host) every keyed tenant may name in network.allow (repeatable; adds to the ceilings file's default)")
+	netModes := fs.String("tenant-network-modes", "", "network modes keyed tenants may ask, comma-separated (default: the ceilings file's, else none,allowlist,open)")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -109,6 +113,10 @@ func runServe(args []string) int {
 	if err != nil || pbuf <= 0 || pbuf > 1<<30 {
 		return fail("serve", fmt.Errorf("--process-buffer %q: want a size such as 1Mi: %w", *procBuffer, sandbox.ErrInvalid))
 	}
+	ceilings, err := serveCeilings(*ceilFile, allowCIDR, *netModes)
+	if err != nil {
+		return fail("serve", err)
+	}
 	poolCfg, err := parsePools(pools)
 	if err != nil {
 		return fail("serve", err)
@@ -143,7 +151,7 @@ func runServe(args []string) int {
 		Backends: bs, DefaultBackend: *defBackend, Store: store, Policies: server.HostPolicies{},
 		DataDir: *data, ImageDir: *imageDir, Log: log,
 		DefaultTimeout: *defTimeout, MaxTimeout: *maxTimeout, IdleTimeout: *idle,
-		DefaultQuota: quota, Pools: poolCfg, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
+		DefaultQuota: quota, Pools: poolCfg, Ceilings: ceilings, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
 	})
 	if err != nil {
 		return fail("serve", err)
@@ -189,6 +197,23 @@ func runServe(args []string) int {
 		return fail("serve", err)
 	}
 	return 0
+}
+
+// serveCeilings loads the ceilings file (if any) and applies the flags
+// to its default ceiling.
+func serveCeilings(file string, allowCIDR []string, modes string) (*server.Ceilings, error) {
+	c := &server.Ceilings{Default: server.DefaultCeiling()}
+	if file != "" {
+		var err error
+		if c, err = server.LoadCeilings(file); err != nil {
+			return nil, err
+		}
+	}
+	c.Default.Network.Allow = append(c.Default.Network.Allow, allowCIDR...)
+	if modes != "" {
+		c.Default.Network.Modes = strings.Split(modes, ",")
+	}
+	return c, nil
 }
 
 func sortedKeys(m map[string]sandbox.Backend) []string {
