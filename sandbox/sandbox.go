@@ -226,3 +226,11 @@ const (
 	SIGKILL = 9
 	SIGTERM = 15
 )
+
+// HostIdentity is implemented by sandboxes whose processes run as host ids
+// of their own (a leased range, see backend.Options.HostIDs): a caller that
+// makes host files for the sandbox (a server's workspace) gives them to
+// these ids, since the sandbox may not write what host root owns.
+type HostIdentity interface {
+	HostIDs() (uid, gid int)
+}

@@ -219,6 +219,18 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 		return nil, nil, fmt.Errorf("create sandbox %q: %w", id, err)
 	}
 	s.metrics.backendCreate.WithLabelValues(backend.Name()).Observe(time.Since(start).Seconds())
+	if hi, ok := sb.(sandbox.HostIdentity); ok {
+		// The sandbox runs as host ids of its own: its workspace is theirs
+		// (nothing runs inside before the sandbox is handed out).
+		uid, gid := hi.HostIDs()
+		if err := os.Chown(ws, uid, gid); err != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			sb.Destroy(dctx)
+			cancel()
+			os.RemoveAll(ws)
+			return nil, nil, fmt.Errorf("create sandbox %q: workspace owner: %w", id, err)
+		}
+	}
 	workdir := pol.Process.Workdir
 	if workdir == "" {
 		workdir = ws

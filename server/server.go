@@ -198,6 +198,12 @@ func (s *Server) reconcile(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("reconcile: clean up backend %q: %w", n, err))
 		}
 	}
+	// Sandboxes with host ids of their own must reach their workspace
+	// below the data directory: search permission only (no listing);
+	// everything else in it is the server's user's alone.
+	if err := os.Chmod(s.cfg.DataDir, 0o711); err != nil {
+		errs = append(errs, fmt.Errorf("reconcile: data dir: %w", err))
+	}
 	ws := filepath.Join(s.cfg.DataDir, "workspaces")
 	if err := os.RemoveAll(ws); err != nil {
 		errs = append(errs, fmt.Errorf("reconcile: remove workspaces: %w", err))

@@ -81,6 +81,16 @@ func OpenStore(ctx context.Context, dir string) (*Store, error) {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
 	path := filepath.Join(dir, StoreFile)
+	// The store holds key hashes and every tenant's events: only the
+	// server's user reads it (SQLite gives its WAL and shm files the
+	// database's mode).
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		f.Chmod(0o600)
+		f.Close()
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		os.Chmod(path+suffix, 0o600)
+	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {

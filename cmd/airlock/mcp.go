@@ -187,7 +187,11 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 	if backendName != "" {
 		names = []string{backendName}
 	}
-	bs, err := openServeBackends(names, data, log)
+	ids := defaultHostIDs() // the embedded server is a server too
+	if ids == "none" {
+		ids = ""
+	}
+	bs, err := openServeBackends(names, data, ids, log)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)

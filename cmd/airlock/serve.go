@@ -74,6 +74,7 @@ func runServe(args []string) int {
 	maxUpload := fs.String("max-upload", "1Gi", "largest file, archive or stdin upload")
 	procBuffer := fs.String("process-buffer", "1Mi", "output kept per background process")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	hostIDs := fs.String("host-ids", defaultHostIDs(), "host uid/gid ranges for sandboxes (ids 0..65535 inside map onto a range of their own, never a host user): auto (airlock's reserved range), user:NAME (NAME's /etc/subuid and /etc/subgid), or none (only without root)")
 	ceilFile := fs.String("ceilings", "", "server policy file: per-tenant ceilings on network rules, limits, backends, images, profiles and host paths (see docs/serve.md)")
 	var allowCIDR stringList
 	fs.Var(&allowCIDR, "tenant-allow-cidr", "guarded range (private, loopback, metadata, this host) every keyed tenant may name in network.allow (repeatable; adds to the ceilings file's default)")
@@ -125,7 +126,13 @@ func runServe(args []string) int {
 		return fail("serve", fmt.Errorf("--tls-cert and --tls-key go together: %w", sandbox.ErrInvalid))
 	}
 
-	bs, err := openServeBackends(backends, *data, log)
+	if *hostIDs == "none" {
+		if os.Geteuid() == 0 {
+			return fail("serve", fmt.Errorf("--host-ids none: a root server would run tenant code as host root; use auto or user:NAME: %w", sandbox.ErrInvalid))
+		}
+		*hostIDs = ""
+	}
+	bs, err := openServeBackends(backends, *data, *hostIDs, log)
 	if err != nil {
 		return fail("serve", err)
 	}
@@ -253,7 +260,7 @@ func parsePools(specs []string) ([]server.PoolConfig, error) {
 
 // openServeBackends opens the named backends (each must work: fail closed),
 // or every available one when none is named.
-func openServeBackends(names []string, data string, log *slog.Logger) (map[string]sandbox.Backend, error) {
+func openServeBackends(names []string, data, hostIDs string, log *slog.Logger) (map[string]sandbox.Backend, error) {
 	out := map[string]sandbox.Backend{}
 	explicit := len(names) > 0
 	if !explicit {
@@ -263,7 +270,7 @@ func openServeBackends(names []string, data string, log *slog.Logger) (map[strin
 		// Each server keeps its backends' state under its own data
 		// directory, so that its crash recovery (Cleanup) finds its own
 		// leftovers.
-		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(data, "backends"), CgroupParent: cgroupParentFor(data)})
+		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(data, "backends"), CgroupParent: cgroupParentFor(data), HostIDs: hostIDs})
 		if err == nil {
 			if p := b.Probe(context.Background()); !p.Available {
 				err = fmt.Errorf("backend %q: %s: %w", n, p.Reason, sandbox.ErrUnavailable)
@@ -282,6 +289,15 @@ func openServeBackends(names []string, data string, log *slog.Logger) (map[strin
 		return nil, fmt.Errorf("no backend available on this host (see airlock doctor): %w", sandbox.ErrUnavailable)
 	}
 	return out, nil
+}
+
+// defaultHostIDs is auto as root (a server's sandboxes never run as host
+// root), else none (an unprivileged server's sandboxes are that user).
+func defaultHostIDs() string {
+	if os.Geteuid() == 0 {
+		return "auto"
+	}
+	return "none"
 }
 
 // cgroupParentFor names this server's cgroup parent after its data
