@@ -49,6 +49,11 @@ type Spec struct {
 	// file), with what each is. Backends pin the secret files and their
 	// own binary themselves.
 	Pinned map[string]string
+	// OwnWorkspace says the workspace directory was made for this sandbox
+	// alone (a server's): a backend that runs the sandbox as host ids of
+	// its own (HostIdentity) gives the workspace's root to them before
+	// anything starts. Never set for a user's directory.
+	OwnWorkspace bool
 }
 
 // Bind is a host directory Src made visible read-write at Dst inside.

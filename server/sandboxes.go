@@ -209,7 +209,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 	defer cancel()
 	start := time.Now()
-	spec := sandbox.Spec{ID: id, Policy: pol, Image: rootfs, Audit: sink, Log: log}
+	spec := sandbox.Spec{ID: id, Policy: pol, Image: rootfs, Audit: sink, Log: log, OwnWorkspace: true}
 	// Every server sandbox gets its own proxy, so that the rules of one
 	// created with a network can be changed later, from outside only.
 	proxy.Attach(&spec, s.cfg.CABundle)
@@ -219,18 +219,6 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 		return nil, nil, fmt.Errorf("create sandbox %q: %w", id, err)
 	}
 	s.metrics.backendCreate.WithLabelValues(backend.Name()).Observe(time.Since(start).Seconds())
-	if hi, ok := sb.(sandbox.HostIdentity); ok {
-		// The sandbox runs as host ids of its own: its workspace is theirs
-		// (nothing runs inside before the sandbox is handed out).
-		uid, gid := hi.HostIDs()
-		if err := os.Chown(ws, uid, gid); err != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			sb.Destroy(dctx)
-			cancel()
-			os.RemoveAll(ws)
-			return nil, nil, fmt.Errorf("create sandbox %q: workspace owner: %w", id, err)
-		}
-	}
 	workdir := pol.Process.Workdir
 	if workdir == "" {
 		workdir = ws

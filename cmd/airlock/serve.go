@@ -132,6 +132,15 @@ func runServe(args []string) int {
 		}
 		*hostIDs = ""
 	}
+	if *hostIDs != "" {
+		// Sandboxes with host ids of their own (gVisor's gofer) reach
+		// their backend state below it: search permission only.
+		if err := os.MkdirAll(filepath.Join(*data, "backends"), 0o711); err != nil {
+			return fail("serve", err)
+		}
+		os.Chmod(*data, 0o711)
+		os.Chmod(filepath.Join(*data, "backends"), 0o711)
+	}
 	bs, err := openServeBackends(backends, *data, *hostIDs, log)
 	if err != nil {
 		return fail("serve", err)
