@@ -49,8 +49,8 @@ type planInput struct {
 	Bundle string // bundle directory (sources of deny mounts and files)
 	// Unmapped: the sandbox runs as a leased host id range (no host user).
 	Unmapped bool
-	UID    int    // owner of extra tmpfs mounts (home dirs)
-	GID    int
+	UID      int // owner of extra tmpfs mounts (home dirs)
+	GID      int
 	// Guard is what writes to host paths must respect; nil: nothing.
 	Guard *policy.ConfigGuard
 }
