@@ -195,7 +195,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 		os.RemoveAll(ws)
 		return nil, nil, fmt.Errorf("create sandbox %q: workspace: %w", id, err)
 	}
-	sink := s.events.sink(id, backend.Name())
+	sink := s.events.sink(id, backend.Name(), s.cfg.EventRate)
 	log := s.log.With("sandbox", id, "backend", backend.Name())
 	ecfg := egress.Config{SandboxID: id, Network: pol.Network, Secrets: pol.Secrets, Audit: sink, Log: log}
 	if s.cfg.EgressConfig != nil {

@@ -77,6 +77,20 @@ type Config struct {
 	// Ceilings bound what keyed tenants may ask for (nil: DefaultCeiling
 	// for every tenant).
 	Ceilings *Ceilings
+	// IOTimeout bounds each wait for a client's next request-body bytes
+	// and for it to take the next response bytes (0: 30s).
+	IOTimeout time.Duration
+	// PublicMetrics serves /metrics over TCP too (else the unix socket only).
+	PublicMetrics bool
+	// MinFree is the free space the data directory's filesystem keeps:
+	// below it new work is refused with 507 (0: 256 MiB; <0: never).
+	MinFree int64
+	// EventRate bounds the audit events one sandbox may add per second
+	// (beyond, they are counted and aggregated; 0: 200).
+	EventRate int
+	// TCPLimits and UnixLimits bound the connections of TCP and unix
+	// listeners (zero: DefaultTCPLimits, DefaultUnixLimits).
+	TCPLimits, UnixLimits ConnLimits
 }
 
 // Server serves the /v1 API. Create with New, then Serve listeners, then
@@ -101,6 +115,9 @@ type Server struct {
 
 	httpMu  sync.Mutex
 	servers []*http.Server
+
+	keyWatch keyWatch // requests by API key, ended when it is revoked
+	storage  *storageGuard
 }
 
 type usage struct {
@@ -130,6 +147,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	def(&cfg.MaxTimeout, 24*time.Hour)
 	def(&cfg.ReapInterval, time.Second)
 	def(&cfg.CreateTimeout, 60*time.Second)
+	def(&cfg.IOTimeout, defaultIOTimeout)
 	if cfg.CABundle == nil {
 		cfg.CABundle, _ = egress.SystemBundle()
 	}
@@ -142,6 +160,18 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = 16 << 20
 	}
+	if cfg.MinFree == 0 {
+		cfg.MinFree = 256 << 20
+	}
+	if cfg.EventRate <= 0 {
+		cfg.EventRate = 200
+	}
+	if cfg.TCPLimits == (ConnLimits{}) {
+		cfg.TCPLimits = DefaultTCPLimits
+	}
+	if cfg.UnixLimits == (ConnLimits{}) {
+		cfg.UnixLimits = DefaultUnixLimits
+	}
 	if cfg.Ceilings == nil {
 		cfg.Ceilings = &Ceilings{Default: DefaultCeiling()}
 	}
@@ -153,6 +183,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		cfg: cfg, store: cfg.Store, log: cfg.Log,
 		ctx: sctx, cancel: cancel,
 		live: map[string]*live{}, usage: map[string]*usage{}, pools: map[poolKey]*pool{},
+	}
+	if cfg.MinFree > 0 {
+		s.storage = &storageGuard{dir: cfg.DataDir, min: uint64(cfg.MinFree), free: freeBytes}
 	}
 	m, err := newMetrics(s)
 	if err != nil {
@@ -167,8 +200,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.handler = s.routes()
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.reapLoop()
+	go s.keyLoop()
 	for _, pc := range cfg.Pools {
 		if err := s.startPool(pc); err != nil {
 			s.Shutdown(context.Background())
@@ -222,9 +256,15 @@ func (s *Server) Handler() http.Handler { return s.withTrust(false, s.handler) }
 // socket, protected by its file mode) accept requests without an API key
 // as tenant "local"; untrusted ones (TCP) require a key.
 func (s *Server) Serve(ln net.Listener, trusted bool) error {
+	lim := s.cfg.TCPLimits
+	if _, unix := ln.Addr().(*net.UnixAddr); unix {
+		lim = s.cfg.UnixLimits
+	}
+	ln = newLimitListener(ln, lim, s.metrics)
 	hs := &http.Server{
-		Handler:           s.withTrust(trusted, s.handler),
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:           withDeadlines(s.cfg.IOTimeout, s.withTrust(trusted, s.handler)),
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },

@@ -380,6 +380,11 @@ func (s *Store) AddKey(ctx context.Context, tenant, name, key string) (string, e
 	if !validTenant(tenant) {
 		return "", fmt.Errorf("add key: tenant %q: %w", tenant, sandbox.ErrInvalid)
 	}
+	if tenant == LocalTenant {
+		// Its sandboxes are the unix socket's (the operator's, who may
+		// name host paths): no key may act for it.
+		return "", fmt.Errorf("add key: tenant %q is the unix socket's own; pick another name: %w", tenant, sandbox.ErrInvalid)
+	}
 	h := hashKey(key)
 	id := fmt.Sprintf("key-%x", h[:6])
 	_, err := s.db.ExecContext(ctx, `INSERT INTO api_keys (id, tenant, name, hash, created_at) VALUES (?,?,?,?,?)`,

@@ -75,6 +75,11 @@ func runServe(args []string) int {
 	procBuffer := fs.String("process-buffer", "1Mi", "output kept per background process")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	hostIDs := fs.String("host-ids", defaultHostIDs(), "host uid/gid ranges for sandboxes (ids 0..65535 inside map onto a range of their own, never a host user): auto (airlock's reserved range), user:NAME (NAME's /etc/subuid and /etc/subgid), or none (only without root)")
+	minFree := fs.String("min-free", "256Mi", "free space the data directory's filesystem keeps: below it new work is refused with 507 (0: never)")
+	eventRate := fs.Int("event-rate", 200, "audit events one sandbox may store per second; beyond, one aggregate per second says how many more")
+	publicMetrics := fs.Bool("public-metrics", false, "serve /metrics over TCP too (else the unix socket only)")
+	perClient := fs.Int("max-conns-per-client", server.DefaultTCPLimits.PerClient, "TCP connections one client address may hold, before authentication")
+	maxConns := fs.Int("max-conns", server.DefaultTCPLimits.Total, "TCP connections the server holds at most")
 	ceilFile := fs.String("ceilings", "", "server policy file: per-tenant ceilings on network rules, limits, backends, images, profiles and host paths (see docs/serve.md)")
 	var allowCIDR stringList
 	fs.Var(&allowCIDR, "tenant-allow-cidr", "guarded range (private, loopback, metadata, this host) every keyed tenant may name in network.allow (repeatable; adds to the ceilings file's default)")
@@ -113,6 +118,16 @@ func runServe(args []string) int {
 	pbuf, err := policy.ParseByteSize(*procBuffer)
 	if err != nil || pbuf <= 0 || pbuf > 1<<30 {
 		return fail("serve", fmt.Errorf("--process-buffer %q: want a size such as 1Mi: %w", *procBuffer, sandbox.ErrInvalid))
+	}
+	free, err := policy.ParseByteSize(*minFree)
+	if err != nil || free < 0 {
+		return fail("serve", fmt.Errorf("--min-free %q: want a size such as 256Mi: %w", *minFree, sandbox.ErrInvalid))
+	}
+	if free == 0 {
+		free = -1
+	}
+	if *eventRate <= 0 || *perClient <= 0 || *maxConns <= 0 {
+		return fail("serve", fmt.Errorf("--event-rate, --max-conns-per-client and --max-conns must be positive: %w", sandbox.ErrInvalid))
 	}
 	ceilings, err := serveCeilings(*ceilFile, allowCIDR, *netModes)
 	if err != nil {
@@ -167,7 +182,9 @@ func runServe(args []string) int {
 		Backends: bs, DefaultBackend: *defBackend, Store: store, Policies: server.HostPolicies{},
 		DataDir: *data, ImageDir: *imageDir, Log: log,
 		DefaultTimeout: *defTimeout, MaxTimeout: *maxTimeout, IdleTimeout: *idle,
-		DefaultQuota: quota, Pools: poolCfg, Ceilings: ceilings, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
+		DefaultQuota: quota, Pools: poolCfg, Ceilings: ceilings,
+		MinFree: int64(free), EventRate: *eventRate, PublicMetrics: *publicMetrics,
+		TCPLimits: server.ConnLimits{PerClient: *perClient, Total: *maxConns}, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
 	})
 	if err != nil {
 		return fail("serve", err)
@@ -383,15 +400,22 @@ func runServeKey(args []string) int {
 		return exitAirlock
 	}
 	sub := args[0]
+	rest := args[1:]
+	var ids []string
+	if sub == "revoke" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		// `revoke ID --data DIR`: the ID may come before the flags.
+		ids, rest = rest[:1], rest[1:]
+	}
 	fs := flag.NewFlagSet("airlock serve key "+sub, flag.ContinueOnError)
 	data := fs.String("data", defaultDataDir(), "data directory")
 	tenant := fs.String("tenant", "", "tenant the key acts for")
 	name := fs.String("name", "", "a note about the key")
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(rest); err != nil {
 		return exitAirlock
 	}
+	ids = append(ids, fs.Args()...)
 	ctx := context.Background()
 	store, err := openExistingStore(ctx, fs, *data)
 	if err != nil {
@@ -434,10 +458,10 @@ func runServeKey(args []string) int {
 		}
 		return 0
 	case "revoke":
-		if fs.NArg() != 1 {
+		if len(ids) != 1 {
 			return fail("serve key", fmt.Errorf("revoke: want one key ID: %w", sandbox.ErrInvalid))
 		}
-		if err := store.RevokeKey(ctx, fs.Arg(0)); err != nil {
+		if err := store.RevokeKey(ctx, ids[0]); err != nil {
 			return fail("serve key", err)
 		}
 		return 0
