@@ -203,7 +203,9 @@ type keyWatch struct {
 	keys map[string]*keyRequests
 }
 
-type keyRequests struct{ cancels map[*context.CancelFunc]struct{} }
+type keyRequests struct {
+	cancels map[*context.CancelFunc]struct{}
+}
 
 const revokeCheck = time.Second
 

@@ -47,9 +47,9 @@ func newMetrics(s *Server) (*serverMetrics, error) {
 		exec:          hist("airlock_exec_seconds", "Wall time of foreground execs, start to exit.", latencyBuckets, "backend"),
 		lifetime: hist("airlock_sandbox_lifetime_seconds", "How long sandboxes lived.",
 			[]float64{1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600}, "backend"),
-		violations: counter("airlock_violations_total", "Policy violations reported by sandboxes.", "backend"),
-		errors:     counter("airlock_api_errors_total", "Error answers by error code.", "code"),
-		requests:   counter("airlock_api_requests_total", "API requests by route and status.", "route", "status"),
+		violations:    counter("airlock_violations_total", "Policy violations reported by sandboxes.", "backend"),
+		errors:        counter("airlock_api_errors_total", "Error answers by error code.", "code"),
+		requests:      counter("airlock_api_requests_total", "API requests by route and status.", "route", "status"),
 		eventsDropped: counter("airlock_events_aggregated_total", "Audit events over a sandbox's rate, stored as one aggregate each second.", "type"),
 	}
 	m.connRefused = counter("airlock_connections_refused_total", "Connections closed at accept: over the per-client or total limit.").WithLabelValues()
