@@ -7,7 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -185,5 +190,97 @@ func TestEventsAggregatedBeyondRate(t *testing.T) {
 	}
 	if len(evs) > 200 || total != n {
 		t.Fatalf("%d events stored for %d violations (counted %d): want few, counting all", len(evs), n, total)
+	}
+}
+
+// TestSparseArchiveCountedBySize: a tiny tar of a sparse 2 GiB file (GNU
+// and PAX formats, as GNU tar writes them) is refused before anything is
+// written; the limit counts what extraction would write.
+func TestSparseArchiveCountedBySize(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) { c.MaxExtract = 64 << 20 })
+	c := ts.local(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := exec.Command("truncate", "-s", "2G", filepath.Join(dir, "big")).Run(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "small"), []byte("x"), 0o644)
+	for _, format := range []string{"gnu", "pax"} {
+		out := filepath.Join(t.TempDir(), "a.tar")
+		if b, err := exec.Command("tar", "--sparse", "--format="+format, "-C", dir, "-cf", out, "small", "big").CombinedOutput(); err != nil {
+			t.Fatalf("tar: %v %s", err, b)
+		}
+		fi, _ := os.Stat(out)
+		if fi.Size() > 64<<10 {
+			t.Fatalf("%s: the sparse tar is %d bytes, not small", format, fi.Size())
+		}
+		f, _ := os.Open(out)
+		err := c.Upload(ctx, sb.ID, "/dst-"+format, f)
+		f.Close()
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Status != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s: sparse 2 GiB upload: %v, want 413", format, err)
+		}
+		if _, err := c.Stat(ctx, sb.ID, "/dst-"+format); !errors.Is(err, errdefs.ErrNotFound) {
+			t.Errorf("%s: refused upload created its target (%v)", format, err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(ts.dir, "upload-*")); len(left) > 0 {
+		t.Errorf("spool files left: %v", left)
+	}
+}
+
+// TestDownloadOverLimitIsAnError: a tree with more entries than an
+// archive may hold answers an error, never a 200 with a cut tar.
+func TestDownloadOverLimitIsAnError(t *testing.T) {
+	ts := newTestServer(t, nil)
+	c := ts.local(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A chain deeper than the depth limit is the cheap way over a limit.
+	p := "/deep"
+	for i := 0; i <= maxArchiveDepth+1; i++ {
+		p += "/d"
+	}
+	if err := c.Mkdir(ctx, sb.ID, p, 0o755, true); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := rawDo(t, ts, "GET", "/v1/sandboxes/"+sb.ID+"/archive?path=/deep", "", nil)
+	if resp.StatusCode == http.StatusOK || !strings.Contains(string(body), "deeper than") {
+		t.Fatalf("download over the depth limit: %s %.200s", resp.Status, body)
+	}
+}
+
+// TestBackgroundProcessCapUnderLoad: 300 background execs at once never
+// get more than the per-sandbox cap running.
+func TestBackgroundProcessCapUnderLoad(t *testing.T) {
+	ts := newTestServer(t, nil)
+	c := ts.local(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var started atomic.Int32
+	for i := 0; i < 300; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Start(ctx, sb.ID, client.ExecOptions{Args: []string{"sleep", "30"}}); err == nil {
+				started.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := started.Load(); n > maxProcsPerSandbox || n == 0 {
+		t.Fatalf("%d background processes started, cap %d", n, maxProcsPerSandbox)
 	}
 }

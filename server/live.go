@@ -27,6 +27,7 @@ type live struct {
 	rec       *Record // nil while pooled
 	procs     map[string]*proc
 	nextProc  int
+	starting  int // background processes being started (counted against the limit)
 	closing   bool
 	expires   time.Time
 	keepAlive bool

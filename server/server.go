@@ -70,6 +70,12 @@ type Config struct {
 	ProcessBuffer int
 	// MaxUpload bounds a file or archive upload (1 GiB).
 	MaxUpload int64
+	// WasmMemory bounds the memory limits of all wasm sandboxes
+	// together: their memory is the server process's (0: 4 GiB).
+	WasmMemory int64
+	// MaxExtract bounds what one archive upload extracts, sparse entries
+	// counted by their size (0: MaxUpload).
+	MaxExtract int64
 	// MaxOutput bounds buffered exec output per stream (16 MiB).
 	MaxOutput int
 	// ExecTimeout is the default wall time of an exec without one (0: the policy's).
@@ -110,6 +116,8 @@ type Server struct {
 	mu    sync.Mutex
 	live  map[string]*live
 	usage map[string]*usage
+	// wasmMemory is the memory limits of live wasm sandboxes together.
+	wasmMemory int64
 	pools map[poolKey]*pool
 	code  codeKernels // code interpreters (code.go)
 
@@ -156,6 +164,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if cfg.MaxUpload <= 0 {
 		cfg.MaxUpload = 1 << 30
+	}
+	if cfg.WasmMemory <= 0 {
+		cfg.WasmMemory = 4 << 30
+	}
+	if cfg.MaxExtract <= 0 {
+		cfg.MaxExtract = cfg.MaxUpload
 	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = 16 << 20
@@ -237,6 +251,13 @@ func (s *Server) reconcile(ctx context.Context) error {
 	// everything else in it is the server's user's alone.
 	if err := os.Chmod(s.cfg.DataDir, 0o711); err != nil {
 		errs = append(errs, fmt.Errorf("reconcile: data dir: %w", err))
+	}
+	// Spooled uploads of a server before the fix of issue 11 (they are
+	// unlinked at once now).
+	if stale, _ := filepath.Glob(filepath.Join(s.cfg.DataDir, "upload-*.tar")); len(stale) > 0 {
+		for _, f := range stale {
+			os.Remove(f)
+		}
 	}
 	ws := filepath.Join(s.cfg.DataDir, "workspaces")
 	if err := os.RemoveAll(ws); err != nil {

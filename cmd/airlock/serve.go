@@ -75,6 +75,7 @@ func runServe(args []string) int {
 	procBuffer := fs.String("process-buffer", "1Mi", "output kept per background process")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	hostIDs := fs.String("host-ids", defaultHostIDs(), "host uid/gid ranges for sandboxes (ids 0..65535 inside map onto a range of their own, never a host user): auto (airlock's reserved range), user:NAME (NAME's /etc/subuid and /etc/subgid), or none (only without root)")
+	wasmMem := fs.String("wasm-memory", "4Gi", "memory all wasm sandboxes may use together (it is the server process's own)")
 	minFree := fs.String("min-free", "256Mi", "free space the data directory's filesystem keeps: below it new work is refused with 507 (0: never)")
 	eventRate := fs.Int("event-rate", 200, "audit events one sandbox may store per second; beyond, one aggregate per second says how many more")
 	publicMetrics := fs.Bool("public-metrics", false, "serve /metrics over TCP too (else the unix socket only)")
@@ -118,6 +119,10 @@ func runServe(args []string) int {
 	pbuf, err := policy.ParseByteSize(*procBuffer)
 	if err != nil || pbuf <= 0 || pbuf > 1<<30 {
 		return fail("serve", fmt.Errorf("--process-buffer %q: want a size such as 1Mi: %w", *procBuffer, sandbox.ErrInvalid))
+	}
+	wasmBytes, err := policy.ParseByteSize(*wasmMem)
+	if err != nil || wasmBytes <= 0 {
+		return fail("serve", fmt.Errorf("--wasm-memory %q: want a size such as 4Gi: %w", *wasmMem, sandbox.ErrInvalid))
 	}
 	free, err := policy.ParseByteSize(*minFree)
 	if err != nil || free < 0 {
@@ -183,7 +188,7 @@ func runServe(args []string) int {
 		DataDir: *data, ImageDir: *imageDir, Log: log,
 		DefaultTimeout: *defTimeout, MaxTimeout: *maxTimeout, IdleTimeout: *idle,
 		DefaultQuota: quota, Pools: poolCfg, Ceilings: ceilings,
-		MinFree: int64(free), EventRate: *eventRate, PublicMetrics: *publicMetrics,
+		MinFree: int64(free), WasmMemory: int64(wasmBytes), EventRate: *eventRate, PublicMetrics: *publicMetrics,
 		TCPLimits: server.ConnLimits{PerClient: *perClient, Total: *maxConns}, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
 	})
 	if err != nil {
