@@ -118,8 +118,8 @@ type Server struct {
 	usage map[string]*usage
 	// wasmMemory is the memory limits of live wasm sandboxes together.
 	wasmMemory int64
-	pools map[poolKey]*pool
-	code  codeKernels // code interpreters (code.go)
+	pools      map[poolKey]*pool
+	code       codeKernels // code interpreters (code.go)
 
 	httpMu  sync.Mutex
 	servers []*http.Server
