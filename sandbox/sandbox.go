@@ -54,6 +54,12 @@ type Spec struct {
 	// its own (HostIdentity) gives the workspace's root to them before
 	// anything starts. Never set for a user's directory.
 	OwnWorkspace bool
+	// Scratch, when set, is a host directory (the backend's alone, on the
+	// sandbox's disk quota with its workspace) where the backend keeps the
+	// sandbox's writable layers, such as an image sandbox's overlay upper
+	// directory, so that they count against the same quota. Removed by
+	// the caller after Destroy.
+	Scratch string
 }
 
 // Bind is a host directory Src made visible read-write at Dst inside.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/airlock-dev/airlock/audit"
@@ -151,7 +150,7 @@ func (s *Server) destroy(l *live, reason string) error {
 	if err != nil {
 		s.log.Error("destroy sandbox", "sandbox", id, "err", err)
 	}
-	if rerr := os.RemoveAll(l.workspace); rerr != nil && err == nil {
+	if rerr := s.releaseDisk(l.disk); rerr != nil && err == nil {
 		err = fmt.Errorf("destroy sandbox %q: remove workspace: %w", id, rerr)
 	}
 	if rec != nil {

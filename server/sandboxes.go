@@ -170,7 +170,7 @@ func (s *Server) backendNames() string {
 
 // resolve resolves the policy of a new sandbox id.
 func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw *policy.Policy, rootfs string) (*policy.Policy, string, error) {
-	ws := filepath.Join(s.cfg.DataDir, "workspaces", id)
+	ws := s.workspacePath(id)
 	pol, err := s.cfg.Policies.Resolve(raw, profile, ws, rootfs)
 	if err != nil {
 		return nil, "", fmt.Errorf("create sandbox: policy: %w", err)
@@ -187,13 +187,9 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	if err != nil {
 		return nil, nil, fmt.Errorf("create sandbox: encode policy: %w", err)
 	}
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("create sandbox %q: workspace: %w", id, err)
-	}
-	// Exactly 0755 whatever the process umask.
-	if err := os.Chmod(ws, 0o755); err != nil {
-		os.RemoveAll(ws)
-		return nil, nil, fmt.Errorf("create sandbox %q: workspace: %w", id, err)
+	dsk, err := s.makeDisk(ctx, id, ws, int64(pol.Limits.DiskBytes))
+	if err != nil {
+		return nil, nil, err
 	}
 	sink := s.events.sink(id, backend.Name(), s.cfg.EventRate)
 	log := s.log.With("sandbox", id, "backend", backend.Name())
@@ -203,19 +199,19 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	}
 	proxy, err := egress.New(ecfg)
 	if err != nil {
-		os.RemoveAll(ws)
+		s.releaseDisk(dsk)
 		return nil, nil, fmt.Errorf("create sandbox %q: %w", id, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 	defer cancel()
 	start := time.Now()
-	spec := sandbox.Spec{ID: id, Policy: pol, Image: rootfs, Audit: sink, Log: log, OwnWorkspace: true}
+	spec := sandbox.Spec{ID: id, Policy: pol, Image: rootfs, Audit: sink, Log: log, OwnWorkspace: true, Scratch: dsk.scratch}
 	// Every server sandbox gets its own proxy, so that the rules of one
 	// created with a network can be changed later, from outside only.
 	proxy.Attach(&spec, s.cfg.CABundle)
 	sb, err := backend.Create(ctx, spec)
 	if err != nil {
-		os.RemoveAll(ws)
+		s.releaseDisk(dsk)
 		return nil, nil, fmt.Errorf("create sandbox %q: %w", id, err)
 	}
 	s.metrics.backendCreate.WithLabelValues(backend.Name()).Observe(time.Since(start).Seconds())
@@ -224,6 +220,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 		workdir = ws
 	}
 	l := newLive(sb, backend.Name(), profile, ws, workdir, int64(pol.Limits.Memory))
+	l.disk = dsk
 	l.proxy = proxy
 	l.netless = pol.Network.Mode == "" || pol.Network.Mode == policy.NetworkNone
 	l.protect = newProtection(pol)
@@ -258,7 +255,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		l.sb.Destroy(dctx)
 		cancel()
-		os.RemoveAll(l.workspace)
+		s.releaseDisk(l.disk)
 		s.writeError(w, r, err)
 		return
 	}

@@ -70,6 +70,10 @@ type Config struct {
 	ProcessBuffer int
 	// MaxUpload bounds a file or archive upload (1 GiB).
 	MaxUpload int64
+	// DiskQuota is how a sandbox's disk is bounded: DiskQuotaVolume (an
+	// image of limits.disk bytes per sandbox; needs root) or
+	// DiskQuotaNone ("" means none).
+	DiskQuota string
 	// WasmMemory bounds the memory limits of all wasm sandboxes
 	// together: their memory is the server process's (0: 4 GiB).
 	WasmMemory int64
@@ -118,6 +122,7 @@ type Server struct {
 	usage map[string]*usage
 	// wasmMemory is the memory limits of live wasm sandboxes together.
 	wasmMemory int64
+	volumes    map[*disk]struct{} // the live sandboxes' files (disk accounting)
 	pools      map[poolKey]*pool
 	code       codeKernels // code interpreters (code.go)
 
@@ -165,6 +170,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxUpload <= 0 {
 		cfg.MaxUpload = 1 << 30
 	}
+	switch cfg.DiskQuota {
+	case "":
+		cfg.DiskQuota = DiskQuotaNone
+	case DiskQuotaNone, DiskQuotaVolume:
+	default:
+		return nil, fmt.Errorf("new server: disk quota %q: want volume or none: %w", cfg.DiskQuota, sandbox.ErrInvalid)
+	}
 	if cfg.WasmMemory <= 0 {
 		cfg.WasmMemory = 4 << 30
 	}
@@ -196,7 +208,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Log,
 		ctx: sctx, cancel: cancel,
-		live: map[string]*live{}, usage: map[string]*usage{}, pools: map[poolKey]*pool{},
+		live: map[string]*live{}, usage: map[string]*usage{}, pools: map[poolKey]*pool{}, volumes: map[*disk]struct{}{},
 	}
 	if cfg.MinFree > 0 {
 		s.storage = &storageGuard{dir: cfg.DataDir, min: uint64(cfg.MinFree), free: freeBytes}
@@ -259,12 +271,8 @@ func (s *Server) reconcile(ctx context.Context) error {
 			os.Remove(f)
 		}
 	}
-	ws := filepath.Join(s.cfg.DataDir, "workspaces")
-	if err := os.RemoveAll(ws); err != nil {
-		errs = append(errs, fmt.Errorf("reconcile: remove workspaces: %w", err))
-	}
-	if err := os.MkdirAll(ws, 0o711); err != nil {
-		errs = append(errs, fmt.Errorf("reconcile: workspaces: %w", err))
+	if err := s.sweepDisks(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -230,7 +230,16 @@ func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 		// Writes to every mount stay in a filestore in the bundle (on the
 		// host's disk, not in memory) until Sync brings them back.
 		ov := filepath.Join(p.dir, "overlay")
-		if err := os.Mkdir(ov, 0o700); err != nil {
+		if p.spec.Scratch != "" {
+			// On the sandbox's disk quota, with its workspace.
+			ov = filepath.Join(p.spec.Scratch, "gvisor-overlay")
+		}
+		err := os.Mkdir(ov, 0o700)
+		if err == nil && p.lease != nil {
+			// runsc's sandbox process writes it as the range's root.
+			err = os.Chown(ov, p.lease.UID, p.lease.GID)
+		}
+		if err != nil {
 			conn.Close()
 			childIn.Close()
 			childOut.Close()

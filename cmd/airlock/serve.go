@@ -23,6 +23,7 @@ import (
 
 	"github.com/airlock-dev/airlock/backend"
 	"github.com/airlock-dev/airlock/client"
+	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server"
@@ -75,6 +76,7 @@ func runServe(args []string) int {
 	procBuffer := fs.String("process-buffer", "1Mi", "output kept per background process")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	hostIDs := fs.String("host-ids", defaultHostIDs(), "host uid/gid ranges for sandboxes (ids 0..65535 inside map onto a range of their own, never a host user): auto (airlock's reserved range), user:NAME (NAME's /etc/subuid and /etc/subgid), or none (only without root)")
+	diskQuota := fs.String("disk-quota", "auto", "how a sandbox's disk (workspace, writable layers) is bounded to its limits.disk: volume (an ext4 image per sandbox, needs root and mkfs.ext4), none, or auto (volume where it works)")
 	wasmMem := fs.String("wasm-memory", "4Gi", "memory all wasm sandboxes may use together (it is the server process's own)")
 	minFree := fs.String("min-free", "256Mi", "free space the data directory's filesystem keeps: below it new work is refused with 507 (0: never)")
 	eventRate := fs.Int("event-rate", 200, "audit events one sandbox may store per second; beyond, one aggregate per second says how many more")
@@ -119,6 +121,21 @@ func runServe(args []string) int {
 	pbuf, err := policy.ParseByteSize(*procBuffer)
 	if err != nil || pbuf <= 0 || pbuf > 1<<30 {
 		return fail("serve", fmt.Errorf("--process-buffer %q: want a size such as 1Mi: %w", *procBuffer, sandbox.ErrInvalid))
+	}
+	switch *diskQuota {
+	case "auto":
+		*diskQuota = server.DiskQuotaVolume
+		if why := volume.Available(); why != "" {
+			log.Warn("no disk quota on sandbox workspaces", "reason", why)
+			*diskQuota = server.DiskQuotaNone
+		}
+	case server.DiskQuotaVolume:
+		if why := volume.Available(); why != "" {
+			return fail("serve", fmt.Errorf("--disk-quota volume: %s: %w", why, sandbox.ErrUnavailable))
+		}
+	case server.DiskQuotaNone:
+	default:
+		return fail("serve", fmt.Errorf("--disk-quota %q: want auto, volume or none: %w", *diskQuota, sandbox.ErrInvalid))
 	}
 	wasmBytes, err := policy.ParseByteSize(*wasmMem)
 	if err != nil || wasmBytes <= 0 {
@@ -188,7 +205,7 @@ func runServe(args []string) int {
 		DataDir: *data, ImageDir: *imageDir, Log: log,
 		DefaultTimeout: *defTimeout, MaxTimeout: *maxTimeout, IdleTimeout: *idle,
 		DefaultQuota: quota, Pools: poolCfg, Ceilings: ceilings,
-		MinFree: int64(free), WasmMemory: int64(wasmBytes), EventRate: *eventRate, PublicMetrics: *publicMetrics,
+		DiskQuota: *diskQuota, MinFree: int64(free), WasmMemory: int64(wasmBytes), EventRate: *eventRate, PublicMetrics: *publicMetrics,
 		TCPLimits: server.ConnLimits{PerClient: *perClient, Total: *maxConns}, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
 	})
 	if err != nil {
