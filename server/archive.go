@@ -186,7 +186,10 @@ func spoolArchive(dst io.Writer, body io.Reader, limit int64) error {
 		src = zr
 	}
 	n, err := io.Copy(dst, io.LimitReader(src, limit+1))
+	var he *httpError
 	switch {
+	case errors.As(err, &he):
+		return err
 	case isMaxBytes(err):
 		return errTooLarge("archive", limit)
 	case err != nil:
@@ -214,7 +217,7 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 	// Unlinked at once: nothing is left behind by a crash or a shutdown.
 	os.Remove(tmp.Name())
 	defer tmp.Close()
-	if err := spoolArchive(tmp, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload), s.cfg.MaxUpload); err != nil {
+	if err := spoolArchive(&guardedWriter{w: tmp, check: s.storageErr}, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload), s.cfg.MaxUpload); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

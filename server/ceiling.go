@@ -352,12 +352,44 @@ func (s *Server) fit(ceil *Ceiling, tenant string, raw, pol *policy.Policy) erro
 	if ceil == nil {
 		return nil
 	}
+	ceil.clampUnset(raw, pol)
 	ceil.clampOpenFiles(raw, pol)
 	own, err := egress.HostAddrs()
 	if err != nil {
 		return fmt.Errorf("ceiling: host addresses: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	return ceil.checkPolicy(tenant, pol, own)
+}
+
+// clampUnset brings limits the request did not set (the profile's) within
+// the ceiling: above its maximum, or removed where that is not allowed,
+// they become the maximum. Only what a request asks for itself is
+// refused.
+func (c *Ceiling) clampUnset(raw, pol *policy.Policy) {
+	var r policy.Limits
+	if raw != nil {
+		r = raw.Limits
+	}
+	l, m := &pol.Limits, c.Limits.Max
+	unl := func(name string) bool { return slices.Contains(c.Limits.Unlimited, name) }
+	clampI := func(set bool, v *int64, max int64, name string) {
+		if !set && max > 0 && (*v > max || *v <= 0 && !unl(name)) {
+			*v = max
+		}
+	}
+	mem, out, disk := int64(l.Memory), int64(l.OutputBytes), int64(l.DiskBytes)
+	clampI(r.Memory != 0, &mem, int64(m.Memory), "memory")
+	clampI(r.OutputBytes != 0, &out, int64(m.OutputBytes), "output_bytes")
+	clampI(r.DiskBytes != 0, &disk, int64(m.DiskBytes), "disk")
+	l.Memory, l.OutputBytes, l.DiskBytes = policy.ByteSize(mem), policy.ByteSize(out), policy.ByteSize(disk)
+	pids, of, to := int64(l.Pids), int64(l.OpenFiles), int64(l.Timeout)
+	clampI(r.Pids != 0, &pids, int64(m.Pids), "pids")
+	clampI(r.OpenFiles != 0, &of, int64(m.OpenFiles), "open_files")
+	clampI(r.Timeout != 0, &to, int64(m.Timeout), "timeout")
+	l.Pids, l.OpenFiles, l.Timeout = int(pids), int(of), policy.Duration(to)
+	if r.CPUs == 0 && m.CPUs > 0 && (l.CPUs > m.CPUs || l.CPUs <= 0 && !unl("cpus")) {
+		l.CPUs = m.CPUs
+	}
 }
 
 // clampOpenFiles lowers an open_files that raw does not set so that

@@ -159,6 +159,7 @@ func (p *pool) addOne() error {
 	if err != nil {
 		return err
 	}
+	p.s.cfg.Ceilings.Default.clampUnset(raw, pol)
 	p.s.cfg.Ceilings.Default.clampOpenFiles(raw, pol)
 	l, polJSON, err := p.s.coldCreate(p.s.ctx, id, p.backend, p.key.profile, pol, ws, "")
 	if err != nil {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/airlock-dev/airlock/api"
@@ -44,4 +45,33 @@ func (s *Server) needsStorage(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r)
 	}
+}
+
+// storageErr is the 507 error while storage is low, else nil.
+func (s *Server) storageErr() error {
+	if why := s.storage.low(); why != "" {
+		return &httpError{api.CodeInsufficientStorage, fmt.Errorf("refused: %s: %w", why, sandbox.ErrLimit)}
+	}
+	return nil
+}
+
+// guardedWriter writes to w, checking every guardEvery bytes that the
+// data disk keeps its reserve: an upload spooled there stops before the
+// store would run out of room.
+type guardedWriter struct {
+	w     io.Writer
+	check func() error
+	since int64
+}
+
+const guardEvery = 4 << 20
+
+func (g *guardedWriter) Write(p []byte) (int, error) {
+	if g.since += int64(len(p)); g.since >= guardEvery {
+		g.since = 0
+		if err := g.check(); err != nil {
+			return 0, err
+		}
+	}
+	return g.w.Write(p)
 }

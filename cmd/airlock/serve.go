@@ -170,6 +170,9 @@ func runServe(args []string) int {
 		*hostIDs = ""
 	}
 	if *hostIDs != "" {
+		if err := searchableByOthers(*data); err != nil {
+			return fail("serve", err)
+		}
 		// Sandboxes with host ids of their own (gVisor's gofer) reach
 		// their backend state below it: search permission only.
 		if err := os.MkdirAll(filepath.Join(*data, "backends"), 0o711); err != nil {
@@ -337,6 +340,24 @@ func openServeBackends(names []string, data, hostIDs string, log *slog.Logger) (
 		return nil, fmt.Errorf("no backend available on this host (see airlock doctor): %w", sandbox.ErrUnavailable)
 	}
 	return out, nil
+}
+
+// searchableByOthers checks that every existing parent of dir lets others
+// search it: sandboxes running as host ids of their own must reach their
+// workspaces below the data directory.
+func searchableByOthers(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("--data %q: %w", dir, err)
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("--data %q: %s (mode %o) is not searchable by others, so sandboxes, which run as host ids of their own, cannot reach their workspaces below it: chmod o+x it, or pick another data directory: %w", dir, p, fi.Mode().Perm(), sandbox.ErrInvalid)
+		}
+		if p == "/" {
+			return nil
+		}
+	}
 }
 
 // defaultHostIDs is auto as root (a server's sandboxes never run as host
