@@ -96,6 +96,13 @@ func OpenStore(ctx context.Context, dir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", path, err)
 	}
+	// Bounded: every authenticated request reads the store, and each
+	// SQLite connection holds descriptors (which SQLite keeps open while
+	// another connection holds a lock on the file): a burst of requests
+	// must not grow the server's descriptors with it. Writers serialize
+	// in SQLite anyway.
+	db.SetMaxOpenConns(64)
+	db.SetMaxIdleConns(8)
 	s := &Store{db: db}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
