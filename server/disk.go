@@ -29,10 +29,13 @@ type disk struct {
 	vol       *volume.Volume
 }
 
-// workspacePath is where sandbox id's workspace will be.
+// workspacePath is where sandbox id's workspace will be: with volumes,
+// on the volume mounted below RunDir (a path every sandbox's host ids can
+// search, whatever the data directory's parents are); else below the
+// data directory.
 func (s *Server) workspacePath(id string) string {
 	if s.cfg.DiskQuota == DiskQuotaVolume {
-		return filepath.Join(s.cfg.DataDir, "volumes", id, "workspace")
+		return filepath.Join(s.cfg.RunDir, "volumes", id, "workspace")
 	}
 	return filepath.Join(s.cfg.DataDir, "workspaces", id)
 }
@@ -168,11 +171,14 @@ func allocated(path string) int64 {
 // sweepDisks removes every sandbox's files a previous server left.
 func (s *Server) sweepDisks() error {
 	var errs []error
-	vols := filepath.Join(s.cfg.DataDir, "volumes")
-	if err := volume.Sweep(vols); err != nil {
+	mounts := filepath.Join(s.cfg.RunDir, "volumes")
+	if err := volume.Sweep(mounts); err != nil {
 		errs = append(errs, fmt.Errorf("reconcile: unmount volumes: %w", err))
 	}
-	for _, d := range []string{vols, filepath.Join(s.cfg.DataDir, "workspaces")} {
+	if err := os.MkdirAll(s.cfg.RunDir, 0o711); err != nil {
+		errs = append(errs, fmt.Errorf("reconcile: %s: %w", s.cfg.RunDir, err))
+	}
+	for _, d := range []string{mounts, filepath.Join(s.cfg.DataDir, "volumes"), filepath.Join(s.cfg.DataDir, "workspaces")} {
 		if err := os.RemoveAll(d); err != nil {
 			errs = append(errs, fmt.Errorf("reconcile: remove %s: %w", d, err))
 		}

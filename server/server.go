@@ -44,8 +44,12 @@ type Config struct {
 	DefaultBackend string
 	Store          *Store
 	Policies       Policies
-	// DataDir holds per-sandbox workspaces (DataDir/workspaces/ID).
+	// DataDir holds the store, volume images and, without volumes,
+	// per-sandbox workspaces (DataDir/workspaces/ID).
 	DataDir string
+	// RunDir holds the volumes' mount points (RunDir/volumes/ID): a
+	// directory on a path every host id can search (default: DataDir).
+	RunDir string
 	// ImageDir holds root filesystems that requests name by "image".
 	ImageDir string
 	Log      *slog.Logger
@@ -161,6 +165,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	def(&cfg.ReapInterval, time.Second)
 	def(&cfg.CreateTimeout, 60*time.Second)
 	def(&cfg.IOTimeout, defaultIOTimeout)
+	if cfg.RunDir == "" {
+		cfg.RunDir = cfg.DataDir
+	}
 	if cfg.CABundle == nil {
 		cfg.CABundle, _ = egress.SystemBundle()
 	}

@@ -169,17 +169,15 @@ func runServe(args []string) int {
 		}
 		*hostIDs = ""
 	}
-	if *hostIDs != "" {
+	run := runDirFor(*data)
+	if err := searchableRunDir(run); err != nil {
+		return fail("serve", err)
+	}
+	if *hostIDs != "" && *diskQuota == server.DiskQuotaNone {
+		// Without volumes the workspaces are below the data directory.
 		if err := searchableByOthers(*data); err != nil {
 			return fail("serve", err)
 		}
-		// Sandboxes with host ids of their own (gVisor's gofer) reach
-		// their backend state below it: search permission only.
-		if err := os.MkdirAll(filepath.Join(*data, "backends"), 0o711); err != nil {
-			return fail("serve", err)
-		}
-		os.Chmod(*data, 0o711)
-		os.Chmod(filepath.Join(*data, "backends"), 0o711)
 	}
 	bs, err := openServeBackends(backends, *data, *hostIDs, log)
 	if err != nil {
@@ -205,7 +203,7 @@ func runServe(args []string) int {
 	defer store.Close()
 	srv, err := server.New(ctx, server.Config{
 		Backends: bs, DefaultBackend: *defBackend, Store: store, Policies: server.HostPolicies{},
-		DataDir: *data, ImageDir: *imageDir, Log: log,
+		DataDir: *data, RunDir: run, ImageDir: *imageDir, Log: log,
 		DefaultTimeout: *defTimeout, MaxTimeout: *maxTimeout, IdleTimeout: *idle,
 		DefaultQuota: quota, Pools: poolCfg, Ceilings: ceilings,
 		DiskQuota: *diskQuota, MinFree: int64(free), WasmMemory: int64(wasmBytes), EventRate: *eventRate, PublicMetrics: *publicMetrics,
@@ -321,7 +319,7 @@ func openServeBackends(names []string, data, hostIDs string, log *slog.Logger) (
 		// Each server keeps its backends' state under its own data
 		// directory, so that its crash recovery (Cleanup) finds its own
 		// leftovers.
-		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(data, "backends"), CgroupParent: cgroupParentFor(data), HostIDs: hostIDs})
+		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(runDirFor(data), "backends"), CgroupParent: cgroupParentFor(data), HostIDs: hostIDs})
 		if err == nil {
 			if p := b.Probe(context.Background()); !p.Available {
 				err = fmt.Errorf("backend %q: %s: %w", n, p.Reason, sandbox.ErrUnavailable)
@@ -367,6 +365,42 @@ func defaultHostIDs() string {
 		return "auto"
 	}
 	return "none"
+}
+
+// searchableRunDir makes run's parent (airlock's own runtime directory,
+// /run/airlock as root) searchable by others, search only: the sandboxes'
+// mount points are below it, and everything else in it stays 0700.
+func searchableRunDir(run string) error {
+	base := filepath.Dir(run)
+	if err := os.MkdirAll(base, 0o711); err != nil {
+		return fmt.Errorf("runtime directory %s: %w", base, err)
+	}
+	if err := os.Chmod(base, 0o711); err != nil {
+		return fmt.Errorf("runtime directory %s: %w", base, err)
+	}
+	return nil
+}
+
+// autoDiskQuota is volume where volumes work, else none.
+func autoDiskQuota() string {
+	if volume.Available() == "" {
+		return server.DiskQuotaVolume
+	}
+	return server.DiskQuotaNone
+}
+
+// runDirFor is this server's runtime directory, named like its cgroup
+// parent after the data directory: the volumes' mount points and the
+// backends' state (runsc bundles, lock files) live there, on a path
+// sandboxes running as host ids of their own can search.
+func runDirFor(data string) string {
+	base := filepath.Join(os.TempDir(), fmt.Sprintf("airlock-%d", os.Geteuid()))
+	if os.Geteuid() == 0 {
+		base = "/run/airlock"
+	} else if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		base = filepath.Join(d, "airlock")
+	}
+	return filepath.Join(base, cgroupParentFor(data))
 }
 
 // cgroupParentFor names this server's cgroup parent after its data

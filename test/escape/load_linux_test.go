@@ -58,9 +58,10 @@ func (h *serveHarness) counts(t *testing.T) hostCounts {
 		}
 		return nil
 	})
+	run := filepath.Join("/run/airlock", parent) // the server's runtime dir (mount points, backend state)
 	if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], h.data+"/") {
+			if f := strings.Fields(l); len(f) > 4 && (strings.HasPrefix(f[4], h.data+"/") || strings.HasPrefix(f[4], run+"/")) {
 				c.mounts++
 			}
 		}
@@ -74,8 +75,8 @@ func (h *serveHarness) counts(t *testing.T) hostCounts {
 			}
 		}
 	}
-	for _, d := range []string{"volumes", "workspaces", "backends/native"} {
-		ents, _ := os.ReadDir(filepath.Join(h.data, d))
+	for _, d := range []string{filepath.Join(h.data, "volumes"), filepath.Join(h.data, "workspaces"), filepath.Join(run, "volumes"), filepath.Join(run, "backends", "native")} {
+		ents, _ := os.ReadDir(d)
 		c.files += len(ents)
 	}
 	c.fds = h.fds()
