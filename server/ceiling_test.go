@@ -130,3 +130,35 @@ tenants:
 		}
 	}
 }
+
+// TestCeilingAppliesToPools: a pooled sandbox beyond a tenant's ceiling
+// is not handed to it (a cold one within the ceiling is made instead),
+// while a tenant whose ceiling it fits gets it.
+func TestCeilingAppliesToPools(t *testing.T) {
+	ceil := &Ceilings{Default: DefaultCeiling(), Tenants: map[string]Ceiling{}}
+	small := DefaultCeiling()
+	small.Limits.Max.Memory = 256 << 20
+	ceil.Tenants["small"] = small
+	ts := newTestServer(t, func(c *Config) {
+		c.Ceilings = ceil
+		c.Pools = []PoolConfig{{Backend: "fake", Profile: "default", Size: 2}}
+	})
+	eventually(t, "pool filled", func() bool { return len(ts.fake.Live()) == 2 })
+	ctx := context.Background()
+	sb, err := ts.tenant(t, "small").Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pol struct {
+		Limits struct {
+			Memory int64 `json:"memory"`
+		} `json:"limits"`
+	}
+	json.Unmarshal(sb.Policy, &pol)
+	if sb.Pooled || pol.Limits.Memory != 256<<20 {
+		t.Fatalf("tenant small got pooled=%v memory=%d, want a cold sandbox at its 256 MiB ceiling", sb.Pooled, pol.Limits.Memory)
+	}
+	if sb, err := ts.tenant(t, "big").Create(ctx, api.CreateSandboxRequest{}); err != nil || !sb.Pooled {
+		t.Fatalf("tenant within the default ceiling: %v pooled=%v", err, sb != nil && sb.Pooled)
+	}
+}

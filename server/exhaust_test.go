@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/errdefs"
+	"github.com/airlock-dev/airlock/sandbox/sandboxfake"
 )
 
 func TestKeyForLocalTenantRefused(t *testing.T) {
@@ -282,5 +284,33 @@ func TestBackgroundProcessCapUnderLoad(t *testing.T) {
 	wg.Wait()
 	if n := started.Load(); n > maxProcsPerSandbox || n == 0 {
 		t.Fatalf("%d background processes started, cap %d", n, maxProcsPerSandbox)
+	}
+}
+
+// TestWasmMemoryBoundedInTotal: wasm sandboxes' memory is the server's
+// own, so their limits together are bounded, across tenants.
+func TestWasmMemoryBoundedInTotal(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) {
+		c.Backends["wasm"] = sandboxfake.New("wasm")
+		c.WasmMemory = 1 << 30
+	})
+	ctx := context.Background()
+	req := api.CreateSandboxRequest{Backend: "wasm", Policy: json.RawMessage(`{"limits":{"memory":"512Mi"}}`)}
+	a, b := ts.tenant(t, "a"), ts.tenant(t, "b")
+	first, err := a.Create(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Create(ctx, req); !errors.Is(err, errdefs.ErrLimit) || !strings.Contains(err.Error(), "wasm") {
+		t.Fatalf("a third 512 MiB wasm sandbox on a 1 GiB budget: %v", err)
+	}
+	if err := a.Delete(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, req); err != nil {
+		t.Fatalf("after one was deleted: %v", err)
 	}
 }
