@@ -75,6 +75,12 @@ type File struct {
 	Mode uint32 // permission bits; 0 means 0444
 }
 
+// EgressAddr is where every backend's guest listens for its processes'
+// proxy connections (HTTP(S)_PROXY inside points here; the egress proxy
+// sets those variables, the backend's agent listens). Loopback exists in
+// every sandbox, even one without a network.
+const EgressAddr = "127.0.0.1:3128"
+
 // EgressHandler receives tunnelled connections from inside a sandbox. The
 // connection speaks HTTP proxy or SOCKS5 as the in-sandbox client sent it;
 // nothing about it is trusted.

@@ -23,10 +23,6 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// egressAddr is where the in-sandbox agent listens for proxy clients; the
-// loopback interface exists in gVisor's netstack even with --network=none.
-const egressAddr = "127.0.0.1:3128"
-
 // Create starts a sandbox. See sandbox.Backend. It runs the stages in
 // order — prepare (decide, touch nothing), bundle (the OCI bundle and the
 // cgroup), start (runsc run with the agent on its stdio), connect (the
@@ -276,23 +272,14 @@ func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 // connect speaks Hello to the agent and returns the running sandbox.
 func (b *Backend) connect(ctx context.Context, p *prepared, r *running, u *undo.Stack) (*gvSandbox, error) {
 	pol, spec := p.pol, p.spec
-	guestEgress := ""
-	if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
-		guestEgress = egressAddr
-	}
-	client, err := agent.NewClient(r.conn, agent.ClientOptions{
-		SandboxID: spec.ID, Log: p.log, Audit: p.sink, Egress: spec.Egress,
-		OutputLimit: int64(pol.Limits.OutputBytes),
-	})
+	opts, gc := agent.SessionFor(spec, pol, sandbox.Environ(pol, os.Environ(), spec.Env), p.log, p.sink)
+	client, err := agent.NewClient(r.conn, opts)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	u.Push(func() { client.Close() })
-	env := sandbox.Environ(pol, os.Environ(), spec.Env)
 	helloErr := make(chan error, 1)
-	go func() {
-		helloErr <- client.Hello(ctx, agent.GuestConfig{Env: env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress})
-	}()
+	go func() { helloErr <- client.Hello(ctx, gc) }()
 	select {
 	case err = <-helloErr:
 	case <-r.waited:
