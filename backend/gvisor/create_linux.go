@@ -17,6 +17,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/policy"
@@ -143,10 +144,8 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 			return err
 		}
 		u.Push(p.lease.Release)
-		if ws := p.pol.Filesystem.WorkspacePath(); p.spec.OwnWorkspace && ws != "" {
-			if err := os.Lchown(ws, p.lease.UID+p.uid, p.lease.GID+p.gid); err != nil {
-				return fmt.Errorf("workspace owner: %v: %w", err, sandbox.ErrUnavailable)
-			}
+		if err := hostfs.OwnWorkspace(p.spec, p.lease.UID+p.uid, p.lease.GID+p.gid); err != nil {
+			return err
 		}
 	}
 	plan, err := planMounts(planInput{Policy: p.pol, Rootfs: rootfs, Files: p.spec.Files, Bundle: p.dir, UID: p.uid, GID: p.gid, Guard: p.guard, Unmapped: p.lease != nil})

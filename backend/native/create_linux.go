@@ -69,7 +69,8 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 			return nil, p.wrap("%w", err)
 		}
 		undo.Push(p.lease.Release)
-		if err := ownWorkspace(p.spec, hostCreds(p)); err != nil {
+		c := hostCreds(p)
+		if err := hostfs.OwnWorkspace(p.spec, c.UID, c.GID); err != nil {
 			return nil, p.wrap("%w", err)
 		}
 	}
@@ -483,18 +484,6 @@ func hostCreds(p *prepared) fsguard.Creds {
 
 var errInitExited = errors.New("init exited")
 
-// ownWorkspace gives a workspace made for this sandbox alone to the
-// sandbox's host ids (see sandbox.Spec.OwnWorkspace).
-func ownWorkspace(spec sandbox.Spec, c fsguard.Creds) error {
-	ws := spec.Policy.Filesystem.WorkspacePath()
-	if !spec.OwnWorkspace || ws == "" {
-		return nil
-	}
-	if err := os.Lchown(ws, c.UID, c.GID); err != nil {
-		return fmt.Errorf("workspace owner: %v: %w", err, sandbox.ErrUnavailable)
-	}
-	return nil
-}
 
 // handshake lets the init proceed and reads its status; it returns the
 // seccomp listener fd, or -1.

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/errdefs"
+	"github.com/airlock-dev/airlock/internal/mountinfo"
 )
 
 // mkfs finds mkfs.ext4 (e2fsprogs; often in sbin, which a service's PATH
@@ -203,7 +204,7 @@ func Sweep(root string) error {
 		if len(fs) < 5 {
 			continue
 		}
-		mp := unescapeMount(fs[4])
+		mp := mountinfo.Unescape(fs[4])
 		if mp == root || strings.HasPrefix(mp, root+"/") {
 			mps = append(mps, mp)
 		}
@@ -219,23 +220,4 @@ func Sweep(root string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
