@@ -484,7 +484,6 @@ func hostCreds(p *prepared) fsguard.Creds {
 
 var errInitExited = errors.New("init exited")
 
-
 // handshake lets the init proceed and reads its status; it returns the
 // seccomp listener fd, or -1.
 func handshake(ctx context.Context, ctl *net.UnixConn, waited <-chan struct{}) (int, map[string]int64, error) {
