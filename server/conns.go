@@ -111,13 +111,6 @@ func (l *limitListener) release(who string) {
 	}
 }
 
-// open reports the connections held now (for tests and metrics).
-func (l *limitListener) open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.total
-}
-
 type limitedConn struct {
 	net.Conn
 	l    *limitListener

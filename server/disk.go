@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/internal/volume"
@@ -156,17 +155,6 @@ func (s *Server) checkDiskCommit(size int64) error {
 	return nil
 }
 
-// allocated is what a (sparse) image takes on the host's disk now.
-func allocated(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Blocks * 512
-	}
-	return fi.Size()
-}
 
 // sweepDisks removes every sandbox's files a previous server left.
 func (s *Server) sweepDisks() error {
