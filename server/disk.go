@@ -155,7 +155,6 @@ func (s *Server) checkDiskCommit(size int64) error {
 	return nil
 }
 
-
 // sweepDisks removes every sandbox's files a previous server left.
 func (s *Server) sweepDisks() error {
 	var errs []error
