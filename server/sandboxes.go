@@ -97,7 +97,8 @@ type createPlan struct {
 	raw     *policy.Policy // inline policy or nil
 	rootfs  string
 	timeout time.Duration
-	ceil    *Ceiling // nil for the trusted socket
+	ceil    *Ceiling       // nil for the trusted socket
+	asked   *policy.Policy // the inline policy as the request sent it (nil: none)
 }
 
 func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan, error) {
@@ -148,6 +149,10 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 		}
 		p.raw = raw
 	}
+	// What the request asked itself (before the ceiling's defaults): only
+	// that is refused beyond the ceiling; defaults and the profile's
+	// values are lowered to it.
+	p.asked = p.raw
 	if ceil != nil && ceil.hasDefaults() {
 		p.raw = ceil.withDefaults(p.raw)
 	}
@@ -313,7 +318,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if err := s.fit(plan.ceil, c.tenant, plan.raw, pol); err != nil {
+	if err := s.fit(plan.ceil, c.tenant, plan.asked, pol); err != nil {
 		return nil, nil, nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), int64(pol.Limits.Memory))
