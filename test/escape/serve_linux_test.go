@@ -618,7 +618,9 @@ func attackSparseTar(h *serveHarness, t *testing.T, r *serveResult) {
 
 func attackBackgroundExecs(h *serveHarness, t *testing.T, r *serveResult) {
 	ctx := context.Background()
-	sb, err := h.alice.Create(ctx, api.CreateSandboxRequest{Policy: json.RawMessage(`{"limits":{"pids":256}}`)})
+	// Room for 64 processes and the agent's three pipes for each, within
+	// open_files_total: the cap under test is the server's.
+	sb, err := h.alice.Create(ctx, api.CreateSandboxRequest{Policy: json.RawMessage(`{"limits":{"pids":140,"open_files":234}}`)})
 	must(t, err)
 	defer h.alice.Delete(ctx, sb.ID)
 	rss0 := h.rssKB()
