@@ -173,6 +173,7 @@ func runServe(args []string) int {
 	if err := searchableRunDir(run); err != nil {
 		return fail("serve", err)
 	}
+	defer os.RemoveAll(run) // after Shutdown: nothing of a sandbox is left in it
 	if *hostIDs != "" && *diskQuota == server.DiskQuotaNone {
 		// Without volumes the workspaces are below the data directory.
 		if err := searchableByOthers(*data); err != nil {
@@ -367,16 +368,18 @@ func defaultHostIDs() string {
 	return "none"
 }
 
-// searchableRunDir makes run's parent (airlock's own runtime directory,
-// /run/airlock as root) searchable by others, search only: the sandboxes'
-// mount points are below it, and everything else in it stays 0700.
+// searchableRunDir makes run, its parent (airlock's own runtime
+// directory, /run/airlock as root) and its backends directory searchable by
+// others, search only: the sandboxes' mount points and gVisor's bundles are
+// below them, and everything else in them stays 0700.
 func searchableRunDir(run string) error {
-	base := filepath.Dir(run)
-	if err := os.MkdirAll(base, 0o711); err != nil {
-		return fmt.Errorf("runtime directory %s: %w", base, err)
-	}
-	if err := os.Chmod(base, 0o711); err != nil {
-		return fmt.Errorf("runtime directory %s: %w", base, err)
+	for _, d := range []string{filepath.Dir(run), run, filepath.Join(run, "backends")} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return fmt.Errorf("runtime directory %s: %w", d, err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return fmt.Errorf("runtime directory %s: %w", d, err)
+		}
 	}
 	return nil
 }

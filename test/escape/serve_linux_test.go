@@ -52,6 +52,7 @@ type serveHarness struct {
 	local      *client.Client
 	keys       map[string][2]string // tenant -> key ID, key
 	bobSB      string
+	backends   []string // offered: native, and gvisor where runsc is
 }
 
 // serveCeilings is the operator's policy for the tenants under attack.
@@ -66,7 +67,7 @@ default:
 
 func startServe(t *testing.T) *serveHarness {
 	t.Helper()
-	h := &serveHarness{t: t, bin: agentBinary(t), keys: map[string][2]string{}}
+	h := &serveHarness{t: t, bin: agentBinary(t), keys: map[string][2]string{}, backends: []string{"native"}}
 	base := t.TempDir()
 	// Sandboxes run as host ids of their own: the path to the data
 	// directory must be searchable by others (as /var/lib is).
@@ -88,9 +89,14 @@ func startServe(t *testing.T) *serveHarness {
 	must(t, err)
 	h.addr = ln.Addr().String()
 	ln.Close()
-	h.cmd = exec.Command(h.bin, "serve", "--data", h.data, "--socket", h.sock, "--listen", h.addr,
-		"--backend", "native", "--ceilings", ceil, "--min-free", "128Mi", "--event-rate", "200",
-		"--max-conns-per-client", "64", "--max-conns", "1024", "--log-level", "warn")
+	args := []string{"serve", "--data", h.data, "--socket", h.sock, "--listen", h.addr, "--backend", "native"}
+	if haveRunsc() {
+		// gVisor too: its sandboxes must not run as a host user either.
+		args = append(args, "--backend", "gvisor")
+		h.backends = append(h.backends, "gvisor")
+	}
+	h.cmd = exec.Command(h.bin, append(args, "--default-backend", "native", "--ceilings", ceil, "--min-free", "128Mi", "--event-rate", "200",
+		"--max-conns-per-client", "64", "--max-conns", "1024", "--log-level", "warn")...)
 	logf, err := os.Create(filepath.Join(base, "serve.log"))
 	must(t, err)
 	h.cmd.Stdout, h.cmd.Stderr = logf, logf
@@ -452,10 +458,29 @@ func attackRootFile(h *serveHarness, t *testing.T, r *serveResult) {
 	if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), token) {
 		r.Proof = "root on the host reads " + path
 	}
+	var seen []string
+	for _, be := range h.backends {
+		sb, err := h.alice.Create(ctx, api.CreateSandboxRequest{Backend: be})
+		must(t, err)
+		res, err := h.alice.Run(ctx, sb.ID, "sh", "-c", "cat "+path)
+		must(t, err)
+		if strings.Contains(string(res.Stdout), token) {
+			t.Errorf("%s: exec cat read the root-only file", be)
+		}
+		rc, err := h.alice.ReadFile(ctx, sb.ID, path)
+		if err == nil {
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			if strings.Contains(string(b), token) {
+				t.Errorf("%s: GET files read the root-only file", be)
+			}
+		}
+		seen = append(seen, fmt.Sprintf("%s: exec %s, GET files %s", be, firstLine(string(res.Stderr)), shortErr(err)))
+		h.alice.Delete(ctx, sb.ID)
+	}
 	sb, err := h.alice.Create(ctx, api.CreateSandboxRequest{})
 	must(t, err)
 	defer h.alice.Delete(ctx, sb.ID)
-	var seen []string
 	res, err := h.alice.Run(ctx, sb.ID, "sh", "-c", "id -u; cat "+path+"; cat /proc/self/uid_map")
 	if err == nil {
 		if strings.Contains(string(res.Stdout), token) {
