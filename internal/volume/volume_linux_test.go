@@ -75,7 +75,13 @@ func TestVolumeBoundsWritesAndSurvivesReattach(t *testing.T) {
 	if used := fi.Sys().(*syscall.Stat_t).Blocks * 512; used > 20<<20 {
 		t.Fatalf("image uses %d bytes of the host's disk", used)
 	}
-	os.WriteFile(filepath.Join(mp, "keep"), []byte("kept"), 0o644)
+	// Room again (the volume is full), then a file that must survive.
+	if err := os.Remove(filepath.Join(mp, "fill")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mp, "keep"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := v.Close(); err != nil {
 		t.Fatal(err)
 	}
