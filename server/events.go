@@ -285,6 +285,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	st := newStreamWriter(w, sse)
 	st.start()
+	if rec.State == StateStopped {
+		// Its last events may still be on their way to the store: the
+		// one pass below must see them.
+		s.events.flush()
+	}
 	for {
 		wake := s.events.wait()
 		evs, err := s.store.Events(r.Context(), id, after, 1000)
