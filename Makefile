@@ -16,7 +16,7 @@ CROSS_GOOS := darwin windows freebsd
 RACE_SKIP := /test/escape
 PKGS_NOT   = $(shell $(GO) list ./... | grep -v $(foreach p,$(1),-e '$(p)$$' -e '$(p)/'))
 
-.PHONY: all build deps test unit lint cross race fuzz demo bench escape clean sdk-test
+.PHONY: all build deps test unit lint cross race fuzz demo bench escape load clean sdk-test
 .PHONY: wasm-assets docker-images
 
 all: build
@@ -71,7 +71,12 @@ bench: build
 	./scripts/bench.sh
 
 escape: build
-	AIRLOCK_BIN=$(CURDIR)/$(BIN) AIRLOCK_SCORECARD=$(CURDIR)/docs/escape-scorecard $(GO) test -count=1 -timeout 30m ./test/escape -run TestEscape -v
+	AIRLOCK_BIN=$(CURDIR)/$(BIN) AIRLOCK_SCORECARD=$(CURDIR)/docs/escape-scorecard $(GO) test -count=1 -timeout 30m ./test/escape -run 'TestEscape|TestServeAttacks' -v
+
+# The server load test at full size (make test runs it with 100 sandboxes):
+# 200 concurrent execs, 1,000 sandboxes created and destroyed, no leak.
+load: build
+	AIRLOCK_BIN=$(CURDIR)/$(BIN) AIRLOCK_LOAD_SANDBOXES=1000 $(GO) test -count=1 -timeout 30m ./test/escape -run TestServeLoad -v
 
 # The docker backend's images, built from Debian's packages (the browser
 # image: headless Chromium). Skipped when unchanged; part of test.

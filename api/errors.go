@@ -12,12 +12,15 @@ import (
 // Clients decide by code, never by HTTP status: 404 is both "no such
 // sandbox" and "no such command", the code tells them apart.
 const (
-	CodeInvalid              = "invalid"
-	CodeNotFound             = "not_found"
-	CodeCommandNotFound      = "command_not_found"
-	CodeCannotExecute        = "cannot_execute"
-	CodeLimitExceeded        = "limit_exceeded"
-	CodeTooLarge             = "too_large"
+	CodeInvalid         = "invalid"
+	CodeNotFound        = "not_found"
+	CodeCommandNotFound = "command_not_found"
+	CodeCannotExecute   = "cannot_execute"
+	CodeLimitExceeded   = "limit_exceeded"
+	CodeTooLarge        = "too_large"
+	// CodeInsufficientStorage (507): the server's own disk is low, so it
+	// refuses new work rather than lose audit events.
+	CodeInsufficientStorage  = "insufficient_storage"
 	CodeExists               = "exists"
 	CodePermissionDenied     = "permission_denied"
 	CodeUnauthenticated      = "unauthenticated"
@@ -62,6 +65,7 @@ var codes = []errorCode{
 	{CodeCanceled, 499, context.Canceled, []error{context.Canceled}},
 	// Decided by the HTTP layer itself.
 	{CodeTooLarge, http.StatusRequestEntityTooLarge, errdefs.ErrLimit, nil},
+	{CodeInsufficientStorage, http.StatusInsufficientStorage, errdefs.ErrLimit, nil},
 	{CodeUnauthenticated, http.StatusUnauthorized, errdefs.ErrPermission, nil},
 	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType, errdefs.ErrInvalid, nil},
 	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, errdefs.ErrInvalid, nil},

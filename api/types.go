@@ -264,8 +264,11 @@ type EventList struct {
 
 // Health is the answer of GET /healthz.
 type Health struct {
+	// Status is "ok", or "degraded" when the server refuses new work
+	// (Storage says why).
 	Status   string           `json:"status"`
 	Backends map[string]Probe `json:"backends"`
+	Storage  string           `json:"storage,omitempty"`
 }
 
 // Probe is a backend's self-assessment on the server's host.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/airlock-dev/airlock/backend/docker"
 	"github.com/airlock-dev/airlock/backend/gvisor"
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/native"
 	"github.com/airlock-dev/airlock/backend/wasm"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -29,7 +31,13 @@ type Options struct {
 	// sets its own so that its crash recovery never touches sandboxes of
 	// another airlock process.
 	CgroupParent string
-	Log          *slog.Logger
+	// HostIDs gives native and gVisor sandboxes host uid/gid ranges of
+	// their own (ids 0..65535 inside map onto a leased range, so no
+	// sandbox process is ever a host user): "" keeps the caller's ids
+	// (airlock run), "auto" uses airlock's reserved range, "user:NAME"
+	// NAME's /etc/subuid and /etc/subgid entries. Only as root.
+	HostIDs string
+	Log     *slog.Logger
 }
 
 // Isolation levels, weakest first; `auto` picks the fastest backend meeting
@@ -45,11 +53,18 @@ func Open(name string, opts Options) (sandbox.Backend, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	var ids *idmap.Source
+	if name == "" || name == "native" || name == "gvisor" {
+		var err error
+		if ids, err = HostIDs(opts.HostIDs); err != nil {
+			return nil, err
+		}
+	}
 	switch name {
 	case "", "native":
-		return native.New(native.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "native"), CgroupParent: cgroupSub(opts.CgroupParent, "native")}), nil
+		return native.New(native.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "native"), CgroupParent: cgroupSub(opts.CgroupParent, "native"), HostIDs: ids}), nil
 	case "gvisor":
-		return gvisor.New(gvisor.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "gvisor"), CgroupParent: cgroupSub(opts.CgroupParent, "gvisor")}), nil
+		return gvisor.New(gvisor.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "gvisor"), CgroupParent: cgroupSub(opts.CgroupParent, "gvisor"), HostIDs: ids}), nil
 	case "docker":
 		// Owner plays the cgroup parent's part: Cleanup removes only the
 		// containers labelled with it.
@@ -109,4 +124,29 @@ func cgroupSub(parent, name string) string {
 		return ""
 	}
 	return parent + "-" + name
+}
+
+// HostIDs opens the host id source spec names (see Options.HostIDs): nil
+// for "". Leases are shared with every airlock process on the host
+// through lock files in the host state directory.
+func HostIDs(spec string) (*idmap.Source, error) {
+	lockDir := hostfs.StateDir("idmap")
+	switch {
+	case spec == "":
+		return nil, nil
+	case spec == "auto":
+		return idmap.Default(lockDir)
+	case strings.HasPrefix(spec, "user:") && len(spec) > len("user:"):
+		return idmap.ForUser(strings.TrimPrefix(spec, "user:"), lockDir)
+	}
+	return nil, fmt.Errorf("host ids %q: want auto or user:NAME: %w", spec, sandbox.ErrInvalid)
+}
+
+// DescribeHostIDs says which ranges spec leases from, for doctor.
+func DescribeHostIDs(spec string) (string, error) {
+	s, err := HostIDs(spec)
+	if err != nil || s == nil {
+		return "", err
+	}
+	return s.What, nil
 }

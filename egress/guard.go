@@ -58,3 +58,38 @@ func specialReason(addr netip.Addr, own []netip.Addr) string {
 	}
 	return ""
 }
+
+// GuardedOverlap returns why a CIDR allow entry would lift the SSRF guard
+// (it overlaps a guarded range or one of own, the host's addresses), or ""
+// for a prefix wholly in public space. Callers that bound what tenants may
+// list (the server's ceilings) check every entry with it, so the union of
+// the entries, however split ("0.0.0.0/1" + "128.0.0.0/1"), never reaches a
+// guarded address: an entry overlapping one is refused, not a /0 only.
+func GuardedOverlap(p netip.Prefix, own []netip.Addr) string {
+	if !p.IsValid() {
+		return "invalid prefix"
+	}
+	if p.Addr().Is4In6() {
+		p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
+	}
+	p = p.Masked()
+	for _, s := range specialRanges {
+		if s.prefix.Overlaps(p) {
+			return s.why + " (" + s.prefix.String() + ")"
+		}
+	}
+	// ::ffff:0:0/96 holds every IPv4 address, guarded ones included.
+	if mapped := netip.MustParsePrefix("::ffff:0:0/96"); mapped.Overlaps(p) {
+		return "IPv4-mapped IPv6 (" + mapped.String() + ")"
+	}
+	for _, o := range own {
+		if p.Contains(o.Unmap().WithZone("")) {
+			return "address of this host (" + o.String() + ")"
+		}
+	}
+	return ""
+}
+
+// HostAddrs returns this host's interface addresses (what the guard calls
+// "address of this host").
+func HostAddrs() ([]netip.Addr, error) { return interfaceAddrs() }

@@ -50,6 +50,17 @@ type Spec struct {
 	// file), with what each is. Backends pin the secret files and their
 	// own binary themselves.
 	Pinned map[string]string
+	// OwnWorkspace says the workspace directory was made for this sandbox
+	// alone (a server's): a backend that runs the sandbox as host ids of
+	// its own (HostIdentity) gives the workspace's root to them before
+	// anything starts. Never set for a user's directory.
+	OwnWorkspace bool
+	// Scratch, when set, is a host directory (the backend's alone, on the
+	// sandbox's disk quota with its workspace) where the backend keeps the
+	// sandbox's writable layers, such as an image sandbox's overlay upper
+	// directory, so that they count against the same quota. Removed by
+	// the caller after Destroy.
+	Scratch string
 }
 
 // Bind is a host directory Src made visible read-write at Dst inside.
@@ -243,3 +254,11 @@ const (
 	SIGKILL = 9
 	SIGTERM = 15
 )
+
+// HostIdentity is implemented by sandboxes whose processes run as host ids
+// of their own (a leased range, see backend.Options.HostIDs): a caller that
+// makes host files for the sandbox (a server's workspace) gives them to
+// these ids, since the sandbox may not write what host root owns.
+type HostIdentity interface {
+	HostIDs() (uid, gid int)
+}

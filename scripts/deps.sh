@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 # gcc: the race detector needs cgo (make race).
 # python3-matplotlib: run_code's PNG figures are tested inside sandboxes;
 # python3-pip: the Python SDK's install test.
-pkgs=(bubblewrap runsc git python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev)
+# e2fsprogs: mkfs.ext4, for airlock serve's disk quota volumes (Debian
+# installs it everywhere; listed so a slimmer image cannot skip them).
+pkgs=(bubblewrap runsc git python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev e2fsprogs)
 # docker.io: the docker backend's daemon (scripts/dockerd.sh starts it);
 # busybox-static and mmdebstrap: the test images (scripts/docker-images.sh).
 # The OCI runtime's tests: containerd (and its runc shim) and a dockerd of

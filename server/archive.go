@@ -14,6 +14,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -39,20 +40,38 @@ func (s *Server) handleArchiveGet(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("archive %q in %q: %w", root, l.sb.ID(), err))
 		return
 	}
+	// The tree is listed first: over the entry or depth limit the answer
+	// is an error, never a 200 with a silently cut tar.
+	var tree []treeEntry
+	if err := listTree(r.Context(), files, root, path.Base(root), fi, 0, &tree); err != nil {
+		s.writeError(w, r, fmt.Errorf("archive %q in %q: %w", root, l.sb.ID(), err))
+		return
+	}
 	w.Header().Set("Content-Type", "application/x-tar")
 	w.WriteHeader(http.StatusOK)
 	tw := tar.NewWriter(w)
-	n := 0
-	if err := s.tarTree(r.Context(), files, tw, root, path.Base(root), fi, 0, &n); err != nil {
-		s.log.Warn("archive download ended early", "sandbox", l.sb.ID(), "path", root, "err", err)
-		return // the client sees a truncated tar (no end blocks)
+	for _, e := range tree {
+		if err := tarEntryOut(r.Context(), files, tw, e); err != nil {
+			// A file that changed meanwhile, or the client went away: the
+			// client sees a truncated tar (no end blocks).
+			s.log.Warn("archive download ended early", "sandbox", l.sb.ID(), "path", root, "err", err)
+			return
+		}
 	}
 	tw.Close()
 }
 
-func (s *Server) tarTree(ctx context.Context, files sandbox.Files, tw *tar.Writer, p, name string, fi sandbox.FileInfo, depth int, n *int) error {
-	*n++
-	if *n > maxArchiveEntries {
+// treeEntry is one entry of a download: its path inside, its name in the
+// tar and what List said of it.
+type treeEntry struct {
+	p, name string
+	fi      sandbox.FileInfo
+}
+
+// listTree appends the tree at p to out (directories before their
+// entries), failing with ErrLimit beyond the entry or depth limit.
+func listTree(ctx context.Context, files sandbox.Files, p, name string, fi sandbox.FileInfo, depth int, out *[]treeEntry) error {
+	if len(*out) >= maxArchiveEntries {
 		return fmt.Errorf("more than %d entries: %w", maxArchiveEntries, sandbox.ErrLimit)
 	}
 	if depth > maxArchiveDepth {
@@ -61,6 +80,25 @@ func (s *Server) tarTree(ctx context.Context, files sandbox.Files, tw *tar.Write
 	if name == "/" || name == "" {
 		name = "."
 	}
+	*out = append(*out, treeEntry{p, name, fi})
+	if !fi.IsDir || fi.Mode&fs.ModeSymlink != 0 {
+		return nil
+	}
+	kids, err := files.List(ctx, p)
+	if err != nil {
+		return err
+	}
+	for _, k := range kids {
+		if err := listTree(ctx, files, path.Join(p, k.Name), path.Join(name, k.Name), k, depth+1, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tarEntryOut writes one listed entry.
+func tarEntryOut(ctx context.Context, files sandbox.Files, tw *tar.Writer, e treeEntry) error {
+	p, name, fi := e.p, e.name, e.fi
 	hdr := &tar.Header{Name: name, Mode: int64(fi.Mode.Perm()), ModTime: fi.ModTime}
 	switch {
 	case fi.Mode&fs.ModeSymlink != 0:
@@ -69,19 +107,7 @@ func (s *Server) tarTree(ctx context.Context, files sandbox.Files, tw *tar.Write
 	case fi.IsDir:
 		hdr.Typeflag = tar.TypeDir
 		hdr.Name += "/"
-		if err := tw.WriteHeader(hdr); err != nil {
-			return err
-		}
-		kids, err := files.List(ctx, p)
-		if err != nil {
-			return err
-		}
-		for _, k := range kids {
-			if err := s.tarTree(ctx, files, tw, path.Join(p, k.Name), path.Join(name, k.Name), k, depth+1, n); err != nil {
-				return err
-			}
-		}
-		return nil
+		return tw.WriteHeader(hdr)
 	case fi.Mode.IsRegular():
 		rc, err := files.ReadFile(ctx, p)
 		if err != nil {
@@ -125,7 +151,9 @@ func checkTarHeader(h *tar.Header) (tarEntry, error) {
 	switch h.Typeflag {
 	case tar.TypeDir:
 		e.dir = true
-	case tar.TypeReg:
+	case tar.TypeReg, tar.TypeGNUSparse:
+		// A sparse file is a regular file here: it counts, and is
+		// written, by its size (its holes become zeros).
 		if rel == "" {
 			return tarEntry{}, errBadRequest("archive entry %q: a file cannot be the target itself", h.Name)
 		}
@@ -158,7 +186,10 @@ func spoolArchive(dst io.Writer, body io.Reader, limit int64) error {
 		src = zr
 	}
 	n, err := io.Copy(dst, io.LimitReader(src, limit+1))
+	var he *httpError
 	switch {
+	case errors.As(err, &he):
+		return err
 	case isMaxBytes(err):
 		return errTooLarge("archive", limit)
 	case err != nil:
@@ -183,11 +214,10 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("archive upload: spool: %w", err))
 		return
 	}
-	defer func() {
-		tmp.Close()
-		os.Remove(tmp.Name())
-	}()
-	if err := spoolArchive(tmp, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload), s.cfg.MaxUpload); err != nil {
+	// Unlinked at once: nothing is left behind by a crash or a shutdown.
+	os.Remove(tmp.Name())
+	defer tmp.Close()
+	if err := spoolArchive(&guardedWriter{w: tmp, check: s.storageErr}, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload), s.cfg.MaxUpload); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -197,6 +227,7 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var entries []tarEntry
+	var size int64 // what extraction writes: sparse entries count by their size
 	tr := tar.NewReader(tmp)
 	for {
 		h, err := tr.Next()
@@ -223,6 +254,10 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, r, errBadRequest("archive entry %q: deeper than %d", e.rel, maxArchiveDepth))
 			return
 		}
+		if size += e.size; size > s.cfg.MaxExtract {
+			s.writeError(w, r, errTooLarge(fmt.Sprintf("archive upload: entries up to %q extract to more than %d bytes (sparse files count by their size)", h.Name, s.cfg.MaxExtract), s.cfg.MaxExtract))
+			return
+		}
 		entries = append(entries, e)
 	}
 	// Pass 2: extract through the sandbox's Files, which resolves every
@@ -238,6 +273,21 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 	}
 	tr = tar.NewReader(tmp)
 	var total int64
+	// Files this extraction created: removed again if it fails, so a
+	// failed upload leaves no partial tree (files it replaced stay
+	// replaced: each write is whole, never half).
+	var created []string
+	ok := false
+	defer func() {
+		if ok {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 30*time.Second)
+		defer cancel()
+		for i := len(created) - 1; i >= 0; i-- {
+			_ = files.Remove(ctx, created[i], false)
+		}
+	}()
 	for i := 0; ; i++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -264,12 +314,16 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 		if mode == 0 {
 			mode = 0o644
 		}
+		if _, err := files.Stat(r.Context(), target); errors.Is(err, sandbox.ErrNotFound) {
+			created = append(created, target)
+		}
 		if err := files.WriteFile(r.Context(), target, io.LimitReader(tr, h.Size), mode, true); err != nil {
 			s.writeError(w, r, fmt.Errorf("extract %q in %q: %w", target, l.sb.ID(), err))
 			return
 		}
 		total += h.Size
 	}
+	ok = true
 	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypeFile, Message: "archive extracted through the API",
 		Fields: map[string]any{"path": root, "entries": len(entries), "bytes": total, "tenant": callerOf(r).tenant}})
 	writeJSON(w, http.StatusOK, map[string]any{"path": root, "entries": len(entries), "bytes": total})

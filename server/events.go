@@ -57,24 +57,95 @@ func (w *eventWriter) emit(e audit.Event) {
 	w.q <- e
 }
 
-// sink returns the audit sink of sandbox id on backend.
-func (w *eventWriter) sink(id, backend string) audit.Sink {
-	return sandboxSink{w: w, id: id, backend: backend}
+// sink returns the audit sink of sandbox id on backend, which stores at
+// most rate events a second (see sandboxSink).
+func (w *eventWriter) sink(id, backend string, rate int) audit.Sink {
+	return &sandboxSink{w: w, id: id, backend: backend, rate: rate, tokens: float64(rate), last: time.Now()}
 }
 
+// sandboxSink is one sandbox's audit sink. Beyond rate events a second
+// (a burst of one second's worth allowed) events are not stored one by
+// one: each second, one event per type and message says how many more
+// like it there were ("N more like this"), so a loop of denied calls
+// cannot fill the store while nothing is lost from the record but the
+// repetition. Lifecycle events are never held back.
 type sandboxSink struct {
 	w       *eventWriter
 	id      string
 	backend string
+	rate    int
+
+	mu      sync.Mutex
+	tokens  float64
+	last    time.Time
+	held    map[[2]string]*heldEvents // (type, message) -> count beyond the rate
+	flusher *time.Timer
 }
 
-func (s sandboxSink) Emit(e audit.Event) {
+type heldEvents struct {
+	first audit.Event
+	n     int
+}
+
+func (s *sandboxSink) Emit(e audit.Event) {
 	// The sandbox ID is the server's, whatever the emitter wrote.
 	e.Sandbox = s.id
 	if e.Type == audit.TypeViolation {
 		s.w.metrics.violations.WithLabelValues(s.backend).Inc()
 	}
+	if e.Type != audit.TypeStart && e.Type != audit.TypeDestroy && !s.allow(e) {
+		return
+	}
 	s.w.emit(e)
+}
+
+// allow takes a token for e, or holds e back for the next aggregate.
+func (s *sandboxSink) allow(e audit.Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	s.tokens = min(float64(s.rate), s.tokens+now.Sub(s.last).Seconds()*float64(s.rate))
+	s.last = now
+	if s.tokens >= 1 && len(s.held) == 0 {
+		s.tokens--
+		return true
+	}
+	if s.held == nil {
+		s.held = map[[2]string]*heldEvents{}
+	}
+	k := [2]string{e.Type, e.Message}
+	h := s.held[k]
+	if h == nil {
+		h = &heldEvents{first: e}
+		s.held[k] = h
+	}
+	h.n++
+	s.w.metrics.eventsDropped.WithLabelValues(e.Type).Inc()
+	if s.flusher == nil {
+		s.flusher = time.AfterFunc(time.Second, s.flush)
+	}
+	return false
+}
+
+// flush stores one aggregate per held (type, message).
+func (s *sandboxSink) flush() {
+	s.mu.Lock()
+	held := s.held
+	s.held, s.flusher = nil, nil
+	s.mu.Unlock()
+	for _, h := range held {
+		e := h.first
+		e.Time = time.Now().UTC()
+		fields := map[string]any{"aggregated": h.n, "first_at": h.first.Time}
+		for k, v := range h.first.Fields {
+			if _, ok := fields[k]; !ok {
+				fields[k] = v
+			}
+		}
+		e.Fields = fields
+		e.Message = fmt.Sprintf("%d more like this (over %d events a second): %s", h.n, s.rate, h.first.Message)
+		s.w.emit(e)
+	}
 }
 
 // batchWindow is how long the writer gathers events before a commit.
@@ -101,16 +172,42 @@ func (w *eventWriter) run() {
 			}
 		}
 		window.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := w.store.AddEvents(ctx, batch); err != nil {
-			w.log.Error("store audit events", "count", len(batch), "err", err)
-		}
-		cancel()
+		w.store1(batch)
 		w.mu.Lock()
 		w.pending -= len(batch)
 		close(w.notify)
 		w.notify = make(chan struct{})
 		w.mu.Unlock()
+	}
+}
+
+// store1 stores batch, retrying while the store fails (a full disk):
+// audit events are never dropped while the server runs. Meanwhile the
+// queue fills and emitters wait, which slows the sandboxes making them;
+// the storage guard refuses new work before it comes to that.
+func (w *eventWriter) store1(batch []audit.Event) {
+	backoff := 50 * time.Millisecond
+	for try := 1; ; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := w.store.AddEvents(ctx, batch)
+		cancel()
+		if err == nil {
+			return
+		}
+		w.mu.Lock()
+		closed := w.closed
+		w.mu.Unlock()
+		if closed && try >= 3 {
+			// Shutting down and the store still refuses: the log is the
+			// last record of them.
+			for _, e := range batch {
+				w.log.Error("audit event not stored", "sandbox", e.Sandbox, "type", e.Type, "message", e.Message, "fields", e.Fields, "err", err)
+			}
+			return
+		}
+		w.log.Error("store audit events; retrying", "count", len(batch), "try", try, "err", err)
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 

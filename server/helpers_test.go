@@ -104,6 +104,17 @@ func (ts *testServer) local(t testing.TB) *client.Client {
 	return c
 }
 
+// tenantKey returns a TCP client with key (already stored).
+func (ts *testServer) tenantKey(t *testing.T, key string) *client.Client {
+	t.Helper()
+	c, err := client.New(ts.tcp, client.WithAPIKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // tenant returns a TCP client with a fresh key of tenant.
 func (ts *testServer) tenant(t *testing.T, tenant string) *client.Client {
 	t.Helper()

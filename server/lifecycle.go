@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/airlock-dev/airlock/audit"
@@ -70,8 +69,10 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request) *Record {
 	return rec
 }
 
-// reserve takes quota for one sandbox of memory bytes for tenant.
-func (s *Server) reserve(ctx context.Context, tenant string, memory int64) (release func(), err error) {
+// reserve takes quota for one sandbox of memory bytes for tenant on
+// backend. wasm sandboxes' memory lives in the server process itself:
+// their limits together are bounded by WasmMemory, for every tenant.
+func (s *Server) reserve(ctx context.Context, tenant, backend string, memory int64) (release func(), err error) {
 	q, err := s.store.GetQuota(ctx, tenant)
 	if err != nil {
 		return nil, err
@@ -98,6 +99,16 @@ func (s *Server) reserve(ctx context.Context, tenant string, memory int64) (rele
 	if q.MaxMemory > 0 && memory == 0 {
 		return nil, fmt.Errorf("create sandbox: tenant %q has a memory quota, the policy sets no memory limit: %w", tenant, sandbox.ErrLimit)
 	}
+	wasm := backend == "wasm"
+	if wasm {
+		if memory <= 0 {
+			return nil, fmt.Errorf("create sandbox: a wasm sandbox's memory is the server's own: it needs a memory limit: %w", sandbox.ErrLimit)
+		}
+		if s.wasmMemory+memory > s.cfg.WasmMemory {
+			return nil, fmt.Errorf("create sandbox: wasm sandboxes would use %d of the server's %d bytes for them (serve --wasm-memory): %w", s.wasmMemory+memory, s.cfg.WasmMemory, sandbox.ErrLimit)
+		}
+		s.wasmMemory += memory
+	}
 	u.count++
 	u.memory += memory
 	var once bool
@@ -110,6 +121,9 @@ func (s *Server) reserve(ctx context.Context, tenant string, memory int64) (rele
 		once = true
 		u.count--
 		u.memory -= memory
+		if wasm {
+			s.wasmMemory -= memory
+		}
 	}, nil
 }
 
@@ -136,7 +150,7 @@ func (s *Server) destroy(l *live, reason string) error {
 	if err != nil {
 		s.log.Error("destroy sandbox", "sandbox", id, "err", err)
 	}
-	if rerr := os.RemoveAll(l.workspace); rerr != nil && err == nil {
+	if rerr := s.releaseDisk(l.disk); rerr != nil && err == nil {
 		err = fmt.Errorf("destroy sandbox %q: remove workspace: %w", id, rerr)
 	}
 	if rec != nil {
@@ -152,6 +166,9 @@ func (s *Server) destroy(l *live, reason string) error {
 		if u := s.usage[rec.Tenant]; u != nil {
 			u.count--
 			u.memory -= l.memory
+		}
+		if l.backend == "wasm" {
+			s.wasmMemory -= l.memory
 		}
 	}
 	s.mu.Unlock()

@@ -15,7 +15,8 @@ type live struct {
 	sb        sandbox.Sandbox
 	backend   string
 	profile   string
-	workspace string // host dir, removed on destroy
+	workspace string // host dir of the workspace
+	disk      *disk  // the sandbox's files on the host, removed on destroy
 	workdir   string // default working directory inside
 	memory    int64
 	pooled    bool
@@ -27,6 +28,7 @@ type live struct {
 	rec       *Record // nil while pooled
 	procs     map[string]*proc
 	nextProc  int
+	starting  int // background processes being started (counted against the limit)
 	closing   bool
 	expires   time.Time
 	keepAlive bool

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/internal/metrics"
 )
 
@@ -20,6 +21,8 @@ type serverMetrics struct {
 	violations    *metrics.CounterVec
 	errors        *metrics.CounterVec
 	requests      *metrics.CounterVec
+	connRefused   *metrics.Counter
+	eventsDropped *metrics.CounterVec
 }
 
 var latencyBuckets = []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
@@ -44,10 +47,12 @@ func newMetrics(s *Server) (*serverMetrics, error) {
 		exec:          hist("airlock_exec_seconds", "Wall time of foreground execs, start to exit.", latencyBuckets, "backend"),
 		lifetime: hist("airlock_sandbox_lifetime_seconds", "How long sandboxes lived.",
 			[]float64{1, 10, 60, 300, 900, 3600, 4 * 3600, 24 * 3600}, "backend"),
-		violations: counter("airlock_violations_total", "Policy violations reported by sandboxes.", "backend"),
-		errors:     counter("airlock_api_errors_total", "Error answers by error code.", "code"),
-		requests:   counter("airlock_api_requests_total", "API requests by route and status.", "route", "status"),
+		violations:    counter("airlock_violations_total", "Policy violations reported by sandboxes.", "backend"),
+		errors:        counter("airlock_api_errors_total", "Error answers by error code.", "code"),
+		requests:      counter("airlock_api_requests_total", "API requests by route and status.", "route", "status"),
+		eventsDropped: counter("airlock_events_aggregated_total", "Audit events over a sandbox's rate, stored as one aggregate each second.", "type"),
 	}
+	m.connRefused = counter("airlock_connections_refused_total", "Connections closed at accept: over the per-client or total limit.").WithLabelValues()
 	errs = append(errs,
 		r.NewGaugeFunc("airlock_sandboxes", "Sandboxes held by this server, by state and backend.", s.sandboxCounts, "backend", "state"),
 		r.RegisterRuntime())
@@ -113,4 +118,19 @@ func (s *Server) sandboxCounts() []metrics.Sample {
 		out = append(out, metrics.Sample{Values: []string{k[1], k[0]}, Value: float64(n)})
 	}
 	return out
+}
+
+// metricsHandler serves /metrics: on the unix socket always, over TCP
+// only when the operator asked (Config.PublicMetrics): the server's
+// figures are the operator's, not a tenant's.
+func (s *Server) metricsHandler() http.Handler {
+	h := s.metrics.handler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		trusted, _ := r.Context().Value(keyTrusted).(bool)
+		if !trusted && !s.cfg.PublicMetrics {
+			s.writeError(w, r, &httpError{api.CodeNotFound, errBadRequest("GET /metrics: served on the unix socket only (serve --public-metrics serves it over TCP)")})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -23,6 +24,7 @@ type pool struct {
 	ready    []pooled
 	mem      int64
 	memKnown bool
+	pol      *policy.Policy // resolved policy of its sandboxes, once known
 	kick     chan struct{}
 	closed   bool
 }
@@ -63,6 +65,15 @@ func (p *pool) memory() (int64, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.mem, p.memKnown && len(p.ready) > 0
+}
+
+// fits reports whether this pool's sandboxes pass check (a tenant's
+// ceiling); false while none was made yet.
+func (p *pool) fits(check func(*policy.Policy) error) bool {
+	p.mu.Lock()
+	pol := p.pol
+	p.mu.Unlock()
+	return pol != nil && check(pol) == nil
 }
 
 // take removes and returns one ready sandbox, or nil. Under p.mu, so no
@@ -140,10 +151,16 @@ func (p *pool) fill() {
 
 func (p *pool) addOne() error {
 	id := newID("sb-")
-	pol, ws, err := p.s.resolve(id, p.backend, p.key.profile, nil, "")
+	var raw *policy.Policy
+	if d := &p.s.cfg.Ceilings.Default; d.hasDefaults() {
+		raw = d.withDefaults(nil)
+	}
+	pol, ws, err := p.s.resolve(id, p.backend, p.key.profile, raw, "")
 	if err != nil {
 		return err
 	}
+	p.s.cfg.Ceilings.Default.clampUnset(raw, pol)
+	p.s.cfg.Ceilings.Default.clampOpenFiles(raw, pol)
 	l, polJSON, err := p.s.coldCreate(p.s.ctx, id, p.backend, p.key.profile, pol, ws, "")
 	if err != nil {
 		return err
@@ -155,7 +172,7 @@ func (p *pool) addOne() error {
 		p.s.destroy(l, "pool closed")
 		return nil
 	}
-	p.mem, p.memKnown = l.memory, true
+	p.mem, p.memKnown, p.pol = l.memory, true, pol
 	it := pooled{l, polJSON, make(chan struct{})}
 	p.ready = append(p.ready, it)
 	p.mu.Unlock()

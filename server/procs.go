@@ -74,10 +74,13 @@ func (s *Server) startBackground(l *live, req sandbox.ExecRequest, stdinStream b
 			running++
 		}
 	}
-	if running >= maxProcsPerSandbox {
+	// Processes being started count too: the check and the start are one
+	// step under the lock, so concurrent requests cannot all pass it.
+	if running+l.starting >= maxProcsPerSandbox {
 		l.mu.Unlock()
-		return nil, fmt.Errorf("exec in %q: %d background processes running: %w", l.sb.ID(), running, sandbox.ErrLimit)
+		return nil, fmt.Errorf("exec in %q: %d background processes running or starting, the most a sandbox may have: %w", l.sb.ID(), running+l.starting, sandbox.ErrLimit)
 	}
+	l.starting++
 	if len(finished) >= maxFinishedProcs {
 		sort.Slice(finished, func(i, j int) bool { return finished[i].ended.Before(finished[j].ended) })
 		for _, p := range finished[:len(finished)-maxFinishedProcs+1] {
@@ -98,6 +101,9 @@ func (s *Server) startBackground(l *live, req sandbox.ExecRequest, stdinStream b
 	// The process outlives the request that started it.
 	sp, err := l.sb.Exec(context.WithoutCancel(s.ctx), req)
 	if err != nil {
+		l.mu.Lock()
+		l.starting--
+		l.mu.Unlock()
 		if pr != nil {
 			pr.Close()
 		}
@@ -105,6 +111,7 @@ func (s *Server) startBackground(l *live, req sandbox.ExecRequest, stdinStream b
 	}
 	p.p = sp
 	l.mu.Lock()
+	l.starting--
 	l.procs[id] = p
 	l.mu.Unlock()
 	s.wg.Add(1)

@@ -51,12 +51,18 @@ func (s *Server) authenticate(h http.HandlerFunc) http.HandlerFunc {
 				s.writeError(w, r, errUnauthenticated)
 				return
 			}
-			tenant, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key))
+			key = strings.TrimSpace(key)
+			tenant, err := s.store.Authenticate(r.Context(), key)
 			if err != nil {
 				s.writeError(w, r, &httpError{api.CodeUnauthenticated, err})
 				return
 			}
 			c.tenant = tenant
+			// A key revoked while this request runs (a stream) ends it.
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer s.keyWatch.track(key, cancel)()
+			r = r.WithContext(ctx)
 		case trusted:
 			c.tenant, c.trusted = LocalTenant, true
 		default:
@@ -77,14 +83,14 @@ type route struct {
 // api/openapi.yaml (and the document's are all answered).
 func (s *Server) apiRoutes() []route {
 	return []route{
-		{"POST /v1/sandboxes", s.handleCreate},
+		{"POST /v1/sandboxes", s.needsStorage(s.handleCreate)},
 		{"GET /v1/sandboxes", s.handleList},
 		{"GET /v1/sandboxes/{id}", s.handleGet},
 		{"PATCH /v1/sandboxes/{id}", s.handlePatch},
 		{"DELETE /v1/sandboxes/{id}", s.handleDelete},
 		{"PUT /v1/sandboxes/{id}/network", s.handleNetwork},
 
-		{"POST /v1/sandboxes/{id}/exec", s.handleExec},
+		{"POST /v1/sandboxes/{id}/exec", s.needsStorage(s.handleExec)},
 		{"GET /v1/sandboxes/{id}/processes", s.handleProcList},
 		{"GET /v1/sandboxes/{id}/processes/{pid}", s.handleProcGet},
 		{"DELETE /v1/sandboxes/{id}/processes/{pid}", s.handleProcDelete},
@@ -92,20 +98,20 @@ func (s *Server) apiRoutes() []route {
 		{"POST /v1/sandboxes/{id}/processes/{pid}/wait", s.handleProcWait},
 		{"GET /v1/sandboxes/{id}/processes/{pid}/output", s.handleProcOutput},
 		{"POST /v1/sandboxes/{id}/processes/{pid}/stdin", s.handleProcStdin},
-		{"GET /v1/sandboxes/{id}/pty", s.handlePTY},
-		{"POST /v1/sandboxes/{id}/code", s.handleCode},
+		{"GET /v1/sandboxes/{id}/pty", s.needsStorage(s.handlePTY)},
+		{"POST /v1/sandboxes/{id}/code", s.needsStorage(s.handleCode)},
 		{"POST /v1/sandboxes/{id}/browser/navigate", s.handleBrowserNavigate},
 		{"POST /v1/sandboxes/{id}/browser/screenshot", s.handleBrowserScreenshot},
 
 		{"GET /v1/sandboxes/{id}/files", s.handleFileRead},
-		{"PUT /v1/sandboxes/{id}/files", s.handleFileWrite},
+		{"PUT /v1/sandboxes/{id}/files", s.needsStorage(s.handleFileWrite)},
 		{"DELETE /v1/sandboxes/{id}/files", s.handleFileRemove},
 		{"GET /v1/sandboxes/{id}/files/stat", s.handleFileStat},
 		{"GET /v1/sandboxes/{id}/files/list", s.handleFileList},
 		{"POST /v1/sandboxes/{id}/files/rename", s.handleFileRename},
-		{"POST /v1/sandboxes/{id}/files/mkdir", s.handleFileMkdir},
+		{"POST /v1/sandboxes/{id}/files/mkdir", s.needsStorage(s.handleFileMkdir)},
 		{"GET /v1/sandboxes/{id}/archive", s.handleArchiveGet},
-		{"PUT /v1/sandboxes/{id}/archive", s.handleArchivePut},
+		{"PUT /v1/sandboxes/{id}/archive", s.needsStorage(s.handleArchivePut)},
 
 		{"GET /v1/sandboxes/{id}/events", s.handleEvents},
 	}
@@ -117,7 +123,7 @@ var publicRoutes = []string{"GET /healthz", "GET /metrics", "GET /v1/openapi.yam
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(publicRoutes[0], s.handleHealth)
-	mux.Handle(publicRoutes[1], s.metrics.handler())
+	mux.Handle(publicRoutes[1], s.metricsHandler())
 	mux.HandleFunc(publicRoutes[2], func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(api.OpenAPI)
@@ -170,19 +176,16 @@ func (s *Server) notRouted(w http.ResponseWriter, r *http.Request, mux *http.Ser
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	h := api.Health{Status: "ok", Backends: map[string]api.Probe{}}
-	// Host details (kernel features, versions) only for the local socket
-	// or a valid key; anyone on TCP may still ask whether the server is up.
+	if why := s.storage.low(); why != "" {
+		h.Status, h.Storage = "degraded", why
+	}
+	// Host details (kernel features, versions) are the operator's: only
+	// on the local socket. Anyone on TCP, keyed or not, may ask whether
+	// the server is up.
 	trusted, _ := r.Context().Value(keyTrusted).(bool)
 	if !trusted {
-		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			writeJSON(w, http.StatusOK, h)
-			return
-		}
-		if _, err := s.store.Authenticate(r.Context(), strings.TrimSpace(key)); err != nil {
-			writeJSON(w, http.StatusOK, h)
-			return
-		}
+		writeJSON(w, http.StatusOK, h)
+		return
 	}
 	for n, b := range s.cfg.Backends {
 		h.Backends[n] = apiProbe(b.Probe(r.Context()))

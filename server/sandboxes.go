@@ -31,7 +31,7 @@ func newID(prefix string) string {
 // checkInline refuses, for callers with an API key, inline policy fields
 // that name host resources: a tenant must not mount host paths, read host
 // secrets or environment, or write audit files on the server's host.
-func checkInline(p *policy.Policy, trusted bool) error {
+func checkInline(p *policy.Policy, trusted bool, ceil *Ceiling) error {
 	if trusted {
 		return nil
 	}
@@ -43,7 +43,7 @@ func checkInline(p *policy.Policy, trusted bool) error {
 	if fs.Workspace != "" {
 		bad = append(bad, "filesystem.workspace")
 	}
-	if len(fs.ReadOnly) > 0 {
+	if len(fs.ReadOnly) > 0 && len(ceil.HostPaths) == 0 {
 		bad = append(bad, "filesystem.read_only")
 	}
 	if len(fs.ReadWrite) > 0 {
@@ -108,6 +108,8 @@ type createPlan struct {
 	rootfs  string
 	image   string // a docker image reference (docker backend only)
 	timeout time.Duration
+	ceil    *Ceiling       // nil for the trusted socket
+	asked   *policy.Policy // the inline policy as the request sent it (nil: none)
 }
 
 func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan, error) {
@@ -121,6 +123,12 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 		return nil, fmt.Errorf("create sandbox: unknown backend %q (this server has %s): %w", req.Backend, s.backendNames(), sandbox.ErrInvalid)
 	}
 	p.backend = b
+	ceil := s.ceiling(c)
+	if ceil != nil {
+		if err := ceil.checkRequest(c.tenant, req.Backend, req.Image, req.Profile); err != nil {
+			return nil, err
+		}
+	}
 	if err := checkLabels(req.Labels); err != nil {
 		return nil, err
 	}
@@ -139,14 +147,27 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 		if err != nil {
 			return nil, fmt.Errorf("create sandbox: policy: %w", err)
 		}
-		if err := checkInline(raw, c.trusted); err != nil {
+		if err := checkInline(raw, c.trusted, ceil); err != nil {
 			return nil, err
+		}
+		if !c.trusted {
+			if err := ceil.checkHostPaths(c.tenant, raw); err != nil {
+				return nil, err
+			}
 		}
 		if raw.Backend != "" && raw.Backend != req.Backend {
 			return nil, fmt.Errorf("create sandbox: policy names backend %q, request %q: %w", raw.Backend, req.Backend, sandbox.ErrInvalid)
 		}
 		p.raw = raw
 	}
+	// What the request asked itself (before the ceiling's defaults): only
+	// that is refused beyond the ceiling; defaults and the profile's
+	// values are lowered to it.
+	p.asked = p.raw
+	if ceil != nil && ceil.hasDefaults() {
+		p.raw = ceil.withDefaults(p.raw)
+	}
+	p.ceil = ceil
 	if b.Name() == "docker" && req.Image != "" {
 		// A docker image is the daemon's: its name goes to the backend
 		// as it is (the backend refuses one the daemon lacks).
@@ -174,7 +195,7 @@ func (s *Server) backendNames() string {
 
 // resolve resolves the policy of a new sandbox id.
 func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw *policy.Policy, rootfs string) (*policy.Policy, string, error) {
-	ws := filepath.Join(s.cfg.DataDir, "workspaces", id)
+	ws := s.workspacePath(id)
 	pol, err := s.cfg.Policies.Resolve(raw, profile, ws, rootfs)
 	if err != nil {
 		return nil, "", fmt.Errorf("create sandbox: policy: %w", err)
@@ -191,15 +212,11 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	if err != nil {
 		return nil, nil, fmt.Errorf("create sandbox: encode policy: %w", err)
 	}
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("create sandbox %q: workspace: %w", id, err)
+	dsk, err := s.makeDisk(ctx, id, ws, int64(pol.Limits.DiskBytes))
+	if err != nil {
+		return nil, nil, err
 	}
-	// Exactly 0755 whatever the process umask.
-	if err := os.Chmod(ws, 0o755); err != nil {
-		os.RemoveAll(ws)
-		return nil, nil, fmt.Errorf("create sandbox %q: workspace: %w", id, err)
-	}
-	sink := s.events.sink(id, backend.Name())
+	sink := s.events.sink(id, backend.Name(), s.cfg.EventRate)
 	log := s.log.With("sandbox", id, "backend", backend.Name())
 	ecfg := egress.Config{SandboxID: id, Network: pol.Network, Secrets: pol.Secrets, Audit: sink, Log: log}
 	if s.cfg.EgressConfig != nil {
@@ -207,19 +224,19 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	}
 	proxy, err := egress.New(ecfg)
 	if err != nil {
-		os.RemoveAll(ws)
+		s.releaseDisk(dsk)
 		return nil, nil, fmt.Errorf("create sandbox %q: %w", id, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 	defer cancel()
 	start := time.Now()
-	spec := sandbox.Spec{ID: id, Policy: pol, Image: rootfs, Audit: sink, Log: log}
+	spec := sandbox.Spec{ID: id, Policy: pol, Image: rootfs, Audit: sink, Log: log, OwnWorkspace: true, Scratch: dsk.scratch}
 	// Every server sandbox gets its own proxy, so that the rules of one
 	// created with a network can be changed later, from outside only.
 	proxy.Attach(&spec, s.cfg.CABundle)
 	sb, err := backend.Create(ctx, spec)
 	if err != nil {
-		os.RemoveAll(ws)
+		s.releaseDisk(dsk)
 		return nil, nil, fmt.Errorf("create sandbox %q: %w", id, err)
 	}
 	s.metrics.backendCreate.WithLabelValues(backend.Name()).Observe(time.Since(start).Seconds())
@@ -228,6 +245,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 		workdir = ws
 	}
 	l := newLive(sb, backend.Name(), profile, ws, workdir, int64(pol.Limits.Memory))
+	l.disk = dsk
 	l.proxy = proxy
 	l.netless = pol.Network.Mode == "" || pol.Network.Mode == policy.NetworkNone
 	l.protect = newProtection(pol)
@@ -262,7 +280,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		l.sb.Destroy(dctx)
 		cancel()
-		os.RemoveAll(l.workspace)
+		s.releaseDisk(l.disk)
 		s.writeError(w, r, err)
 		return
 	}
@@ -302,9 +320,9 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 		s.mu.Lock()
 		pl := s.pools[poolKey{plan.backend.Name(), profile}]
 		s.mu.Unlock()
-		if pl != nil {
+		if pl != nil && pl.fits(func(pol *policy.Policy) error { return s.fit(plan.ceil, c.tenant, pol, pol.Clone()) }) {
 			if mem, ok := pl.memory(); ok {
-				release, err := s.reserve(ctx, c.tenant, mem)
+				release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), mem)
 				if err != nil {
 					return nil, nil, nil, err
 				}
@@ -320,7 +338,10 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	release, err := s.reserve(ctx, c.tenant, int64(pol.Limits.Memory))
+	if err := s.fit(plan.ceil, c.tenant, plan.asked, pol); err != nil {
+		return nil, nil, nil, fmt.Errorf("create sandbox: %w", err)
+	}
+	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), int64(pol.Limits.Memory))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -485,6 +506,10 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := policy.Network{Mode: req.Mode, Allow: req.Allow, Deny: req.Deny}
+	if err := s.checkNetworkRequest(c, n); err != nil {
+		s.writeError(w, r, fmt.Errorf("set network of %q: %w", l.sb.ID(), err))
+		return
+	}
 	if err := l.proxy.SetNetwork(n); err != nil {
 		s.writeError(w, r, fmt.Errorf("set network of %q: %w", l.sb.ID(), err))
 		return

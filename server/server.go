@@ -44,8 +44,12 @@ type Config struct {
 	DefaultBackend string
 	Store          *Store
 	Policies       Policies
-	// DataDir holds per-sandbox workspaces (DataDir/workspaces/ID).
+	// DataDir holds the store, volume images and, without volumes,
+	// per-sandbox workspaces (DataDir/workspaces/ID).
 	DataDir string
+	// RunDir holds the volumes' mount points (RunDir/volumes/ID): a
+	// directory on a path every host id can search (default: DataDir).
+	RunDir string
 	// ImageDir holds root filesystems that requests name by "image".
 	ImageDir string
 	Log      *slog.Logger
@@ -70,10 +74,37 @@ type Config struct {
 	ProcessBuffer int
 	// MaxUpload bounds a file or archive upload (1 GiB).
 	MaxUpload int64
+	// DiskQuota is how a sandbox's disk is bounded: DiskQuotaVolume (an
+	// image of limits.disk bytes per sandbox; needs root) or
+	// DiskQuotaNone ("" means none).
+	DiskQuota string
+	// WasmMemory bounds the memory limits of all wasm sandboxes
+	// together: their memory is the server process's (0: 4 GiB).
+	WasmMemory int64
+	// MaxExtract bounds what one archive upload extracts, sparse entries
+	// counted by their size (0: MaxUpload).
+	MaxExtract int64
 	// MaxOutput bounds buffered exec output per stream (16 MiB).
 	MaxOutput int
 	// ExecTimeout is the default wall time of an exec without one (0: the policy's).
 	ExecTimeout time.Duration
+	// Ceilings bound what keyed tenants may ask for (nil: DefaultCeiling
+	// for every tenant).
+	Ceilings *Ceilings
+	// IOTimeout bounds each wait for a client's next request-body bytes
+	// and for it to take the next response bytes (0: 30s).
+	IOTimeout time.Duration
+	// PublicMetrics serves /metrics over TCP too (else the unix socket only).
+	PublicMetrics bool
+	// MinFree is the free space the data directory's filesystem keeps:
+	// below it new work is refused with 507 (0: 256 MiB; <0: never).
+	MinFree int64
+	// EventRate bounds the audit events one sandbox may add per second
+	// (beyond, they are counted and aggregated; 0: 200).
+	EventRate int
+	// TCPLimits and UnixLimits bound the connections of TCP and unix
+	// listeners (zero: DefaultTCPLimits, DefaultUnixLimits).
+	TCPLimits, UnixLimits ConnLimits
 }
 
 // Server serves the /v1 API. Create with New, then Serve listeners, then
@@ -90,15 +121,21 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu       sync.Mutex
-	live     map[string]*live
-	usage    map[string]*usage
-	pools    map[poolKey]*pool
-	code     codeKernels // code interpreters (code.go)
-	browsers browsers    // headless browsers (browser.go)
+	mu    sync.Mutex
+	live  map[string]*live
+	usage map[string]*usage
+	// wasmMemory is the memory limits of live wasm sandboxes together.
+	wasmMemory int64
+	volumes    map[*disk]struct{} // the live sandboxes' files (disk accounting)
+	pools      map[poolKey]*pool
+	code       codeKernels // code interpreters (code.go)
+	browsers   browsers    // headless browsers (browser.go)
 
 	httpMu  sync.Mutex
 	servers []*http.Server
+
+	keyWatch keyWatch // requests by API key, ended when it is revoked
+	storage  *storageGuard
 }
 
 type usage struct {
@@ -128,6 +165,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	def(&cfg.MaxTimeout, 24*time.Hour)
 	def(&cfg.ReapInterval, time.Second)
 	def(&cfg.CreateTimeout, 60*time.Second)
+	def(&cfg.IOTimeout, defaultIOTimeout)
+	if cfg.RunDir == "" {
+		cfg.RunDir = cfg.DataDir
+	}
 	if cfg.CABundle == nil {
 		cfg.CABundle, _ = egress.SystemBundle()
 	}
@@ -137,14 +178,48 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxUpload <= 0 {
 		cfg.MaxUpload = 1 << 30
 	}
+	switch cfg.DiskQuota {
+	case "":
+		cfg.DiskQuota = DiskQuotaNone
+	case DiskQuotaNone, DiskQuotaVolume:
+	default:
+		return nil, fmt.Errorf("new server: disk quota %q: want volume or none: %w", cfg.DiskQuota, sandbox.ErrInvalid)
+	}
+	if cfg.WasmMemory <= 0 {
+		cfg.WasmMemory = 4 << 30
+	}
+	if cfg.MaxExtract <= 0 {
+		cfg.MaxExtract = cfg.MaxUpload
+	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = 16 << 20
+	}
+	if cfg.MinFree == 0 {
+		cfg.MinFree = 256 << 20
+	}
+	if cfg.EventRate <= 0 {
+		cfg.EventRate = 200
+	}
+	if cfg.TCPLimits == (ConnLimits{}) {
+		cfg.TCPLimits = DefaultTCPLimits
+	}
+	if cfg.UnixLimits == (ConnLimits{}) {
+		cfg.UnixLimits = DefaultUnixLimits
+	}
+	if cfg.Ceilings == nil {
+		cfg.Ceilings = &Ceilings{Default: DefaultCeiling()}
+	}
+	if err := cfg.Ceilings.compile(); err != nil {
+		return nil, fmt.Errorf("new server: %w", err)
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Log,
 		ctx: sctx, cancel: cancel,
-		live: map[string]*live{}, usage: map[string]*usage{}, pools: map[poolKey]*pool{},
+		live: map[string]*live{}, usage: map[string]*usage{}, pools: map[poolKey]*pool{}, volumes: map[*disk]struct{}{},
+	}
+	if cfg.MinFree > 0 {
+		s.storage = &storageGuard{dir: cfg.DataDir, min: uint64(cfg.MinFree), free: freeBytes}
 	}
 	m, err := newMetrics(s)
 	if err != nil {
@@ -159,8 +234,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.handler = s.routes()
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.reapLoop()
+	go s.keyLoop()
 	for _, pc := range cfg.Pools {
 		if err := s.startPool(pc); err != nil {
 			s.Shutdown(context.Background())
@@ -190,12 +266,21 @@ func (s *Server) reconcile(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("reconcile: clean up backend %q: %w", n, err))
 		}
 	}
-	ws := filepath.Join(s.cfg.DataDir, "workspaces")
-	if err := os.RemoveAll(ws); err != nil {
-		errs = append(errs, fmt.Errorf("reconcile: remove workspaces: %w", err))
+	// Sandboxes with host ids of their own must reach their workspace
+	// below the data directory: search permission only (no listing);
+	// everything else in it is the server's user's alone.
+	if err := os.Chmod(s.cfg.DataDir, 0o711); err != nil {
+		errs = append(errs, fmt.Errorf("reconcile: data dir: %w", err))
 	}
-	if err := os.MkdirAll(ws, 0o711); err != nil {
-		errs = append(errs, fmt.Errorf("reconcile: workspaces: %w", err))
+	// Spooled uploads of a server before the fix of issue 11 (they are
+	// unlinked at once now).
+	if stale, _ := filepath.Glob(filepath.Join(s.cfg.DataDir, "upload-*.tar")); len(stale) > 0 {
+		for _, f := range stale {
+			os.Remove(f)
+		}
+	}
+	if err := s.sweepDisks(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -208,9 +293,15 @@ func (s *Server) Handler() http.Handler { return s.withTrust(false, s.handler) }
 // socket, protected by its file mode) accept requests without an API key
 // as tenant "local"; untrusted ones (TCP) require a key.
 func (s *Server) Serve(ln net.Listener, trusted bool) error {
+	lim := s.cfg.TCPLimits
+	if _, unix := ln.Addr().(*net.UnixAddr); unix {
+		lim = s.cfg.UnixLimits
+	}
+	ln = newLimitListener(ln, lim, s.metrics)
 	hs := &http.Server{
-		Handler:           s.withTrust(trusted, s.handler),
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:           withDeadlines(s.cfg.IOTimeout, s.withTrust(trusted, s.handler)),
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },

@@ -81,11 +81,28 @@ func OpenStore(ctx context.Context, dir string) (*Store, error) {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
 	path := filepath.Join(dir, StoreFile)
+	// The store holds key hashes and every tenant's events: only the
+	// server's user reads it (SQLite gives its WAL and shm files the
+	// database's mode).
+	if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+		f.Chmod(0o600)
+		f.Close()
+	}
+	for _, suffix := range []string{"-wal", "-shm"} {
+		os.Chmod(path+suffix, 0o600)
+	}
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open store %q: %w", path, err)
 	}
+	// Bounded: every authenticated request reads the store, and each
+	// SQLite connection holds descriptors (which SQLite keeps open while
+	// another connection holds a lock on the file): a burst of requests
+	// must not grow the server's descriptors with it. Writers serialize
+	// in SQLite anyway.
+	db.SetMaxOpenConns(64)
+	db.SetMaxIdleConns(8)
 	s := &Store{db: db}
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
@@ -369,6 +386,11 @@ func hashKey(key string) []byte {
 func (s *Store) AddKey(ctx context.Context, tenant, name, key string) (string, error) {
 	if !validTenant(tenant) {
 		return "", fmt.Errorf("add key: tenant %q: %w", tenant, sandbox.ErrInvalid)
+	}
+	if tenant == LocalTenant {
+		// Its sandboxes are the unix socket's (the operator's, who may
+		// name host paths): no key may act for it.
+		return "", fmt.Errorf("add key: tenant %q is the unix socket's own; pick another name: %w", tenant, sandbox.ErrInvalid)
 	}
 	h := hashKey(key)
 	id := fmt.Sprintf("key-%x", h[:6])

@@ -13,6 +13,7 @@ import (
 	"github.com/airlock-dev/airlock/policy"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 )
 
 // writeBundle creates the bundle directory contents for plan: the root
@@ -149,6 +150,7 @@ type specInput struct {
 	Policy   *policy.Policy
 	UID, GID int
 	Mounts   []ociMount
+	Lease    *idmap.Lease // host ids of the sandbox's user namespace, or nil
 }
 
 // buildSpec makes the OCI spec: the agent as the only process, no
@@ -177,6 +179,14 @@ func buildSpec(in specInput) *ociSpec {
 			Namespaces: []ociNamespace{{Type: "pid"}, {Type: "network"}, {Type: "ipc"}, {Type: "uts"}, {Type: "mount"}},
 			Seccomp:    seccompProfile(),
 		},
+	}
+	if in.Lease != nil {
+		// runsc, its gofer included, runs in a user namespace whose ids
+		// 0..65535 are the leased host range: nothing it does on the host
+		// is done as a host user.
+		s.Linux.Namespaces = append(s.Linux.Namespaces, ociNamespace{Type: "user"})
+		s.Linux.UIDMappings = []ociIDMapping{{ContainerID: 0, HostID: uint32(in.Lease.UID), Size: uint32(in.Lease.Count)}}
+		s.Linux.GIDMappings = []ociIDMapping{{ContainerID: 0, HostID: uint32(in.Lease.GID), Size: uint32(in.Lease.Count)}}
 	}
 	if n := l.OpenFiles; n > 0 {
 		s.Process.Rlimits = append(s.Process.Rlimits, ociRlimit{Type: "RLIMIT_NOFILE", Hard: uint64(n), Soft: uint64(n)})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/prep"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/internal/logtail"
@@ -59,6 +62,7 @@ type prepared struct {
 	sink     audit.Sink
 	info     Info
 	uid, gid int
+	lease    *idmap.Lease // host ids, or nil (the caller's)
 	agentBin string
 	guard    *policy.ConfigGuard
 	t0       time.Time
@@ -107,7 +111,20 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 	if rootfs == "" {
 		rootfs = p.pol.Filesystem.Rootfs
 	}
-	plan, err := planMounts(planInput{Policy: p.pol, Rootfs: rootfs, Files: p.spec.Files, Bundle: p.dir, UID: p.uid, GID: p.gid, Guard: p.guard})
+	if b.cfg.HostIDs != nil && os.Geteuid() == 0 {
+		if p.uid >= idmap.Size || p.gid >= idmap.Size {
+			return fmt.Errorf("uid/gid %d/%d: a sandbox with a host id range has ids 0..%d: %w", p.uid, p.gid, idmap.Size-1, sandbox.ErrInvalid)
+		}
+		var err error
+		if p.lease, err = b.cfg.HostIDs.Lease(); err != nil {
+			return err
+		}
+		u.Push(p.lease.Release)
+		if err := hostfs.OwnWorkspace(p.spec, p.lease.UID+p.uid, p.lease.GID+p.gid); err != nil {
+			return err
+		}
+	}
+	plan, err := planMounts(planInput{Policy: p.pol, Rootfs: rootfs, Files: p.spec.Files, Bundle: p.dir, UID: p.uid, GID: p.gid, Guard: p.guard, Unmapped: p.lease != nil})
 	if err != nil {
 		return err
 	}
@@ -117,9 +134,40 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 		}
 	}
 	p.plan = plan
-	oci := buildSpec(specInput{ID: p.spec.ID, Policy: p.pol, UID: p.uid, GID: p.gid, Mounts: plan.Mounts})
+	if p.lease != nil {
+		// runsc's gofer runs as the range's root: it must reach the
+		// bundle (search permission only; its files stay root's unless
+		// they are the sandbox's to read).
+		for _, d := range []string{b.cfg.StateDir, b.bundleRoot(), p.dir} {
+			if err := os.Chmod(d, 0o711); err != nil {
+				return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
+			}
+		}
+	}
+	oci := buildSpec(specInput{ID: p.spec.ID, Policy: p.pol, UID: p.uid, GID: p.gid, Mounts: plan.Mounts, Lease: p.lease})
 	if err := writeBundle(p.dir, oci, plan); err != nil {
 		return fmt.Errorf("write bundle: %v: %w", err, sandbox.ErrInvalid)
+	}
+	if p.lease != nil {
+		// The gofer opens the deny objects to mount them: they are the
+		// range root's (mode 000 still: no process inside has a
+		// capability to override it).
+		for _, n := range []string{bundleDenyDir, bundleDenyFile} {
+			if err := os.Lchown(filepath.Join(p.dir, n), p.lease.UID, p.lease.GID); err != nil {
+				return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
+			}
+		}
+		// So is the skeleton root (mount points and links only): the
+		// gofer makes the mount points below the sandbox's own mounts.
+		err := filepath.WalkDir(filepath.Join(p.dir, bundleRootfs), func(path string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Lchown(path, p.lease.UID, p.lease.GID)
+		})
+		if err != nil {
+			return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
+		}
 	}
 	p.cg = newSandboxCgroup("/" + b.cfg.CgroupParent + "/" + p.spec.ID)
 	if err := p.cg.create(p.pol.Limits); err != nil {
@@ -153,7 +201,16 @@ func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 		// Writes to every mount stay in a filestore in the bundle (on the
 		// host's disk, not in memory) until Sync brings them back.
 		ov := filepath.Join(p.dir, "overlay")
-		if err := os.Mkdir(ov, 0o700); err != nil {
+		if p.spec.Scratch != "" {
+			// On the sandbox's disk quota, with its workspace.
+			ov = filepath.Join(p.spec.Scratch, "gvisor-overlay")
+		}
+		err := os.Mkdir(ov, 0o700)
+		if err == nil && p.lease != nil {
+			// runsc's sandbox process writes it as the range's root.
+			err = os.Chown(ov, p.lease.UID, p.lease.GID)
+		}
+		if err != nil {
 			conn.Close()
 			childIn.Close()
 			childOut.Close()
@@ -221,7 +278,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, r *running, u *undo.
 	helloAt := time.Now()
 	s := &gvSandbox{
 		id: spec.ID, b: b, log: p.log, audit: p.sink, cmd: r.cmd, waited: r.waited, client: client, cg: p.cg,
-		bundle: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, started: p.t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
+		bundle: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, lease: p.lease, started: p.t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
 	}
 	if p.plan.Overlay {
 		s.syncRoots, s.syncSkip = p.plan.OverlayRoots, p.plan.OverlaySkip

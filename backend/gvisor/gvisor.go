@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 )
 
 // Name is the policy name of this backend.
@@ -41,6 +42,9 @@ type Config struct {
 	CgroupParent string
 	// Log is the backend's logger; nil discards.
 	Log *slog.Logger
+	// HostIDs, when set, runs every sandbox in a user namespace whose ids
+	// 0..65535 map onto a leased host range (see native.Config.HostIDs).
+	HostIDs *idmap.Source
 }
 
 // Backend is the gVisor sandbox backend. Create it with New. It is safe for

@@ -59,7 +59,15 @@ type ociMount struct {
 type ociLinux struct {
 	CgroupsPath string         `json:"cgroupsPath,omitempty"`
 	Namespaces  []ociNamespace `json:"namespaces"`
+	UIDMappings []ociIDMapping `json:"uidMappings,omitempty"`
+	GIDMappings []ociIDMapping `json:"gidMappings,omitempty"`
 	Seccomp     *ociSeccomp    `json:"seccomp,omitempty"`
+}
+
+type ociIDMapping struct {
+	ContainerID uint32 `json:"containerID"`
+	HostID      uint32 `json:"hostID"`
+	Size        uint32 `json:"size"`
 }
 
 type ociNamespace struct {

@@ -47,8 +47,10 @@ type planInput struct {
 	Rootfs string // image root directory ("" = the host's system dirs)
 	Files  []sandbox.File
 	Bundle string // bundle directory (sources of deny mounts and files)
-	UID    int    // owner of extra tmpfs mounts (home dirs)
-	GID    int
+	// Unmapped: the sandbox runs as a leased host id range (no host user).
+	Unmapped bool
+	UID      int // owner of extra tmpfs mounts (home dirs)
+	GID      int
 	// Guard is what writes to host paths must respect; nil: nothing.
 	Guard *policy.ConfigGuard
 }
@@ -164,6 +166,12 @@ func planMounts(in planInput) (*mountPlan, error) {
 		fi, err := os.Stat(d)
 		if err != nil {
 			continue // nothing there to hide
+		}
+		if in.Unmapped && fi.Mode().Perm()&0o004 == 0 {
+			// Host ids of its own: what others may not read stays
+			// unreadable anyway (and runsc's gofer, one of those ids,
+			// could not open it to cover it).
+			continue
 		}
 		src := filepath.Join(in.Bundle, bundleDenyFile)
 		if fi.IsDir() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -38,6 +39,7 @@ type gvSandbox struct {
 	syncSkip  []string
 	guard     *policy.ConfigGuard
 	uid, gid  int
+	lease     *idmap.Lease // host ids of its user namespace (nil: none)
 	started   time.Time
 	oomBefore int64                      // the cgroup's OOM kills at start (always 0: the cgroup is new)
 	timer     atomic.Pointer[time.Timer] // the wall timeout (set after start, read by end)
@@ -51,6 +53,15 @@ type gvSandbox struct {
 }
 
 func (s *gvSandbox) ID() string { return s.id }
+
+// HostIDs returns the host uid and gid of the sandbox's user inside (the
+// caller's when no range is leased).
+func (s *gvSandbox) HostIDs() (uid, gid int) {
+	if s.lease == nil || os.Geteuid() != 0 {
+		return s.uid, s.gid
+	}
+	return s.lease.UID + s.uid, s.lease.GID + s.gid
+}
 
 func (s *gvSandbox) Done() <-chan struct{} { return s.done }
 
@@ -159,6 +170,7 @@ func (s *gvSandbox) end(why string) {
 		if err := os.RemoveAll(s.bundle); err != nil {
 			errs = append(errs, fmt.Errorf("remove bundle: %w", err))
 		}
+		s.lease.Release() // runsc and its gofer are gone
 		if len(errs) > 0 {
 			s.tdErr = fmt.Errorf("destroy sandbox %q: %w", s.id, errors.Join(errs...))
 		}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/airlock-dev/airlock/internal/mountinfo"
 )
 
 // cgroupHost describes the cgroup hierarchies of this host as seen by this
@@ -88,27 +90,7 @@ func parseMountinfoLine(line string) (mountPoint, fstype, superOpts string, ok b
 	if len(lf) < 5 || len(rf) < 3 {
 		return "", "", "", false
 	}
-	return unescapeMountinfo(lf[4]), rf[0], rf[2], true
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space, ...).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			o := s[i+1 : i+4]
-			if len(o) == 3 && o[0] >= '0' && o[0] <= '3' && o[1] >= '0' && o[1] <= '7' && o[2] >= '0' && o[2] <= '7' {
-				b.WriteByte((o[0]-'0')<<6 | (o[1]-'0')<<3 | (o[2] - '0'))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return mountinfo.Unescape(lf[4]), rf[0], rf[2], true
 }
 
 // v2Parent is the directory under which sandbox cgroups go on cgroup2.

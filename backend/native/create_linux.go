@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/fsguard"
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -63,6 +64,16 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 		}
 	}()
 	b.reclaimStale()
+	if b.cfg.HostIDs != nil && !p.feats.Rootless {
+		if p.lease, err = b.cfg.HostIDs.Lease(); err != nil {
+			return nil, p.wrap("%w", err)
+		}
+		undo.Push(p.lease.Release)
+		c := hostCreds(p)
+		if err := hostfs.OwnWorkspace(p.spec, c.UID, c.GID); err != nil {
+			return nil, p.wrap("%w", err)
+		}
+	}
 	st, err := b.spawn(p, direct, &undo)
 	if err != nil {
 		return nil, p.wrap("%w", err)
@@ -87,7 +98,8 @@ type prepared struct {
 	sink     audit.Sink
 	feats    Features
 	t0       time.Time
-	uid, gid int // inside, and (as root) on the host
+	uid, gid int          // inside, and (as root, without a range) on the host
+	lease    *idmap.Lease // the host id range, or nil (ids 1:1)
 	filter   filterSpec
 	mediate  bool
 	degraded []string
@@ -162,6 +174,9 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 	}
 	if p.uid, p.gid, err = p.pol.Process.Credentials(os.Getuid(), os.Getgid()); err != nil {
 		return nil, p.wrap("%w", err)
+	}
+	if b.cfg.HostIDs != nil && !p.feats.Rootless && (p.uid >= idmap.Size || p.gid >= idmap.Size) {
+		return nil, p.wrap("uid/gid %d/%d: a sandbox with a host id range has ids 0..%d: %w", p.uid, p.gid, idmap.Size-1, sandbox.ErrInvalid)
 	}
 	p.guard = p.pol.ConfigGuard(p.pol.Process.Env["HOME"])
 	for k, v := range spec.Pinned {
@@ -267,7 +282,7 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 	} else {
 		cmd.Stderr = st.stderr
 	}
-	cmd.SysProcAttr = sysProcAttr(p.uid, p.gid, p.feats.Rootless, st.cg)
+	cmd.SysProcAttr = sysProcAttr(p.uid, p.gid, p.feats.Rootless, p.lease, st.cg)
 	st.tPrepare = time.Now()
 	if err := startProcess(cmd); err != nil {
 		st.closeChildEnds()
@@ -291,7 +306,7 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 // seccomp, limits) while its runtime starts, and puts it in the v1
 // cgroups with the limits written.
 func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *undo.Stack) (*fsPlan, error) {
-	plan, err := buildPlan(p.pol, p.spec.Files, p.spec.Caches, !p.feats.Rootless && p.uid == 0, p.mediate)
+	plan, err := buildPlan(p.pol, p.spec.Files, p.spec.Caches, !p.feats.Rootless && p.uid == 0 && p.lease == nil, p.mediate)
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +355,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 	// The supervisor's thread is prepared (with the sandbox's credentials
 	// for the write mediator) while the init sets up.
 	s := &nativeSandbox{
-		id: p.spec.ID, b: b, log: p.log, audit: p.sink, cmd: st.cmd, cg: st.cg, lock: st.lock,
+		id: p.spec.ID, b: b, log: p.log, audit: p.sink, cmd: st.cmd, cg: st.cg, lock: st.lock, lease: p.lease, host: hostCreds(p),
 		waited: st.waited, done: make(chan struct{}), stderr: st.stderr, denials: newDenials(p.sink, p.spec.ID, p.log),
 	}
 	var creds *fsguard.Creds
@@ -461,6 +476,9 @@ func hostCreds(p *prepared) fsguard.Creds {
 	if p.feats.Rootless {
 		return fsguard.Creds{UID: os.Geteuid(), GID: os.Getegid()}
 	}
+	if p.lease != nil {
+		return fsguard.Creds{UID: p.lease.UID + p.uid, GID: p.lease.GID + p.gid, Groups: []int{}}
+	}
 	return fsguard.Creds{UID: p.uid, GID: p.gid, Groups: []int{}}
 }
 
@@ -520,16 +538,23 @@ func handshake(ctx context.Context, ctl *net.UnixConn, waited <-chan struct{}) (
 	return listener, st.Timing, nil
 }
 
-func sysProcAttr(uid, gid int, rootless bool, cg *sandboxCgroup) *syscall.SysProcAttr {
+func sysProcAttr(uid, gid int, rootless bool, lease *idmap.Lease, cg *sandboxCgroup) *syscall.SysProcAttr {
 	hostUID, hostGID := uid, gid
 	if rootless {
 		hostUID, hostGID = os.Geteuid(), os.Getegid()
 	}
+	uidMap := []syscall.SysProcIDMap{{ContainerID: uid, HostID: hostUID, Size: 1}}
+	gidMap := []syscall.SysProcIDMap{{ContainerID: gid, HostID: hostGID, Size: 1}}
+	if lease != nil {
+		// Every id inside is an unprivileged host id of the range.
+		uidMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: lease.UID, Size: lease.Count}}
+		gidMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: lease.GID, Size: lease.Count}}
+	}
 	attr := &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 			syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: uid, HostID: hostUID, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: gid, HostID: hostGID, Size: 1}},
+		UidMappings: uidMap,
+		GidMappings: gidMap,
 		// The init keeps the capabilities it needs for setup across exec
 		// even when its uid inside is not 0; it drops all of them itself.
 		AmbientCaps: []uintptr{

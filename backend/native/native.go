@@ -1,6 +1,8 @@
 package native
 
 import (
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
+
 	"log/slog"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
@@ -21,6 +23,11 @@ type Config struct {
 	// under which sandbox cgroups are made. Empty: "airlock" next to our
 	// own cgroup on v2, "airlock" at each v1 controller's root.
 	CgroupParent string
+	// HostIDs, when set, gives every sandbox a leased range of host uids
+	// and gids: ids 0..65535 inside map onto it, so nothing inside is
+	// ever a host user (root included). Nil: the caller's uid and gid
+	// are mapped 1:1 (airlock run). Only for a root caller.
+	HostIDs *idmap.Source
 }
 
 // Name is the policy name of this backend.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -91,6 +92,7 @@ func (s *supervisor) loop(creds *fsguard.Creds) {
 		return
 	}
 	pfd := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLIN}, {Fd: int32(s.stopFD), Events: unix.POLLIN}}
+	var throttle denialThrottle
 	for {
 		pfd[0].Revents, pfd[1].Revents = 0, 0
 		if _, err := unix.Poll(pfd, -1); err != nil {
@@ -120,6 +122,9 @@ func (s *supervisor) loop(creds *fsguard.Creds) {
 			continue
 		}
 		resp := fsguard.Response{ID: n.ID, Error: -int32(unix.EPERM)}
+		if d := throttle.pause(time.Now()); d > 0 {
+			time.Sleep(d)
+		}
 		s.send(&resp)
 		s.count.Add(1)
 		if s.report != nil {

@@ -17,6 +17,8 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/fsguard"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -31,7 +33,9 @@ type nativeSandbox struct {
 	cg      *sandboxCgroup
 	sup     *supervisor
 	client  *agent.Client
-	lock    *os.File // the state lock, held while the sandbox lives
+	lock    *os.File      // the state lock, held while the sandbox lives
+	lease   *idmap.Lease  // the host id range, held while the sandbox lives (nil: ids 1:1)
+	host    fsguard.Creds // host uid/gid of the sandbox's processes
 	denials *denials
 	stderr  *boundedBuffer
 	timer   atomic.Pointer[time.Timer] // the wall timeout (set after start, read by end)
@@ -48,6 +52,9 @@ type nativeSandbox struct {
 }
 
 func (s *nativeSandbox) ID() string { return s.id }
+
+// HostIDs returns the host uid and gid the sandbox's processes run as.
+func (s *nativeSandbox) HostIDs() (uid, gid int) { return s.host.UID, s.host.GID }
 
 func (s *nativeSandbox) Done() <-chan struct{} { return s.done }
 
@@ -180,6 +187,7 @@ func (s *nativeSandbox) end(why string) {
 		}
 		tCgroup := time.Now()
 		s.b.unlockState(s.id, s.lock)
+		s.lease.Release()
 		s.log.Debug("sandbox ended", "why", why, "reap", tReaped.Sub(t0), "cgroup", tCgroup.Sub(tReaped), "files", time.Since(tCgroup))
 		if len(errs) > 0 {
 			s.tdErr = fmt.Errorf("destroy sandbox %q: %w", s.id, errors.Join(errs...))

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/airlock-dev/airlock/backend"
+	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -44,6 +46,21 @@ func runDoctor(args []string) int {
 		Backends: map[string]sandbox.Probe{},
 		Default:  "native",
 	}
+	// What `airlock serve` would use for sandboxes' host ids and disks.
+	if os.Geteuid() == 0 {
+		if what, err := backend.DescribeHostIDs("auto"); err != nil {
+			rep.Host["serve_host_ids"] = "UNAVAILABLE: " + err.Error()
+		} else {
+			rep.Host["serve_host_ids"] = what
+		}
+	} else {
+		rep.Host["serve_host_ids"] = "none: an unprivileged server's sandboxes run as its own user"
+	}
+	if why := volume.Available(); why != "" {
+		rep.Host["serve_disk_quota"] = "none: " + why
+	} else {
+		rep.Host["serve_disk_quota"] = "volume (an ext4 image per sandbox)"
+	}
 	for _, name := range backendNames() {
 		b, err := openBackend(name, log)
 		if err != nil {
@@ -59,7 +76,8 @@ func runDoctor(args []string) int {
 		_ = enc.Encode(rep)
 		return 0
 	}
-	fmt.Printf("host: %s/%s euid=%s\n\n", rep.Host["os"], rep.Host["arch"], rep.Host["euid"])
+	fmt.Printf("host: %s/%s euid=%s\n", rep.Host["os"], rep.Host["arch"], rep.Host["euid"])
+	fmt.Printf("serve: host ids %s\n       disk quota %s\n\n", rep.Host["serve_host_ids"], rep.Host["serve_disk_quota"])
 	for _, name := range backendNames() {
 		p := rep.Backends[name]
 		state := "available"

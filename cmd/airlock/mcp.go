@@ -188,7 +188,11 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 	if backendName != "" {
 		names = []string{backendName}
 	}
-	bs, err := openServeBackends(names, data, log)
+	ids := defaultHostIDs() // the embedded server is a server too
+	if ids == "none" {
+		ids = ""
+	}
+	bs, err := openServeBackends(names, data, ids, log)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)
@@ -205,8 +209,14 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
+	if err := searchableRunDir(runDirFor(data)); err != nil {
+		e.store.Close()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
 	e.srv, err = server.New(ctx, server.Config{Backends: bs, DefaultBackend: def, Store: e.store,
-		Policies: server.HostPolicies{}, DataDir: data, Log: log, DefaultTimeout: 30 * time.Minute})
+		Policies: server.HostPolicies{}, DataDir: data, RunDir: runDirFor(data), DiskQuota: autoDiskQuota(),
+		Log: log, DefaultTimeout: 30 * time.Minute})
 	if err != nil {
 		e.store.Close()
 		os.RemoveAll(dir)

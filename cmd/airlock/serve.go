@@ -23,6 +23,7 @@ import (
 
 	"github.com/airlock-dev/airlock/backend"
 	"github.com/airlock-dev/airlock/client"
+	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server"
@@ -74,6 +75,18 @@ func runServe(args []string) int {
 	maxUpload := fs.String("max-upload", "1Gi", "largest file, archive or stdin upload")
 	procBuffer := fs.String("process-buffer", "1Mi", "output kept per background process")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	hostIDs := fs.String("host-ids", defaultHostIDs(), "host uid/gid ranges for sandboxes (ids 0..65535 inside map onto a range of their own, never a host user): auto (airlock's reserved range), user:NAME (NAME's /etc/subuid and /etc/subgid), or none (only without root)")
+	diskQuota := fs.String("disk-quota", "auto", "how a sandbox's disk (workspace, writable layers) is bounded to its limits.disk: volume (an ext4 image per sandbox, needs root and mkfs.ext4), none, or auto (volume where it works)")
+	wasmMem := fs.String("wasm-memory", "4Gi", "memory all wasm sandboxes may use together (it is the server process's own)")
+	minFree := fs.String("min-free", "256Mi", "free space the data directory's filesystem keeps: below it new work is refused with 507 (0: never)")
+	eventRate := fs.Int("event-rate", 200, "audit events one sandbox may store per second; beyond, one aggregate per second says how many more")
+	publicMetrics := fs.Bool("public-metrics", false, "serve /metrics over TCP too (else the unix socket only)")
+	perClient := fs.Int("max-conns-per-client", server.DefaultTCPLimits.PerClient, "TCP connections one client address may hold, before authentication")
+	maxConns := fs.Int("max-conns", server.DefaultTCPLimits.Total, "TCP connections the server holds at most")
+	ceilFile := fs.String("ceilings", "", "server policy file: per-tenant ceilings on network rules, limits, backends, images, profiles and host paths (see docs/serve.md)")
+	var allowCIDR stringList
+	fs.Var(&allowCIDR, "tenant-allow-cidr", "guarded range (private, loopback, metadata, this host) every keyed tenant may name in network.allow (repeatable; adds to the ceilings file's default)")
+	netModes := fs.String("tenant-network-modes", "", "network modes keyed tenants may ask, comma-separated (default: the ceilings file's, else none,allowlist,open)")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -109,6 +122,39 @@ func runServe(args []string) int {
 	if err != nil || pbuf <= 0 || pbuf > 1<<30 {
 		return fail("serve", fmt.Errorf("--process-buffer %q: want a size such as 1Mi: %w", *procBuffer, sandbox.ErrInvalid))
 	}
+	switch *diskQuota {
+	case "auto":
+		*diskQuota = server.DiskQuotaVolume
+		if why := volume.Available(); why != "" {
+			log.Warn("no disk quota on sandbox workspaces", "reason", why)
+			*diskQuota = server.DiskQuotaNone
+		}
+	case server.DiskQuotaVolume:
+		if why := volume.Available(); why != "" {
+			return fail("serve", fmt.Errorf("--disk-quota volume: %s: %w", why, sandbox.ErrUnavailable))
+		}
+	case server.DiskQuotaNone:
+	default:
+		return fail("serve", fmt.Errorf("--disk-quota %q: want auto, volume or none: %w", *diskQuota, sandbox.ErrInvalid))
+	}
+	wasmBytes, err := policy.ParseByteSize(*wasmMem)
+	if err != nil || wasmBytes <= 0 {
+		return fail("serve", fmt.Errorf("--wasm-memory %q: want a size such as 4Gi: %w", *wasmMem, sandbox.ErrInvalid))
+	}
+	free, err := policy.ParseByteSize(*minFree)
+	if err != nil || free < 0 {
+		return fail("serve", fmt.Errorf("--min-free %q: want a size such as 256Mi: %w", *minFree, sandbox.ErrInvalid))
+	}
+	if free == 0 {
+		free = -1
+	}
+	if *eventRate <= 0 || *perClient <= 0 || *maxConns <= 0 {
+		return fail("serve", fmt.Errorf("--event-rate, --max-conns-per-client and --max-conns must be positive: %w", sandbox.ErrInvalid))
+	}
+	ceilings, err := serveCeilings(*ceilFile, allowCIDR, *netModes)
+	if err != nil {
+		return fail("serve", err)
+	}
 	poolCfg, err := parsePools(pools)
 	if err != nil {
 		return fail("serve", err)
@@ -117,7 +163,24 @@ func runServe(args []string) int {
 		return fail("serve", fmt.Errorf("--tls-cert and --tls-key go together: %w", sandbox.ErrInvalid))
 	}
 
-	bs, err := openServeBackends(backends, *data, log)
+	if *hostIDs == "none" {
+		if os.Geteuid() == 0 {
+			return fail("serve", fmt.Errorf("--host-ids none: a root server would run tenant code as host root; use auto or user:NAME: %w", sandbox.ErrInvalid))
+		}
+		*hostIDs = ""
+	}
+	run := runDirFor(*data)
+	if err := searchableRunDir(run); err != nil {
+		return fail("serve", err)
+	}
+	defer os.RemoveAll(run) // after Shutdown: nothing of a sandbox is left in it
+	if *hostIDs != "" && *diskQuota == server.DiskQuotaNone {
+		// Without volumes the workspaces are below the data directory.
+		if err := searchableByOthers(*data); err != nil {
+			return fail("serve", err)
+		}
+	}
+	bs, err := openServeBackends(backends, *data, *hostIDs, log)
 	if err != nil {
 		return fail("serve", err)
 	}
@@ -141,9 +204,11 @@ func runServe(args []string) int {
 	defer store.Close()
 	srv, err := server.New(ctx, server.Config{
 		Backends: bs, DefaultBackend: *defBackend, Store: store, Policies: server.HostPolicies{},
-		DataDir: *data, ImageDir: *imageDir, Log: log,
+		DataDir: *data, RunDir: run, ImageDir: *imageDir, Log: log,
 		DefaultTimeout: *defTimeout, MaxTimeout: *maxTimeout, IdleTimeout: *idle,
-		DefaultQuota: quota, Pools: poolCfg, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
+		DefaultQuota: quota, Pools: poolCfg, Ceilings: ceilings,
+		DiskQuota: *diskQuota, MinFree: int64(free), WasmMemory: int64(wasmBytes), EventRate: *eventRate, PublicMetrics: *publicMetrics,
+		TCPLimits: server.ConnLimits{PerClient: *perClient, Total: *maxConns}, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
 	})
 	if err != nil {
 		return fail("serve", err)
@@ -191,6 +256,23 @@ func runServe(args []string) int {
 	return 0
 }
 
+// serveCeilings loads the ceilings file (if any) and applies the flags
+// to its default ceiling.
+func serveCeilings(file string, allowCIDR []string, modes string) (*server.Ceilings, error) {
+	c := &server.Ceilings{Default: server.DefaultCeiling()}
+	if file != "" {
+		var err error
+		if c, err = server.LoadCeilings(file); err != nil {
+			return nil, err
+		}
+	}
+	c.Default.Network.Allow = append(c.Default.Network.Allow, allowCIDR...)
+	if modes != "" {
+		c.Default.Network.Modes = strings.Split(modes, ",")
+	}
+	return c, nil
+}
+
 func sortedKeys(m map[string]sandbox.Backend) []string {
 	var out []string
 	for k := range m {
@@ -228,7 +310,7 @@ func parsePools(specs []string) ([]server.PoolConfig, error) {
 
 // openServeBackends opens the named backends (each must work: fail closed),
 // or every available one when none is named.
-func openServeBackends(names []string, data string, log *slog.Logger) (map[string]sandbox.Backend, error) {
+func openServeBackends(names []string, data, hostIDs string, log *slog.Logger) (map[string]sandbox.Backend, error) {
 	out := map[string]sandbox.Backend{}
 	explicit := len(names) > 0
 	if !explicit {
@@ -238,7 +320,7 @@ func openServeBackends(names []string, data string, log *slog.Logger) (map[strin
 		// Each server keeps its backends' state under its own data
 		// directory, so that its crash recovery (Cleanup) finds its own
 		// leftovers.
-		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(data, "backends"), CgroupParent: cgroupParentFor(data)})
+		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(runDirFor(data), "backends"), CgroupParent: cgroupParentFor(data), HostIDs: hostIDs})
 		if err == nil {
 			if p := b.Probe(context.Background()); !p.Available {
 				err = fmt.Errorf("backend %q: %s: %w", n, p.Reason, sandbox.ErrUnavailable)
@@ -257,6 +339,71 @@ func openServeBackends(names []string, data string, log *slog.Logger) (map[strin
 		return nil, fmt.Errorf("no backend available on this host (see airlock doctor): %w", sandbox.ErrUnavailable)
 	}
 	return out, nil
+}
+
+// searchableByOthers checks that every existing parent of dir lets others
+// search it: sandboxes running as host ids of their own must reach their
+// workspaces below the data directory.
+func searchableByOthers(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("--data %q: %w", dir, err)
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("--data %q: %s (mode %o) is not searchable by others, so sandboxes, which run as host ids of their own, cannot reach their workspaces below it: chmod o+x it, or pick another data directory: %w", dir, p, fi.Mode().Perm(), sandbox.ErrInvalid)
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+}
+
+// defaultHostIDs is auto as root (a server's sandboxes never run as host
+// root), else none (an unprivileged server's sandboxes are that user).
+func defaultHostIDs() string {
+	if os.Geteuid() == 0 {
+		return "auto"
+	}
+	return "none"
+}
+
+// searchableRunDir makes run, its parent (airlock's own runtime
+// directory, /run/airlock as root) and its backends directory searchable by
+// others, search only: the sandboxes' mount points and gVisor's bundles are
+// below them, and everything else in them stays 0700.
+func searchableRunDir(run string) error {
+	for _, d := range []string{filepath.Dir(run), run, filepath.Join(run, "backends")} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
+			return fmt.Errorf("runtime directory %s: %w", d, err)
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
+			return fmt.Errorf("runtime directory %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// autoDiskQuota is volume where volumes work, else none.
+func autoDiskQuota() string {
+	if volume.Available() == "" {
+		return server.DiskQuotaVolume
+	}
+	return server.DiskQuotaNone
+}
+
+// runDirFor is this server's runtime directory, named like its cgroup
+// parent after the data directory: the volumes' mount points and the
+// backends' state (runsc bundles, lock files) live there, on a path
+// sandboxes running as host ids of their own can search.
+func runDirFor(data string) string {
+	base := filepath.Join(os.TempDir(), fmt.Sprintf("airlock-%d", os.Geteuid()))
+	if os.Geteuid() == 0 {
+		base = "/run/airlock"
+	} else if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		base = filepath.Join(d, "airlock")
+	}
+	return filepath.Join(base, cgroupParentFor(data))
 }
 
 // cgroupParentFor names this server's cgroup parent after its data
@@ -333,15 +480,22 @@ func runServeKey(args []string) int {
 		return exitAirlock
 	}
 	sub := args[0]
+	rest := args[1:]
+	var ids []string
+	if sub == "revoke" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		// `revoke ID --data DIR`: the ID may come before the flags.
+		ids, rest = rest[:1], rest[1:]
+	}
 	fs := flag.NewFlagSet("airlock serve key "+sub, flag.ContinueOnError)
 	data := fs.String("data", defaultDataDir(), "data directory")
 	tenant := fs.String("tenant", "", "tenant the key acts for")
 	name := fs.String("name", "", "a note about the key")
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(rest); err != nil {
 		return exitAirlock
 	}
+	ids = append(ids, fs.Args()...)
 	ctx := context.Background()
 	store, err := openExistingStore(ctx, fs, *data)
 	if err != nil {
@@ -384,10 +538,10 @@ func runServeKey(args []string) int {
 		}
 		return 0
 	case "revoke":
-		if fs.NArg() != 1 {
+		if len(ids) != 1 {
 			return fail("serve key", fmt.Errorf("revoke: want one key ID: %w", sandbox.ErrInvalid))
 		}
-		if err := store.RevokeKey(ctx, fs.Arg(0)); err != nil {
+		if err := store.RevokeKey(ctx, ids[0]); err != nil {
 			return fail("serve key", err)
 		}
 		return 0

@@ -159,8 +159,9 @@ var hostPathHomes = map[string]string{
 	"policy/load.go":                    "the policy file the user names",
 	"egress/env.go":                     "the host's CA bundle at its fixed system paths",
 	"server/archive.go":                 "an upload spooled in the server's data directory under a name it makes",
-	"server/lifecycle.go":               "a sandbox's workspace under the data directory, named by the ID the server made",
-	"server/sandboxes.go":               "a sandbox's workspace under the data directory, named by the ID the server made",
+	"server/ceiling.go":                 "the ceilings file the operator names",
+	"server/disk.go":                    "a sandbox's volume and workspace under the data directory, named by the ID the server made",
+	"internal/volume/":                  "the volume images and mount points the server makes below its data directory, named by it",
 	"server/server.go":                  "the server's data directory (workspaces), named by the operator",
 	"server/store.go":                   "the store's directory, named by the operator",
 }

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-dev/airlock/internal/mountinfo"
 	"github.com/airlock-dev/airlock/policy"
 )
 
@@ -116,7 +117,7 @@ func mediatedMounts(file string, roots, private []string) (map[uint64]bool, erro
 		if len(f) < 6 {
 			continue
 		}
-		mp := unescapeMount(f[4])
+		mp := mountinfo.Unescape(f[4])
 		if !under(mp, roots) || under(mp, private) || !strings.HasPrefix(f[5], "rw") {
 			continue
 		}
@@ -127,25 +128,6 @@ func mediatedMounts(file string, roots, private []string) (map[uint64]bool, erro
 		ids[id] = true
 	}
 	return ids, nil
-}
-
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 func under(p string, roots []string) bool {

@@ -97,6 +97,7 @@ _BY_CODE: Dict[str, Type[AirlockError]] = {
     "exists": ConflictError,
     "closed": ClosedError,
     "too_large": TooLargeError,
+    "insufficient_storage": LimitExceededError,
     "limit_exceeded": LimitExceededError,
     "not_supported": NotSupportedError,
     "unavailable": UnavailableError,

@@ -66,6 +66,7 @@ const byCode: Record<string, new (m: string, s: number, c: string) => AirlockErr
   exists: ConflictError,
   closed: ClosedError,
   too_large: TooLargeError,
+  insufficient_storage: LimitExceededError,
   limit_exceeded: LimitExceededError,
   not_supported: NotSupportedError,
   unavailable: UnavailableError,

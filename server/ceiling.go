@@ -1,0 +1,416 @@
+package server
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/airlock-dev/airlock/egress"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Ceiling is what one tenant's requests may ask for: the operator's bound
+// on network rules, limits, backends, images, profiles and host paths. It
+// applies to every create (pooled ones included) and to every
+// PUT .../network; a request beyond it is refused with 403 naming the
+// ceiling. Requests on the trusted unix socket are the operator's own and
+// are not bounded.
+type Ceiling struct {
+	Network NetworkCeiling `yaml:"network" json:"network"`
+	Limits  LimitCeiling   `yaml:"limits" json:"limits"`
+	// Backends, Images and Profiles a request may name; empty: any the
+	// server offers.
+	Backends []string `yaml:"backends,omitempty" json:"backends,omitempty"`
+	Images   []string `yaml:"images,omitempty" json:"images,omitempty"`
+	Profiles []string `yaml:"profiles,omitempty" json:"profiles,omitempty"`
+	// HostPaths are host directories below which a keyed request may name
+	// filesystem.read_only entries; empty: none (the default).
+	HostPaths []string `yaml:"host_paths,omitempty" json:"host_paths,omitempty"`
+}
+
+// NetworkCeiling bounds network rules.
+type NetworkCeiling struct {
+	// Modes a request may ask (none, allowlist, open); empty: all three.
+	Modes []string `yaml:"modes,omitempty" json:"modes,omitempty"`
+	// Allow lists the guarded ranges (private, loopback, link-local,
+	// metadata, this host's own addresses, ...) a tenant may name in an
+	// allow entry: an entry that overlaps a guarded range must lie wholly
+	// inside one of these. Empty: no guarded range at all.
+	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty"`
+
+	allow []netip.Prefix
+}
+
+// LimitCeiling bounds a sandbox's limits. Max is the most a request may
+// ask for; Default fills what a request leaves unset (over the profile's);
+// a limit a request asks to remove ("unlimited" or 0) is refused unless
+// named in Unlimited. OpenFilesTotal bounds pids × open_files, what one
+// sandbox may hold open at most (no kernel limit counts descriptors per
+// sandbox).
+type LimitCeiling struct {
+	Max            policy.Limits `yaml:"max" json:"max"`
+	Default        policy.Limits `yaml:"default" json:"default"`
+	Unlimited      []string      `yaml:"unlimited,omitempty" json:"unlimited,omitempty"`
+	OpenFilesTotal int64         `yaml:"open_files_total,omitempty" json:"open_files_total,omitempty"`
+}
+
+// Ceilings are the per-tenant ceilings of a server: Tenants by name, and
+// Default for every other tenant.
+type Ceilings struct {
+	Default Ceiling            `yaml:"default" json:"default"`
+	Tenants map[string]Ceiling `yaml:"tenants,omitempty" json:"tenants,omitempty"`
+}
+
+// DefaultCeiling is the ceiling of a server started without a ceilings
+// file: every network mode, no guarded range, limits no larger than twice
+// the coding-agent profile's, none removed but output_bytes (the server
+// bounds the output it keeps itself) and at most 1Mi descriptors open per
+// sandbox.
+func DefaultCeiling() Ceiling {
+	return Ceiling{
+		Limits: LimitCeiling{
+			Max: policy.Limits{
+				Memory: 8 << 30, CPUs: float64(max(64, runtime.NumCPU())), Pids: 2048, OpenFiles: 16384,
+				Timeout: policy.Duration(24 * 3600e9), OutputBytes: 1 << 30, DiskBytes: 8 << 30,
+			},
+			// Output is bounded by the server's own buffers anyway.
+			Unlimited:      []string{"output_bytes"},
+			OpenFilesTotal: 1 << 20,
+		},
+	}
+}
+
+// limitNames are the names of limits in ceilings and messages.
+var limitNames = []string{"memory", "cpus", "pids", "open_files", "timeout", "output_bytes", "disk"}
+
+// LoadCeilings reads a ceilings file (YAML or JSON, unknown fields are
+// errors). Tenants not listed get Default; a tenant's entry replaces
+// Default whole.
+func LoadCeilings(path string) (*Ceilings, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("ceilings %q: %w: %w", path, err, sandbox.ErrInvalid)
+	}
+	c := &Ceilings{Default: DefaultCeiling()}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return nil, fmt.Errorf("ceilings %q: %v: %w", path, err, sandbox.ErrInvalid)
+	}
+	if err := c.compile(); err != nil {
+		return nil, fmt.Errorf("ceilings %q: %w", path, err)
+	}
+	return c, nil
+}
+
+// compile checks and prepares every ceiling.
+func (c *Ceilings) compile() error {
+	if err := c.Default.compile("default"); err != nil {
+		return err
+	}
+	for name, t := range c.Tenants {
+		if err := t.compile("tenants." + name); err != nil {
+			return err
+		}
+		c.Tenants[name] = t
+	}
+	return nil
+}
+
+func (c *Ceiling) compile(where string) error {
+	for _, m := range c.Network.Modes {
+		switch m {
+		case policy.NetworkNone, policy.NetworkAllowlist, policy.NetworkOpen:
+		default:
+			return fmt.Errorf("%s.network.modes: %q: want none, allowlist or open: %w", where, m, sandbox.ErrInvalid)
+		}
+	}
+	c.Network.allow = nil
+	for _, a := range c.Network.Allow {
+		e, err := policy.ParseNetworkEntry(a)
+		if err != nil || !e.Prefix.IsValid() || e.Port != 0 {
+			return fmt.Errorf("%s.network.allow: %q: want a CIDR or address without a port: %w", where, a, sandbox.ErrInvalid)
+		}
+		c.Network.allow = append(c.Network.allow, e.Prefix)
+	}
+	for _, u := range c.Limits.Unlimited {
+		if !slices.Contains(limitNames, u) {
+			return fmt.Errorf("%s.limits.unlimited: %q: want one of %s: %w", where, u, strings.Join(limitNames, ", "), sandbox.ErrInvalid)
+		}
+	}
+	for _, p := range c.HostPaths {
+		if !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("%s.host_paths: %q: want an absolute path: %w", where, p, sandbox.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// For returns tenant's ceiling.
+func (c *Ceilings) For(tenant string) *Ceiling {
+	if t, ok := c.Tenants[tenant]; ok {
+		return &t
+	}
+	return &c.Default
+}
+
+// errCeiling is a refusal by the ceiling: 403 naming it.
+func errCeiling(tenant, field, format string, args ...any) error {
+	return fmt.Errorf("ceiling %s of tenant %q: "+format+": %w", append([]any{field, tenant}, append(args, sandbox.ErrPermission)...)...)
+}
+
+// withDefaults returns raw (a request's inline policy, maybe nil) with
+// the ceiling's default limits filled in where it sets none.
+func (c *Ceiling) withDefaults(raw *policy.Policy) *policy.Policy {
+	if raw == nil {
+		raw = &policy.Policy{Version: policy.Version}
+	} else {
+		raw = raw.Clone()
+	}
+	l, d := &raw.Limits, c.Limits.Default
+	if l.Memory == 0 {
+		l.Memory = d.Memory
+	}
+	if l.CPUs == 0 {
+		l.CPUs = d.CPUs
+	}
+	if l.Pids == 0 {
+		l.Pids = d.Pids
+	}
+	if l.OpenFiles == 0 {
+		l.OpenFiles = d.OpenFiles
+	}
+	if l.Timeout == 0 {
+		l.Timeout = d.Timeout
+	}
+	if l.OutputBytes == 0 {
+		l.OutputBytes = d.OutputBytes
+	}
+	if l.DiskBytes == 0 {
+		l.DiskBytes = d.DiskBytes
+	}
+	return raw
+}
+
+// hasDefaults reports whether the ceiling fills any limit.
+func (c *Ceiling) hasDefaults() bool { return c.Limits.Default != (policy.Limits{}) }
+
+// checkRequest checks what a create names besides its policy.
+func (c *Ceiling) checkRequest(tenant, backend, image, profile string) error {
+	if len(c.Backends) > 0 && !slices.Contains(c.Backends, backend) {
+		return errCeiling(tenant, "backends", "backend %q not allowed (allowed: %s)", backend, strings.Join(c.Backends, ", "))
+	}
+	if image != "" && len(c.Images) > 0 && !slices.Contains(c.Images, image) {
+		return errCeiling(tenant, "images", "image %q not allowed (allowed: %s)", image, strings.Join(c.Images, ", "))
+	}
+	if profile == "" {
+		profile = "default"
+	}
+	if len(c.Profiles) > 0 && !slices.Contains(c.Profiles, profile) {
+		return errCeiling(tenant, "profiles", "profile %q not allowed (allowed: %s)", profile, strings.Join(c.Profiles, ", "))
+	}
+	return nil
+}
+
+// checkHostPaths checks a keyed request's read_only entries (the only
+// host paths a ceiling can open) against HostPaths.
+func (c *Ceiling) checkHostPaths(tenant string, raw *policy.Policy) error {
+	for _, p := range raw.Filesystem.ReadOnly {
+		if !strings.HasPrefix(p, "/") || !underAny(p, c.HostPaths) {
+			return errCeiling(tenant, "host_paths", "filesystem.read_only %q not below an allowed host path (allowed: %s)", p, listOrNone(c.HostPaths))
+		}
+	}
+	return nil
+}
+
+func underAny(p string, roots []string) bool {
+	p = cleanAbs(p)
+	for _, r := range roots {
+		r = cleanAbs(r)
+		if p == r || strings.HasPrefix(p, strings.TrimSuffix(r, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func cleanAbs(p string) string {
+	c, err := cleanPath(p)
+	if err != nil {
+		return "/\x00" // matches nothing
+	}
+	return c
+}
+
+func listOrNone(l []string) string {
+	if len(l) == 0 {
+		return "none"
+	}
+	return strings.Join(l, ", ")
+}
+
+// checkLimits checks a resolved policy's limits (0 = no limit).
+func (c *Ceiling) checkLimits(tenant string, l policy.Limits) error {
+	m := c.Limits.Max
+	type lim struct {
+		name     string
+		val, max float64
+		show     func(float64) string
+	}
+	size := func(v float64) string { return policy.ByteSize(int64(v)).String() }
+	num := func(v float64) string { return fmt.Sprint(v) }
+	dur := func(v float64) string { return policy.Duration(int64(v)).String() }
+	for _, x := range []lim{
+		{"memory", float64(l.Memory), float64(m.Memory), size},
+		{"cpus", l.CPUs, m.CPUs, num},
+		{"pids", float64(l.Pids), float64(m.Pids), num},
+		{"open_files", float64(l.OpenFiles), float64(m.OpenFiles), num},
+		{"timeout", float64(l.Timeout), float64(m.Timeout), dur},
+		{"output_bytes", float64(l.OutputBytes), float64(m.OutputBytes), size},
+		{"disk", float64(l.DiskBytes), float64(m.DiskBytes), size},
+	} {
+		if x.val <= 0 {
+			if !slices.Contains(c.Limits.Unlimited, x.name) {
+				return errCeiling(tenant, "limits.unlimited", "limits.%s: no limit (0 or unlimited) is not allowed", x.name)
+			}
+			continue
+		}
+		if x.max > 0 && x.val > x.max {
+			return errCeiling(tenant, "limits.max."+x.name, "limits.%s %s: more than %s", x.name, x.show(x.val), x.show(x.max))
+		}
+	}
+	if t := c.Limits.OpenFilesTotal; t > 0 && l.Pids > 0 && l.OpenFiles > 0 && int64(l.Pids)*int64(l.OpenFiles) > t {
+		return errCeiling(tenant, "limits.open_files_total", "limits.pids × limits.open_files = %d × %d: more than %d descriptors", l.Pids, l.OpenFiles, t)
+	}
+	return nil
+}
+
+// checkNetwork checks network rules a tenant asks for (at create and at
+// PUT .../network).
+func (c *Ceiling) checkNetwork(tenant string, n policy.Network, own []netip.Addr) error {
+	mode := n.Mode
+	if mode == "" {
+		mode = policy.NetworkNone
+	}
+	if len(c.Network.Modes) > 0 && !slices.Contains(c.Network.Modes, mode) {
+		return errCeiling(tenant, "network.modes", "network mode %q not allowed (allowed: %s)", mode, strings.Join(c.Network.Modes, ", "))
+	}
+	for _, a := range n.Allow {
+		e, err := policy.ParseNetworkEntry(a)
+		if err != nil {
+			return fmt.Errorf("network.allow: %w", err)
+		}
+		if !e.Prefix.IsValid() {
+			continue // a name: the guard checks every address it resolves to
+		}
+		why := egress.GuardedOverlap(e.Prefix, own)
+		if why == "" {
+			continue
+		}
+		ok := false
+		for _, p := range c.Network.allow {
+			if p.Bits() <= e.Prefix.Bits() && p.Contains(e.Prefix.Addr()) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return errCeiling(tenant, "network.allow", "network.allow %q reaches %s, which this tenant may not name (allowed guarded ranges: %s)", a, why, listOrNone(c.Network.Allow))
+		}
+	}
+	return nil
+}
+
+// checkPolicy checks a resolved policy of a keyed tenant's sandbox.
+func (c *Ceiling) checkPolicy(tenant string, pol *policy.Policy, own []netip.Addr) error {
+	if err := c.checkLimits(tenant, pol.Limits); err != nil {
+		return err
+	}
+	return c.checkNetwork(tenant, pol.Network, own)
+}
+
+// ceiling returns the ceiling of c's requests, nil for the trusted socket.
+func (s *Server) ceiling(c caller) *Ceiling {
+	if c.trusted {
+		return nil
+	}
+	return s.cfg.Ceilings.For(c.tenant)
+}
+
+// fit checks a resolved policy against ceil (nil: nothing to check). An
+// open_files the request did not set is lowered to fit OpenFilesTotal
+// first: the ceiling bounds what a sandbox holds, not the profile's
+// per-process default.
+func (s *Server) fit(ceil *Ceiling, tenant string, raw, pol *policy.Policy) error {
+	if ceil == nil {
+		return nil
+	}
+	ceil.clampUnset(raw, pol)
+	ceil.clampOpenFiles(raw, pol)
+	own, err := egress.HostAddrs()
+	if err != nil {
+		return fmt.Errorf("ceiling: host addresses: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	return ceil.checkPolicy(tenant, pol, own)
+}
+
+// clampUnset brings limits the request did not set (the profile's) within
+// the ceiling: above its maximum, or removed where that is not allowed,
+// they become the maximum. Only what a request asks for itself is
+// refused.
+func (c *Ceiling) clampUnset(raw, pol *policy.Policy) {
+	var r policy.Limits
+	if raw != nil {
+		r = raw.Limits
+	}
+	l, m := &pol.Limits, c.Limits.Max
+	unl := func(name string) bool { return slices.Contains(c.Limits.Unlimited, name) }
+	clampI := func(set bool, v *int64, max int64, name string) {
+		if !set && max > 0 && (*v > max || *v <= 0 && !unl(name)) {
+			*v = max
+		}
+	}
+	mem, out, disk := int64(l.Memory), int64(l.OutputBytes), int64(l.DiskBytes)
+	clampI(r.Memory != 0, &mem, int64(m.Memory), "memory")
+	clampI(r.OutputBytes != 0, &out, int64(m.OutputBytes), "output_bytes")
+	clampI(r.DiskBytes != 0, &disk, int64(m.DiskBytes), "disk")
+	l.Memory, l.OutputBytes, l.DiskBytes = policy.ByteSize(mem), policy.ByteSize(out), policy.ByteSize(disk)
+	pids, of, to := int64(l.Pids), int64(l.OpenFiles), int64(l.Timeout)
+	clampI(r.Pids != 0, &pids, int64(m.Pids), "pids")
+	clampI(r.OpenFiles != 0, &of, int64(m.OpenFiles), "open_files")
+	clampI(r.Timeout != 0, &to, int64(m.Timeout), "timeout")
+	l.Pids, l.OpenFiles, l.Timeout = int(pids), int(of), policy.Duration(to)
+	if r.CPUs == 0 && m.CPUs > 0 && (l.CPUs > m.CPUs || l.CPUs <= 0 && !unl("cpus")) {
+		l.CPUs = m.CPUs
+	}
+}
+
+// clampOpenFiles lowers an open_files that raw does not set so that
+// pids × open_files fits OpenFilesTotal.
+func (c *Ceiling) clampOpenFiles(raw, pol *policy.Policy) {
+	l := &pol.Limits
+	if t := c.Limits.OpenFilesTotal; t > 0 && l.Pids > 0 && (raw == nil || raw.Limits.OpenFiles == 0) &&
+		int64(l.Pids)*int64(max(l.OpenFiles, 0)) > t {
+		l.OpenFiles = int(t / int64(l.Pids))
+	}
+}
+
+// checkNetworkRequest checks a PUT .../network of c.
+func (s *Server) checkNetworkRequest(c caller, n policy.Network) error {
+	ceil := s.ceiling(c)
+	if ceil == nil {
+		return nil
+	}
+	own, err := egress.HostAddrs()
+	if err != nil {
+		return fmt.Errorf("ceiling: host addresses: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	return ceil.checkNetwork(c.tenant, n, own)
+}
