@@ -17,7 +17,7 @@ RACE_SKIP := /test/escape
 PKGS_NOT   = $(shell $(GO) list ./... | grep -v $(foreach p,$(1),-e '$(p)$$' -e '$(p)/'))
 
 .PHONY: all build deps test unit lint cross race fuzz demo bench escape clean sdk-test
-.PHONY: wasm-assets
+.PHONY: wasm-assets guest-kernel
 
 all: build
 
@@ -27,6 +27,7 @@ build:
 deps:
 	./scripts/deps.sh
 	./scripts/wasm-assets.sh
+	./scripts/guest-kernel.sh
 
 # The whole test run (what CI runs, through .ci/run): deps, vet, staticcheck,
 # the cross-OS build, unit+integration tests (the package-doc and host-path
@@ -77,6 +78,11 @@ escape: build
 # into var/wasm (or $AIRLOCK_WASM_DIR). Idempotent; part of deps.
 wasm-assets:
 	./scripts/wasm-assets.sh
+
+# The microvm backend's guest kernel (Debian's linux-image, pinned and
+# checksum-verified) into var/microvm/kernel. Idempotent; part of deps.
+guest-kernel:
+	./scripts/guest-kernel.sh
 
 clean:
 	rm -rf bin

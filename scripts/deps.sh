@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 # gcc: the race detector needs cgo (make race).
 # python3-matplotlib: run_code's PNG figures are tested inside sandboxes;
 # python3-pip: the Python SDK's install test.
-pkgs=(bubblewrap runsc git python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev)
+# qemu-system-x86, xz-utils: the microvm backend (QEMU -M microvm; the guest
+# kernel's extraction, scripts/guest-kernel.sh).
+pkgs=(bubblewrap runsc git qemu-system-x86 xz-utils python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev)
 # The TypeScript SDK needs Node.js 20+ and npm (machines come with them;
 # Debian's own nodejs is older, so it is only a fallback).
 command -v node >/dev/null || pkgs+=(nodejs npm)
