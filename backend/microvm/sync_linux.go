@@ -1,0 +1,36 @@
+package microvm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/microvm/guest"
+	"github.com/airlock-dev/airlock/internal/writeback"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Sync writes back what the sandbox changed in its writable host paths
+// (shared read-only, with a writable layer in the guest while it runs),
+// each change decided by the guard on the host. See sandbox.Syncer.
+func (s *vmSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
+	if len(s.syncRoots) == 0 {
+		return sandbox.SyncReport{}, nil
+	}
+	if s.closed.Load() {
+		return sandbox.SyncReport{}, s.errClosed("sync")
+	}
+	rep, err := writeback.Sync(ctx, writeback.Inside{Exec: s.client.Exec, Files: s.client.Files(), Walker: guest.AgentPath}, writeback.SyncConfig{
+		Roots: s.syncRoots, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid, Since: s.started.UnixNano(),
+		Report: func(d policy.Denial) {
+			s.log.Info("write-back refused", "rule", d.Rule, "op", d.Op, "path", d.Path)
+			s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeDenied, Message: d.Op + " " + d.Path + ": refused by rule " + d.Rule,
+				Fields: map[string]any{"rule": d.Rule, "op": d.Op, "path": d.Path}})
+		},
+	})
+	if err != nil {
+		return rep, fmt.Errorf("sandbox %q: write back: %w", s.id, err)
+	}
+	return rep, nil
+}

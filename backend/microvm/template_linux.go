@@ -1,0 +1,180 @@
+package microvm
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/airlock-dev/airlock/backend/microvm/internal/bootproto"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Names of template files: RAM in ShmDir, state in StateDir/templates.
+const (
+	memPrefix    = "airlock-microvm-"
+	templatesDir = "templates"
+)
+
+// template returns the template for l, making it on first use (one boot
+// and save; concurrent Creates wait for it). Nil when templates are off or
+// making one failed (logged: Create then boots the VM itself, which is
+// slower but the same sandbox).
+func (b *Backend) template(ctx context.Context, l layout, log *slog.Logger) *Template {
+	if b.cfg.NoTemplates {
+		return nil
+	}
+	b.tmplMu.Lock()
+	defer b.tmplMu.Unlock()
+	if t, ok := b.templates[l.key()]; ok {
+		if _, err := os.Stat(t.StateFile); err == nil {
+			return t
+		}
+		delete(b.templates, l.key())
+	}
+	t, err := b.makeTemplate(ctx, l)
+	if err != nil {
+		log.Warn("microvm: no template, booting instead", "layout", l.key(), "err", err)
+		return nil
+	}
+	b.templates[l.key()] = t
+	return t
+}
+
+// Prepare makes the template for sandboxes of policy limits lim now (a
+// pool or a server warms it before the first request). Idempotent.
+func (b *Backend) Prepare(ctx context.Context, spec sandbox.Spec) (*Template, error) {
+	p, err := b.prepare(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	t := b.template(ctx, p.layout, p.log)
+	if t == nil {
+		return nil, fmt.Errorf("prepare template %s: %w", p.layout.key(), sandbox.ErrUnavailable)
+	}
+	return t, nil
+}
+
+// makeTemplate boots a VM with RAM in a shared-memory file and every share
+// device on the empty directory, waits for its init's ready byte and saves
+// its device state. The VMM is then killed; RAM and state files remain.
+func (b *Backend) makeTemplate(ctx context.Context, l layout) (_ *Template, err error) {
+	t0 := time.Now()
+	info := b.Info(ctx)
+	if info.Err != nil {
+		return nil, info.Err
+	}
+	initrd, err := b.initramfs(info.kernel)
+	if err != nil {
+		return nil, err
+	}
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	id := "tmpl-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
+	tdir := filepath.Join(b.cfg.StateDir, templatesDir)
+	for _, d := range []string{b.vmsDir(), b.emptyDir(), tdir, b.cfg.ShmDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	os.Chmod(b.emptyDir(), 0o555)
+	t := &Template{Key: l.key(), MemFile: filepath.Join(b.cfg.ShmDir, memPrefix+id+".mem"), StateFile: filepath.Join(tdir, id+".state")}
+	defer func() {
+		if err != nil {
+			os.Remove(t.MemFile)
+			os.Remove(t.StateFile)
+		}
+	}()
+	dir := filepath.Join(b.vmsDir(), id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	cg := newVMCgroup(b.cfg.CgroupParent + "/" + id)
+	if err := cg.create(int64(l.MemMiB)<<20+vmmOverhead, float64(l.VCPUs)); err != nil {
+		return nil, err
+	}
+	defer cg.remove()
+	m := &Machine{
+		ID: id, Dir: dir, Kernel: info.kernel.Vmlinux, Initrd: initrd, Cmdline: kernelCmdline(l.KVM),
+		VCPUs: l.VCPUs, MemoryMiB: l.MemMiB, KVM: l.KVM, Shares: b.padShares(nil),
+		MemFile: t.MemFile, Shared: true, Cgroups: cg.dirs(),
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	vm, err := b.driver(info).Start(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	defer vm.Kill()
+	conn, err := vm.Channel(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	var r [1]byte
+	if _, err := io.ReadFull(conn, r[:]); err != nil || r[0] != bootproto.Ready {
+		return nil, fmt.Errorf("template boot: no ready byte (%v): %s", err, lastLines(vm.Output(), 4))
+	}
+	if err := vm.SaveState(ctx, t.StateFile); err != nil {
+		return nil, fmt.Errorf("template save: %w", err)
+	}
+	if st, err := os.Stat(t.StateFile); err == nil {
+		t.StateSize = st.Size()
+	}
+	t.BuildMillis = time.Since(t0).Milliseconds()
+	b.log.Debug("template made", "layout", t.Key, "state_bytes", t.StateSize, "ms", t.BuildMillis)
+	return t, nil
+}
+
+// Templates lists the templates this Backend made.
+func (b *Backend) Templates() []Template {
+	b.tmplMu.Lock()
+	defer b.tmplMu.Unlock()
+	var out []Template
+	for _, t := range b.templates {
+		out = append(out, *t)
+	}
+	return out
+}
+
+// Close removes this Backend's templates (their RAM files live in shared
+// memory). Sandboxes restored from them keep running (their RAM mapping
+// holds the pages).
+func (b *Backend) Close(ctx context.Context) error {
+	b.tmplMu.Lock()
+	defer b.tmplMu.Unlock()
+	var errs []error
+	for k, t := range b.templates {
+		for _, f := range []string{t.MemFile, t.StateFile} {
+			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		delete(b.templates, k)
+	}
+	return errors.Join(errs...)
+}
+
+// ownTemplateFiles are the files of live templates (Cleanup keeps them).
+func (b *Backend) ownTemplateFiles() map[string]bool {
+	b.tmplMu.Lock()
+	defer b.tmplMu.Unlock()
+	own := map[string]bool{}
+	for _, t := range b.templates {
+		own[t.MemFile], own[t.StateFile] = true, true
+	}
+	return own
+}
+
+func isTemplateID(id string) bool { return strings.HasPrefix(id, "tmpl-") || strings.HasPrefix(id, "kvmprobe-") }
