@@ -31,8 +31,8 @@ type jailSpec struct {
 	Deny    []string `json:"deny,omitempty"`
 	// Hide is a directory replaced by an empty one, except Keep (the VM's
 	// own directory below it), bound back.
-	Hide string   `json:"hide,omitempty"`
-	Keep string   `json:"keep,omitempty"`
+	Hide string `json:"hide,omitempty"`
+	Keep string `json:"keep,omitempty"`
 	// Cgroups are the directories the helper joins (writes itself to
 	// cgroup.procs) before it execs the VMM.
 	Cgroups []string `json:"cgroups,omitempty"`

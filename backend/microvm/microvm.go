@@ -106,15 +106,15 @@ func (b *Backend) Name() string { return Name }
 
 // Info is what this host offers the backend, for Probe and `airlock doctor`.
 type Info struct {
-	VMM         string `json:"vmm"`                   // driver sandboxes use
-	QEMU        string `json:"qemu,omitempty"`        // resolved binary
+	VMM         string `json:"vmm"`            // driver sandboxes use
+	QEMU        string `json:"qemu,omitempty"` // resolved binary
 	QEMUVersion string `json:"qemu_version,omitempty"`
 	Firecracker string `json:"firecracker,omitempty"` // resolved binary, when present
 	FCVersion   string `json:"firecracker_version,omitempty"`
-	Accel       string `json:"accel"`     // kvm or tcg
-	KVM         string `json:"kvm"`       // what the KVM probe found
-	Kernel      string `json:"kernel"`    // guest kernel directory
+	Accel       string `json:"accel"`      // kvm or tcg
+	KVM         string `json:"kvm"`        // what the KVM probe found
+	Kernel      string `json:"kernel"`     // guest kernel directory
 	KernelPkg   string `json:"kernel_pkg"` // its Debian package and version
-	Err         error  `json:"-"`         // why the backend cannot run (wraps a sandbox error kind)
+	Err         error  `json:"-"`          // why the backend cannot run (wraps a sandbox error kind)
 	kernel      kernelFiles
 }

@@ -139,11 +139,20 @@ type qemuVM struct {
 	qErr    error
 }
 
-func (v *qemuVM) Pid() int                { return v.cmd.Process.Pid }
-func (v *qemuVM) Done() <-chan struct{}   { return v.done }
-func (v *qemuVM) Output() string          { return v.out.String() }
-func (v *qemuVM) exitErr() error          { return fmt.Errorf("qemu exited (%v): %s", v.waitErr, lastLines(v.out.String(), 6)) }
-func (v *qemuVM) exited() bool            { select { case <-v.done: return true; default: return false } }
+func (v *qemuVM) Pid() int              { return v.cmd.Process.Pid }
+func (v *qemuVM) Done() <-chan struct{} { return v.done }
+func (v *qemuVM) Output() string        { return v.out.String() }
+func (v *qemuVM) exitErr() error {
+	return fmt.Errorf("qemu exited (%v): %s", v.waitErr, lastLines(v.out.String(), 6))
+}
+func (v *qemuVM) exited() bool {
+	select {
+	case <-v.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // Channel connects to the agent's virtio-serial chardev.
 func (v *qemuVM) Channel(ctx context.Context) (net.Conn, error) {

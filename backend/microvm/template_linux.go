@@ -177,4 +177,6 @@ func (b *Backend) ownTemplateFiles() map[string]bool {
 	return own
 }
 
-func isTemplateID(id string) bool { return strings.HasPrefix(id, "tmpl-") || strings.HasPrefix(id, "kvmprobe-") }
+func isTemplateID(id string) bool {
+	return strings.HasPrefix(id, "tmpl-") || strings.HasPrefix(id, "kvmprobe-")
+}
