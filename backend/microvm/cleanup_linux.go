@@ -29,7 +29,7 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, pat := range []string{filepath.Join(b.cfg.ShmDir, memPrefix+"*"), filepath.Join(b.cfg.StateDir, templatesDir, "*")} {
+	for _, pat := range []string{filepath.Join(b.cfg.TemplateDir, memPrefix+"*"), filepath.Join(b.cfg.StateDir, templatesDir, "*")} {
 		files, _ := filepath.Glob(pat)
 		for _, f := range files {
 			if own[f] || strings.Contains(filepath.Base(f), "-"+strconv.Itoa(os.Getpid())+"-") {

@@ -48,12 +48,8 @@ func testBackend(t testing.TB, noTemplates bool) *Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shm, err := os.MkdirTemp("/dev/shm", "mvt-")
-	if err != nil {
-		t.Fatal(err)
-	}
 	b := New(Config{
-		AgentBinary: testutil.AirlockBinary(t), StateDir: dir, ShmDir: shm, KernelDir: repoKernelDir(),
+		AgentBinary: testutil.AirlockBinary(t), StateDir: dir, TemplateDir: filepath.Join(dir, "templates-ram"), KernelDir: repoKernelDir(),
 		CgroupParent: "airlock-microvm-test-" + filepath.Base(dir), Accel: os.Getenv("AIRLOCK_MICROVM_ACCEL"),
 		NoTemplates: noTemplates,
 	})
@@ -63,7 +59,6 @@ func testBackend(t testing.TB, noTemplates bool) *Backend {
 		b.Cleanup(ctx, nil)
 		b.Close(ctx)
 		os.RemoveAll(dir)
-		os.RemoveAll(shm)
 	})
 	return b
 }
@@ -146,11 +141,17 @@ func leaks(b *Backend, id string) error {
 			found = append(found, "cgroup "+d)
 		}
 	}
-	if m, _ := filepath.Glob(filepath.Join(b.cfg.ShmDir, "*"+id+"*")); len(m) > 0 {
+	if m, _ := filepath.Glob(filepath.Join(b.cfg.TemplateDir, "*"+id+"*")); len(m) > 0 {
 		found = append(found, "shared memory "+strings.Join(m, ","))
 	}
 	if len(found) > 0 {
 		return fmt.Errorf("%s", strings.Join(found, "; "))
 	}
 	return nil
+}
+
+// specFor is a spec with the default policy on a fresh workspace, written
+// in place (protect_config off).
+func specFor(t testing.TB) sandbox.Spec {
+	return sandbox.Spec{Policy: testPolicy(t, workspace(t), false)}
 }

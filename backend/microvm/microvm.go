@@ -3,6 +3,7 @@ package microvm
 import (
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
@@ -49,8 +50,12 @@ type Config struct {
 	// templates and the KVM probe's verdict. Empty: /run/airlock/microvm as
 	// root. Cleanup treats every VM in it as ours.
 	StateDir string
-	// ShmDir holds VM memory files (templates' RAM). Empty: /dev/shm.
-	ShmDir string
+	// TemplateDir holds templates' RAM files. It must be on a disk-backed
+	// filesystem, not tmpfs: VMs map a template's RAM copy-on-write, and a
+	// tmpfs file's holes would be filled (and charged to each VM) on first
+	// touch, doubling every VM's memory. Empty: /var/lib/airlock/microvm
+	// as root, else the user's cache directory.
+	TemplateDir string
 	// CgroupParent is the cgroup (relative to the hierarchy's root) under
 	// which each VMM process gets its own. Empty: "airlock-microvm".
 	CgroupParent string
@@ -89,8 +94,13 @@ func New(cfg Config) *Backend {
 	if cfg.StateDir == "" {
 		cfg.StateDir = hostfs.StateDir(Name)
 	}
-	if cfg.ShmDir == "" {
-		cfg.ShmDir = "/dev/shm"
+	if cfg.TemplateDir == "" {
+		cfg.TemplateDir = "/var/lib/airlock/microvm"
+		if os.Geteuid() != 0 {
+			if d, err := os.UserCacheDir(); err == nil {
+				cfg.TemplateDir = filepath.Join(d, "airlock", "microvm")
+			}
+		}
 	}
 	if cfg.CgroupParent == "" {
 		cfg.CgroupParent = "airlock-microvm"

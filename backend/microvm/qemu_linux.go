@@ -82,7 +82,7 @@ func qemuArgs(m *Machine) []string {
 		"-device", "virtio-rng-device,rng=rng",
 	)
 	for i, s := range m.Shares {
-		fs := "local,id=fs" + strconv.Itoa(i) + ",path=" + qemuOpt(s.Path) + ",security_model=none"
+		fs := "local,id=fs" + strconv.Itoa(i) + ",path=" + qemuOpt(s.Path) + ",security_model=none,multidevs=remap"
 		if s.ReadOnly {
 			fs += ",readonly=on"
 		}

@@ -14,11 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/airlock-dev/airlock/backend/microvm/internal/bootproto"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// Names of template files: RAM in ShmDir, state in StateDir/templates.
+// Names of template files: RAM in TemplateDir, state in StateDir/templates.
 const (
 	memPrefix    = "airlock-microvm-"
 	templatesDir = "templates"
@@ -80,13 +82,17 @@ func (b *Backend) makeTemplate(ctx context.Context, l layout) (_ *Template, err 
 	rand.Read(rnd[:])
 	id := "tmpl-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
 	tdir := filepath.Join(b.cfg.StateDir, templatesDir)
-	for _, d := range []string{b.vmsDir(), b.emptyDir(), tdir, b.cfg.ShmDir} {
+	for _, d := range []string{b.vmsDir(), b.emptyDir(), tdir, b.cfg.TemplateDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
 	os.Chmod(b.emptyDir(), 0o555)
-	t := &Template{Key: l.key(), MemFile: filepath.Join(b.cfg.ShmDir, memPrefix+id+".mem"), StateFile: filepath.Join(tdir, id+".state")}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(b.cfg.TemplateDir, &fs); err == nil && (fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC) {
+		return nil, fmt.Errorf("template dir %s is tmpfs: a VM restored from a RAM file there would double its memory (set TemplateDir to a disk-backed directory)", b.cfg.TemplateDir)
+	}
+	t := &Template{Key: l.key(), MemFile: filepath.Join(b.cfg.TemplateDir, memPrefix+id+".mem"), StateFile: filepath.Join(tdir, id+".state")}
 	defer func() {
 		if err != nil {
 			os.Remove(t.MemFile)

@@ -40,6 +40,10 @@ func buildRoot(cfg *bootproto.Config) error {
 	if err := mountAt("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "", true); err != nil {
 		return err
 	}
+	// The guest's sysctls are the sandbox's kernel settings: read-only.
+	if err := bindRO(sandboxRoot+"/proc/sys", "/proc/sys", true); err != nil {
+		return fmt.Errorf("/proc/sys read-only: %w", err)
+	}
 	if err := makeDev(); err != nil {
 		return err
 	}
