@@ -166,7 +166,7 @@ func (b *Backend) emptyDir() string { return filepath.Join(b.cfg.StateDir, "empt
 func (b *Backend) padShares(s []Share) []Share {
 	out := append([]Share{}, s...)
 	for i := len(out); i < bootproto.MaxShares; i++ {
-		out = append(out, Share{Tag: fmt.Sprintf("share%d", i), Path: b.emptyDir(), ReadOnly: true})
+		out = append(out, Share{Tag: fmt.Sprintf("share%d", i), Path: b.emptyDir(), ReadOnly: true, Unused: true})
 	}
 	return out
 }

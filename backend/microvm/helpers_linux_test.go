@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,3 +156,5 @@ func leaks(b *Backend, id string) error {
 func specFor(t testing.TB) sandbox.Spec {
 	return sandbox.Spec{Policy: testPolicy(t, workspace(t), false)}
 }
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }

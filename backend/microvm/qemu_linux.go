@@ -224,8 +224,9 @@ func (v *qemuVM) Resume(ctx context.Context) error {
 }
 
 // SaveState stops the vCPUs and migrates the device state (RAM in a shared
-// file is skipped: x-ignore-shared) into path.
-func (v *qemuVM) SaveState(ctx context.Context, path string) error {
+// file is skipped: x-ignore-shared) into path. When QEMU refuses (a 9p
+// share mounted in the guest blocks migration), the VM runs on.
+func (v *qemuVM) SaveState(ctx context.Context, path string) (err error) {
 	q, err := v.qmp(ctx)
 	if err != nil {
 		return err
@@ -233,6 +234,11 @@ func (v *qemuVM) SaveState(ctx context.Context, path string) error {
 	if _, err := q.run(ctx, "stop", nil, nil); err != nil {
 		return err
 	}
+	defer func() {
+		if err != nil {
+			q.run(context.Background(), "cont", nil, nil)
+		}
+	}()
 	if v.m.MemFile != "" && v.m.Shared {
 		if _, err := q.run(ctx, "migrate-set-capabilities", ignoreShared, nil); err != nil {
 			return err

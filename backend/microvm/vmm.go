@@ -31,6 +31,9 @@ type Machine struct {
 	Incoming string
 	// Cgroups are the cgroup directories the VMM process runs in.
 	Cgroups []string
+	// Disks are block devices (read-only images), for VMMs without shared
+	// filesystems (Firecracker) and image roots.
+	Disks []Disk
 	// Deny are host paths the VMM process must not see (bound over in its
 	// own mount namespace): what the policy denies inside a shared tree.
 	Deny []string
@@ -41,6 +44,14 @@ type Share struct {
 	Tag      string // mount tag the guest mounts
 	Path     string // host directory
 	ReadOnly bool   // enforced by the VMM, not only by the guest
+	Unused   bool   // a padding device (the empty directory)
+}
+
+// Disk is one block device.
+type Disk struct {
+	ID       string
+	Path     string
+	ReadOnly bool
 }
 
 // VMM starts VMs; a driver per VMM program.

@@ -19,22 +19,6 @@ import (
 	"github.com/airlock-dev/airlock/backend/microvm/internal/bootproto"
 )
 
-// Paths in the initramfs (the init's root before it moves into the
-// sandbox's).
-const (
-	ModulesDir   = "lib/airlock/modules"       // the kernel modules, relative to the initramfs root
-	ModulesOrder = "lib/airlock/modules.order" // their file names in load order
-	sandboxRoot  = "/sandbox"                  // the sandbox's root while it is built
-	// AgentPath is where the airlock binary appears inside the sandbox.
-	AgentPath = "/.airlock/airlock"
-	// PortName is the virtio-serial port of the agent channel.
-	PortName = "airlock"
-	// VsockPort is the vsock port the init listens on under Firecracker.
-	VsockPort = 1024
-	// VsockFlag on the kernel command line selects vsock as the channel.
-	VsockFlag = "airlock.vsock=1"
-)
-
 // Main runs the VM's init: set up, serve the agent until the host closes
 // the channel, power off. It never returns when it is PID 1.
 func Main(serve func(context.Context, io.ReadWriteCloser, agent.ServeOptions) error) int {

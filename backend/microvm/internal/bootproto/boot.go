@@ -195,13 +195,15 @@ func ReadAnswer(r io.Reader) error {
 		if _, err := io.ReadFull(r, msg); err != nil {
 			return fmt.Errorf("guest setup failed (short message): %w", err)
 		}
-		return fmt.Errorf("guest setup failed: %s", cleanMsg(msg))
+		return fmt.Errorf("guest setup failed: %s", CleanMessage(string(msg)))
 	}
 	return fmt.Errorf("guest setup: unexpected answer byte %#x", b[0])
 }
 
-func cleanMsg(b []byte) string {
-	s := []rune(string(b))
+// CleanMessage makes an untrusted message printable: control characters
+// replaced, at most 512 characters.
+func CleanMessage(m string) string {
+	s := []rune(m)
 	for i, r := range s {
 		if r < 0x20 || r == 0x7f {
 			s[i] = '?'
