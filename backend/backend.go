@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/backend/gvisor"
+	"github.com/airlock-dev/airlock/backend/microvm"
 	"github.com/airlock-dev/airlock/backend/native"
 	"github.com/airlock-dev/airlock/backend/wasm"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -37,7 +38,7 @@ var isolationRank = map[string]int{"weak": 0, "kernel": 1, "medium": 2, "wasm": 
 
 // Names lists the backends this build knows, in order of start-up speed
 // (the order `auto` tries them).
-func Names() []string { return []string{"native", "gvisor", "wasm"} }
+func Names() []string { return []string{"native", "gvisor", "wasm", "microvm"} }
 
 // Open returns the backend called name ("" means native).
 func Open(name string, opts Options) (sandbox.Backend, error) {
@@ -51,6 +52,8 @@ func Open(name string, opts Options) (sandbox.Backend, error) {
 		return gvisor.New(gvisor.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "gvisor"), CgroupParent: cgroupSub(opts.CgroupParent, "gvisor")}), nil
 	case "wasm":
 		return wasm.New(wasm.Config{Log: opts.Log}), nil
+	case "microvm":
+		return microvm.New(microvm.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "microvm"), CgroupParent: cgroupSub(opts.CgroupParent, "microvm")}), nil
 	}
 	return nil, fmt.Errorf("backend %q: unknown (known: %s, auto): %w", name, strings.Join(Names(), ", "), sandbox.ErrInvalid)
 }

@@ -14,25 +14,25 @@ import (
 )
 
 // Cleanup removes what sandboxes not in keep left behind (after a crash):
-// VMM processes, VM directories (sockets), cgroups, and template files
-// that no live Backend of this process owns. Idempotent.
+// VMM processes, VM directories (sockets), cgroups, and half-made
+// template files. Templates themselves are caches and stay (see
+// RemoveTemplates). Idempotent.
 func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 	var errs []error
 	ents, _ := os.ReadDir(b.vmsDir())
-	own := b.ownTemplateFiles()
 	for _, e := range ents {
 		id := e.Name()
-		if keep[id] || (isTemplateID(id) && strings.Contains(id, "-"+strconv.Itoa(os.Getpid())+"-")) {
+		if keep[id] || inUse(id) {
 			continue
 		}
 		if err := b.cleanupVM(id); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	for _, pat := range []string{filepath.Join(b.cfg.TemplateDir, memPrefix+"*"), filepath.Join(b.cfg.StateDir, templatesDir, "*")} {
+	for _, pat := range []string{filepath.Join(b.cfg.TemplateDir, tmpPrefix+"*"), filepath.Join(b.cfg.StateDir, templatesDir, tmpPrefix+"*")} {
 		files, _ := filepath.Glob(pat)
 		for _, f := range files {
-			if own[f] || strings.Contains(filepath.Base(f), "-"+strconv.Itoa(os.Getpid())+"-") {
+			if strings.Contains(filepath.Base(f), "-"+strconv.Itoa(os.Getpid())+"-") {
 				continue
 			}
 			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -58,7 +58,7 @@ func testBackend(t testing.TB, noTemplates bool) *Backend {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		b.Cleanup(ctx, nil)
-		b.Close(ctx)
+		b.RemoveTemplates()
 		os.RemoveAll(dir)
 	})
 	return b

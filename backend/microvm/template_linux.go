@@ -3,6 +3,7 @@ package microvm
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -20,9 +21,10 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// Names of template files: RAM in TemplateDir, state in StateDir/templates.
+// Template files: RAM in TemplateDir, state in StateDir/templates, named
+// by templateKey; tmpPrefix while being made.
 const (
-	memPrefix    = "airlock-microvm-"
+	tmpPrefix    = ".tmp-"
 	templatesDir = "templates"
 )
 
@@ -36,19 +38,52 @@ func (b *Backend) template(ctx context.Context, l layout, log *slog.Logger) *Tem
 	}
 	b.tmplMu.Lock()
 	defer b.tmplMu.Unlock()
-	if t, ok := b.templates[l.key()]; ok {
-		if _, err := os.Stat(t.StateFile); err == nil {
-			return t
-		}
-		delete(b.templates, l.key())
-	}
-	t, err := b.makeTemplate(ctx, l)
+	key, err := b.templateKey(ctx, l)
 	if err != nil {
 		log.Warn("microvm: no template, booting instead", "layout", l.key(), "err", err)
 		return nil
 	}
-	b.templates[l.key()] = t
+	if t, ok := b.templates[key]; ok {
+		if _, err := os.Stat(t.StateFile); err == nil {
+			return t
+		}
+		delete(b.templates, key)
+	}
+	// A template an earlier process made for the same initramfs, QEMU and
+	// layout serves as well (`airlock run` restores instead of booting).
+	t := b.templateFiles(key)
+	if st, err := os.Stat(t.StateFile); err == nil {
+		if _, err := os.Stat(t.MemFile); err == nil {
+			t.StateSize = st.Size()
+			b.templates[key] = t
+			return t
+		}
+	}
+	if t, err = b.makeTemplate(ctx, l, key); err != nil {
+		log.Warn("microvm: no template, booting instead", "layout", l.key(), "err", err)
+		return nil
+	}
+	b.templates[key] = t
 	return t
+}
+
+// templateKey names a template by everything its state depends on: the
+// layout, the initramfs (agent binary and kernel) and the VMM's version.
+func (b *Backend) templateKey(ctx context.Context, l layout) (string, error) {
+	info := b.Info(ctx)
+	if info.Err != nil {
+		return "", info.Err
+	}
+	initrd, err := b.initramfs(info.kernel)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256([]byte(filepath.Base(initrd) + "|" + info.QEMUVersion + "|" + l.key()))
+	return "tmpl-" + l.key() + "-" + hex.EncodeToString(h[:6]), nil
+}
+
+func (b *Backend) templateFiles(key string) *Template {
+	return &Template{Key: key, MemFile: filepath.Join(b.cfg.TemplateDir, key+".mem"), StateFile: filepath.Join(b.cfg.StateDir, templatesDir, key+".state")}
 }
 
 // Prepare makes the template for sandboxes of policy limits lim now (a
@@ -68,7 +103,7 @@ func (b *Backend) Prepare(ctx context.Context, spec sandbox.Spec) (*Template, er
 // makeTemplate boots a VM with RAM in a shared-memory file and every share
 // device on the empty directory, waits for its init's ready byte and saves
 // its device state. The VMM is then killed; RAM and state files remain.
-func (b *Backend) makeTemplate(ctx context.Context, l layout) (_ *Template, err error) {
+func (b *Backend) makeTemplate(ctx context.Context, l layout, key string) (_ *Template, err error) {
 	t0 := time.Now()
 	info := b.Info(ctx)
 	if info.Err != nil {
@@ -92,12 +127,13 @@ func (b *Backend) makeTemplate(ctx context.Context, l layout) (_ *Template, err 
 	if err := unix.Statfs(b.cfg.TemplateDir, &fs); err == nil && (fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC) {
 		return nil, fmt.Errorf("template dir %s is tmpfs: a VM restored from a RAM file there would double its memory (set TemplateDir to a disk-backed directory)", b.cfg.TemplateDir)
 	}
-	t := &Template{Key: l.key(), MemFile: filepath.Join(b.cfg.TemplateDir, memPrefix+id+".mem"), StateFile: filepath.Join(tdir, id+".state")}
+	// Made under temporary names, renamed into place RAM first, state
+	// last: a state file on disk always has its RAM file.
+	final := b.templateFiles(key)
+	t := &Template{Key: key, MemFile: filepath.Join(b.cfg.TemplateDir, tmpPrefix+id+".mem"), StateFile: filepath.Join(tdir, tmpPrefix+id+".state")}
 	defer func() {
-		if err != nil {
-			os.Remove(t.MemFile)
-			os.Remove(t.StateFile)
-		}
+		os.Remove(t.MemFile)
+		os.Remove(t.StateFile)
 	}()
 	dir := filepath.Join(b.vmsDir(), id)
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -135,12 +171,19 @@ func (b *Backend) makeTemplate(ctx context.Context, l layout) (_ *Template, err 
 	if err := vm.SaveState(ctx, t.StateFile); err != nil {
 		return nil, fmt.Errorf("template save: %w", err)
 	}
+	vm.Kill()
 	if st, err := os.Stat(t.StateFile); err == nil {
-		t.StateSize = st.Size()
+		final.StateSize = st.Size()
 	}
-	t.BuildMillis = time.Since(t0).Milliseconds()
-	b.log.Debug("template made", "layout", t.Key, "state_bytes", t.StateSize, "ms", t.BuildMillis)
-	return t, nil
+	if err := os.Rename(t.MemFile, final.MemFile); err != nil {
+		return nil, err
+	}
+	if err := os.Rename(t.StateFile, final.StateFile); err != nil {
+		return nil, err
+	}
+	final.BuildMillis = time.Since(t0).Milliseconds()
+	b.log.Debug("template made", "key", key, "state_bytes", final.StateSize, "ms", final.BuildMillis)
+	return final, nil
 }
 
 // Templates lists the templates this Backend made.
@@ -154,35 +197,27 @@ func (b *Backend) Templates() []Template {
 	return out
 }
 
-// Close removes this Backend's templates (their RAM files live in shared
-// memory). Sandboxes restored from them keep running (their RAM mapping
-// holds the pages).
-func (b *Backend) Close(ctx context.Context) error {
+// RemoveTemplates deletes every template on disk (they are caches: the
+// next Create makes one again). Sandboxes restored from them keep running
+// (their RAM mapping holds the pages).
+func (b *Backend) RemoveTemplates() error {
 	b.tmplMu.Lock()
 	defer b.tmplMu.Unlock()
 	var errs []error
-	for k, t := range b.templates {
-		for _, f := range []string{t.MemFile, t.StateFile} {
+	for _, pat := range []string{filepath.Join(b.cfg.TemplateDir, "tmpl-*.mem"), filepath.Join(b.cfg.StateDir, templatesDir, "tmpl-*.state")} {
+		files, _ := filepath.Glob(pat)
+		for _, f := range files {
 			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}
-		delete(b.templates, k)
 	}
+	clear(b.templates)
 	return errors.Join(errs...)
 }
 
-// ownTemplateFiles are the files of live templates (Cleanup keeps them).
-func (b *Backend) ownTemplateFiles() map[string]bool {
-	b.tmplMu.Lock()
-	defer b.tmplMu.Unlock()
-	own := map[string]bool{}
-	for _, t := range b.templates {
-		own[t.MemFile], own[t.StateFile] = true, true
-	}
-	return own
-}
-
-func isTemplateID(id string) bool {
-	return strings.HasPrefix(id, "tmpl-") || strings.HasPrefix(id, "kvmprobe-")
+// inUse reports whether a VM directory belongs to this process's own
+// template or probe boot (Cleanup leaves those alone).
+func inUse(id string) bool {
+	return (strings.HasPrefix(id, "tmpl-") || strings.HasPrefix(id, "kvmprobe-")) && strings.Contains(id+"-", "-"+strconv.Itoa(os.Getpid())+"-")
 }
