@@ -29,8 +29,8 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, pat := range []string{filepath.Join(b.cfg.TemplateDir, tmpPrefix+"*"), filepath.Join(b.cfg.StateDir, templatesDir, tmpPrefix+"*")} {
-		files, _ := filepath.Glob(pat)
+	{
+		files, _ := filepath.Glob(filepath.Join(b.cfg.CacheDir, tmpPrefix+"*"))
 		for _, f := range files {
 			if strings.Contains(filepath.Base(f), "-"+strconv.Itoa(os.Getpid())+"-") {
 				continue

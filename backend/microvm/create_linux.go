@@ -361,15 +361,15 @@ func (b *Backend) initramfs(k kernelFiles) (string, error) {
 	for _, m := range k.Modules {
 		h.Write([]byte(m))
 	}
-	path := filepath.Join(b.cfg.StateDir, "initrd-"+hex.EncodeToString(h.Sum(nil))[:16]+".cpio")
+	path := filepath.Join(b.cfg.CacheDir, "initrd-"+hex.EncodeToString(h.Sum(nil))[:16]+".cpio")
 	if _, err := os.Stat(path); err == nil {
 		b.initrd = path
 		return path, nil
 	}
-	if err := os.MkdirAll(b.cfg.StateDir, 0o700); err != nil {
-		return "", fmt.Errorf("state dir: %v: %w", err, sandbox.ErrUnavailable)
+	if err := os.MkdirAll(b.cfg.CacheDir, 0o700); err != nil {
+		return "", fmt.Errorf("cache dir: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	tmp, err := os.CreateTemp(b.cfg.StateDir, ".initrd-*")
+	tmp, err := os.CreateTemp(b.cfg.CacheDir, ".initrd-*")
 	if err != nil {
 		return "", fmt.Errorf("initramfs: %v: %w", err, sandbox.ErrUnavailable)
 	}

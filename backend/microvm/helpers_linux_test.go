@@ -50,7 +50,7 @@ func testBackend(t testing.TB, noTemplates bool) *Backend {
 		t.Fatal(err)
 	}
 	b := New(Config{
-		AgentBinary: testutil.AirlockBinary(t), StateDir: dir, TemplateDir: filepath.Join(dir, "templates-ram"), KernelDir: repoKernelDir(),
+		AgentBinary: testutil.AirlockBinary(t), StateDir: dir, CacheDir: sharedTemplates, KernelDir: repoKernelDir(),
 		CgroupParent: "airlock-microvm-test-" + filepath.Base(dir), Accel: os.Getenv("AIRLOCK_MICROVM_ACCEL"),
 		NoTemplates: noTemplates,
 	})
@@ -58,7 +58,6 @@ func testBackend(t testing.TB, noTemplates bool) *Backend {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		b.Cleanup(ctx, nil)
-		b.RemoveTemplates()
 		os.RemoveAll(dir)
 	})
 	return b
@@ -142,7 +141,7 @@ func leaks(b *Backend, id string) error {
 			found = append(found, "cgroup "+d)
 		}
 	}
-	if m, _ := filepath.Glob(filepath.Join(b.cfg.TemplateDir, "*"+id+"*")); len(m) > 0 {
+	if m, _ := filepath.Glob(filepath.Join(b.cfg.CacheDir, "*"+id+"*")); len(m) > 0 {
 		found = append(found, "shared memory "+strings.Join(m, ","))
 	}
 	if len(found) > 0 {

@@ -46,16 +46,17 @@ type Config struct {
 	// AgentBinary is the airlock binary put into the initramfs as the
 	// guest's init. Empty: this executable.
 	AgentBinary string
-	// StateDir holds per-VM directories (sockets), initramfs builds,
-	// templates and the KVM probe's verdict. Empty: /run/airlock/microvm as
-	// root. Cleanup treats every VM in it as ours.
+	// StateDir holds per-VM directories (sockets). Empty:
+	// /run/airlock/microvm as root. Cleanup treats every VM in it as ours.
 	StateDir string
-	// TemplateDir holds templates' RAM files. It must be on a disk-backed
+	// CacheDir holds what can be made again: the initramfs, templates
+	// (RAM and device-state files) and the KVM probe's verdict, shared by
+	// every Backend and process pointed at it. It must be on a disk-backed
 	// filesystem, not tmpfs: VMs map a template's RAM copy-on-write, and a
 	// tmpfs file's holes would be filled (and charged to each VM) on first
 	// touch, doubling every VM's memory. Empty: /var/lib/airlock/microvm
 	// as root, else the user's cache directory.
-	TemplateDir string
+	CacheDir string
 	// CgroupParent is the cgroup (relative to the hierarchy's root) under
 	// which each VMM process gets its own. Empty: "airlock-microvm".
 	CgroupParent string
@@ -94,11 +95,11 @@ func New(cfg Config) *Backend {
 	if cfg.StateDir == "" {
 		cfg.StateDir = hostfs.StateDir(Name)
 	}
-	if cfg.TemplateDir == "" {
-		cfg.TemplateDir = "/var/lib/airlock/microvm"
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = "/var/lib/airlock/microvm"
 		if os.Geteuid() != 0 {
 			if d, err := os.UserCacheDir(); err == nil {
-				cfg.TemplateDir = filepath.Join(d, "airlock", "microvm")
+				cfg.CacheDir = filepath.Join(d, "airlock", "microvm")
 			}
 		}
 	}

@@ -111,7 +111,7 @@ func (b *Backend) kvmWorks(ctx context.Context, d *qemuDriver, k kernelFiles, qe
 	bootID, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	h := sha256.Sum256([]byte(strings.TrimSpace(string(bootID)) + "|" + qemuVersion + "|" + k.Manifest.VmlinuxSH))
 	key := hex.EncodeToString(h[:8])
-	cache := filepath.Join(b.cfg.StateDir, "kvm-probe.json")
+	cache := filepath.Join(b.cfg.CacheDir, "kvm-probe.json")
 	if raw, err := os.ReadFile(cache); err == nil {
 		var v kvmVerdict
 		if json.Unmarshal(raw, &v) == nil && v.Key == key {
@@ -120,7 +120,7 @@ func (b *Backend) kvmWorks(ctx context.Context, d *qemuDriver, k kernelFiles, qe
 	}
 	ok, why := b.bootProbe(ctx, d, k)
 	if raw, err := json.Marshal(kvmVerdict{Key: key, OK: ok, Why: why}); err == nil {
-		os.MkdirAll(b.cfg.StateDir, 0o700)
+		os.MkdirAll(b.cfg.CacheDir, 0o700)
 		os.WriteFile(cache, raw, 0o600)
 	}
 	return ok, why

@@ -21,12 +21,9 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// Template files: RAM in TemplateDir, state in StateDir/templates, named
-// by templateKey; tmpPrefix while being made.
-const (
-	tmpPrefix    = ".tmp-"
-	templatesDir = "templates"
-)
+// Template files (RAM and device state, in CacheDir) are named by
+// templateKey; tmpPrefix while being made.
+const tmpPrefix = ".tmp-"
 
 // template returns the template for l, making it on first use (one boot
 // and save; concurrent Creates wait for it). Nil when templates are off or
@@ -83,7 +80,7 @@ func (b *Backend) templateKey(ctx context.Context, l layout) (string, error) {
 }
 
 func (b *Backend) templateFiles(key string) *Template {
-	return &Template{Key: key, MemFile: filepath.Join(b.cfg.TemplateDir, key+".mem"), StateFile: filepath.Join(b.cfg.StateDir, templatesDir, key+".state")}
+	return &Template{Key: key, MemFile: filepath.Join(b.cfg.CacheDir, key+".mem"), StateFile: filepath.Join(b.cfg.CacheDir, key+".state")}
 }
 
 // Prepare makes the template for sandboxes of policy limits lim now (a
@@ -116,21 +113,20 @@ func (b *Backend) makeTemplate(ctx context.Context, l layout, key string) (_ *Te
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	id := "tmpl-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
-	tdir := filepath.Join(b.cfg.StateDir, templatesDir)
-	for _, d := range []string{b.vmsDir(), b.emptyDir(), tdir, b.cfg.TemplateDir} {
+	for _, d := range []string{b.vmsDir(), b.emptyDir(), b.cfg.CacheDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
 	os.Chmod(b.emptyDir(), 0o555)
 	var fs unix.Statfs_t
-	if err := unix.Statfs(b.cfg.TemplateDir, &fs); err == nil && (fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC) {
-		return nil, fmt.Errorf("template dir %s is tmpfs: a VM restored from a RAM file there would double its memory (set TemplateDir to a disk-backed directory)", b.cfg.TemplateDir)
+	if err := unix.Statfs(b.cfg.CacheDir, &fs); err == nil && (fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC) {
+		return nil, fmt.Errorf("template dir %s is tmpfs: a VM restored from a RAM file there would double its memory (set CacheDir to a disk-backed directory)", b.cfg.CacheDir)
 	}
 	// Made under temporary names, renamed into place RAM first, state
 	// last: a state file on disk always has its RAM file.
 	final := b.templateFiles(key)
-	t := &Template{Key: key, MemFile: filepath.Join(b.cfg.TemplateDir, tmpPrefix+id+".mem"), StateFile: filepath.Join(tdir, tmpPrefix+id+".state")}
+	t := &Template{Key: key, MemFile: filepath.Join(b.cfg.CacheDir, tmpPrefix+id+".mem"), StateFile: filepath.Join(b.cfg.CacheDir, tmpPrefix+id+".state")}
 	defer func() {
 		os.Remove(t.MemFile)
 		os.Remove(t.StateFile)
@@ -204,7 +200,7 @@ func (b *Backend) RemoveTemplates() error {
 	b.tmplMu.Lock()
 	defer b.tmplMu.Unlock()
 	var errs []error
-	for _, pat := range []string{filepath.Join(b.cfg.TemplateDir, "tmpl-*.mem"), filepath.Join(b.cfg.StateDir, templatesDir, "tmpl-*.state")} {
+	for _, pat := range []string{filepath.Join(b.cfg.CacheDir, "tmpl-*.mem"), filepath.Join(b.cfg.CacheDir, "tmpl-*.state")} {
 		files, _ := filepath.Glob(pat)
 		for _, f := range files {
 			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {

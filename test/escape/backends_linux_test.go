@@ -31,7 +31,7 @@ func backendsUnderTest(t *testing.T, f *fixture) []backendUnderTest {
 		{b: native.New(native.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-native"), CgroupParent: cgroupParent("native")})},
 		{b: gvisor.New(gvisor.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-gvisor"), CgroupParent: cgroupParent("gvisor")})},
 		{b: wasm.New(wasm.Config{TempDir: wasmTmp}), wasm: true},
-		{b: microvm.New(microvm.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-microvm"), TemplateDir: filepath.Join(f.root, "microvm-templates"),
+		{b: microvm.New(microvm.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-microvm"), CacheDir: filepath.Join(f.root, "microvm-templates"),
 			KernelDir: microvmKernel(), CgroupParent: cgroupParent("microvm"), Accel: os.Getenv("AIRLOCK_MICROVM_ACCEL")})},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
