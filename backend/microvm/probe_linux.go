@@ -185,6 +185,10 @@ func hostKHz() int64 {
 // jiffy).
 const guestHZ = 250
 
+// GuestCmdline is the kernel command line microVMs boot with (under KVM
+// or TCG); benchmarks boot their peer with the same one.
+func GuestCmdline(kvm bool) string { return kernelCmdline(kvm) }
+
 // kernelCmdline is the guest's command line: the serial console quiet,
 // no reboot (a panic ends the VM), under TCG the TSC frequency and
 // loops_per_jiffy given so that the guest does not calibrate them, and

@@ -46,6 +46,7 @@ func run(serve func(context.Context, io.ReadWriteCloser, agent.ServeOptions) err
 	}
 	cmdline, _ := os.ReadFile("/proc/cmdline")
 	vsock := strings.Contains(" "+strings.TrimSpace(string(cmdline))+" ", " "+VsockFlag+" ")
+	consoleStdio()
 	if err := loadModules(vsock); err != nil {
 		return err
 	}
@@ -84,6 +85,27 @@ func run(serve func(context.Context, io.ReadWriteCloser, agent.ServeOptions) err
 		return err
 	}
 	return serve(context.Background(), ch, agent.ServeOptions{ProcessCgroup: cg})
+}
+
+// consoleStdio gives the init the console as stdin, stdout and stderr
+// when the kernel could not (the initramfs has no /dev/console): its
+// error messages then reach the VMM's output.
+func consoleStdio() {
+	if _, err := unix.FcntlInt(2, unix.F_GETFD, 0); err == nil {
+		return
+	}
+	fd, err := unix.Open("/dev/console", unix.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	for i := 0; i < 3; i++ {
+		if i != fd {
+			unix.Dup3(fd, i, 0)
+		}
+	}
+	if fd > 2 {
+		unix.Close(fd)
+	}
 }
 
 // patientReader reads the channel during boot: a virtio-serial port reads
