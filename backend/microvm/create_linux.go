@@ -171,7 +171,12 @@ func (b *Backend) padShares(s []Share) []Share {
 	return out
 }
 
+// driver is the VMM driver info chose. Firecracker's is reached only when
+// a later phase lets Info accept it (see Info: it cannot share directories).
 func (b *Backend) driver(info Info) VMM {
+	if info.VMM == VMMFirecracker {
+		return &fcDriver{bin: info.Firecracker, agent: b.cfg.AgentBinary}
+	}
 	return &qemuDriver{bin: info.QEMU, agent: b.cfg.AgentBinary}
 }
 

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -202,8 +201,6 @@ func kernelCmdline(kvm bool) string {
 	}
 	return c + " -- __vminit"
 }
-
-var errNoAnswer = errors.New("no answer")
 
 // Probe reports whether this host can run microVM sandboxes: the VMM and
 // its version, the accelerator and what the KVM probe found, the guest
