@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/tailbuf"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -164,7 +165,7 @@ type running struct {
 	conn    *pipeConn
 	waited  chan struct{}
 	waitErr error
-	stderr  *tailBuffer
+	stderr  *tailbuf.Buffer
 	start   time.Time
 }
 
@@ -175,7 +176,7 @@ func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipes: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	r := &running{conn: conn, waited: make(chan struct{}), stderr: &tailBuffer{max: 8 << 10}}
+	r := &running{conn: conn, waited: make(chan struct{}), stderr: tailbuf.New(8 << 10)}
 	args := append(b.globalArgs(p.info.Platform), "--ignore-cgroups")
 	if p.plan.Overlay {
 		// Writes to every mount stay in a filestore in the bundle (on the
@@ -337,7 +338,7 @@ func (p *pipeConn) Close() error                { return errors.Join(p.w.Close()
 // for error messages.
 type logWriter struct {
 	log  interface{ Warn(string, ...any) }
-	tail *tailBuffer
+	tail *tailbuf.Buffer
 	mu   sync.Mutex
 	line []byte
 }
@@ -359,29 +360,6 @@ func (w *logWriter) Write(b []byte) (int, error) {
 		w.line = w.line[:0]
 	}
 	return len(b), nil
-}
-
-// tailBuffer keeps the last max bytes written.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }
 
 var _ io.ReadWriteCloser = (*pipeConn)(nil)

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/internal/writeback"
-	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -24,11 +22,7 @@ func (s *gvSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	}
 	rep, err := writeback.Sync(ctx, writeback.Inside{Exec: s.client.Exec, Files: s.client.Files(), Walker: AgentPath}, writeback.SyncConfig{
 		Roots: s.syncRoots, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid, Since: s.started.UnixNano(),
-		Report: func(d policy.Denial) {
-			s.log.Info("write-back refused", "rule", d.Rule, "op", d.Op, "path", d.Path)
-			s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeDenied, Message: d.Op + " " + d.Path + ": refused by rule " + d.Rule,
-				Fields: map[string]any{"rule": d.Rule, "op": d.Op, "path": d.Path}})
-		},
+		Report: writeback.AuditDenials(s.log, s.audit, s.id),
 	})
 	if err != nil {
 		return rep, fmt.Errorf("sandbox %q: write back: %w", s.id, err)

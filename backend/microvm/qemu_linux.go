@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-dev/airlock/backend/internal/tailbuf"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -114,7 +115,7 @@ func (d *qemuDriver) Start(ctx context.Context, m *Machine) (VM, error) {
 	}
 	defer cleanup()
 	cmd.ExtraFiles = extra
-	v := &qemuVM{m: m, cmd: cmd, done: make(chan struct{}), out: &tailBuffer{max: 16 << 10}}
+	v := &qemuVM{m: m, cmd: cmd, done: make(chan struct{}), out: tailbuf.New(16 << 10)}
 	cmd.Stdout, cmd.Stderr = v.out, v.out
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start qemu: %v: %w", err, sandbox.ErrUnavailable)
@@ -132,7 +133,7 @@ type qemuVM struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	waitErr error
-	out     *tailBuffer
+	out     *tailbuf.Buffer
 
 	qmpOnce sync.Once
 	q       *qmp
@@ -297,27 +298,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
-}
-
-// tailBuffer keeps the last max bytes written.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if len(t.b) > t.max {
-		t.b = t.b[len(t.b)-t.max:]
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path"
 	"strings"
 
+	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -95,6 +97,16 @@ func syncRoot(ctx context.Context, in Inside, c SyncConfig, root string) (Result
 		Open:   func(rel string) (io.ReadCloser, error) { return in.Files.ReadFile(ctx, path.Join(root, rel)) },
 		Report: c.Report,
 	}, host, changes), nil
+}
+
+// AuditDenials is a SyncConfig.Report that logs each refusal and emits it
+// as a denied audit event of sandbox id.
+func AuditDenials(log *slog.Logger, sink audit.Sink, id string) func(policy.Denial) {
+	return func(d policy.Denial) {
+		log.Info("write-back refused", "rule", d.Rule, "op", d.Op, "path", d.Path)
+		sink.Emit(audit.Event{Sandbox: id, Type: audit.TypeDenied, Message: d.Op + " " + d.Path + ": refused by rule " + d.Rule,
+			Fields: map[string]any{"rule": d.Rule, "op": d.Op, "path": d.Path}})
+	}
 }
 
 // limitBuffer keeps up to max bytes and notes when more came.
