@@ -312,7 +312,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, vm VM, restored bool
 		layout: p.layout, restored: restored,
 	}
 	if p.plan.Overlay {
-		s.syncRoots, s.syncSkip = p.plan.OverlayRoots, p.plan.OverlaySkip
+		s.syncRoots, s.syncSkip, s.syncLayers = p.plan.OverlayRoots, p.plan.OverlaySkip, p.plan.OverlayLayers
 	}
 	if t := pol.Limits.Timeout.D(); t > 0 {
 		s.timer.Store(time.AfterFunc(t, s.timeout))

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/microvm/guest"
 	"github.com/airlock-dev/airlock/backend/microvm/internal/bootproto"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -36,7 +37,10 @@ type vmPlan struct {
 	HostDeny     []string // denied host paths inside shared trees (hidden from the VMM too)
 	Overlay      bool
 	OverlayRoots []string
-	OverlaySkip  []string
+	// OverlayLayers maps each overlay root to its writable layer's
+	// read-only view inside (guest.LayersDir/N).
+	OverlayLayers map[string]string
+	OverlaySkip   []string
 }
 
 // rootEntry is one top-level piece of the sandbox's root filesystem.
@@ -185,6 +189,14 @@ func planVM(in planInput) (*vmPlan, error) {
 	all := append(binds, tmpfs...)
 	hostfs.SortMounts(all, func(m bootproto.Mount) string { return m.Path }, func(bootproto.Mount) bool { return false })
 	p.Boot.Mounts = all
+	for i, m := range all {
+		if m.Overlay {
+			if p.OverlayLayers == nil {
+				p.OverlayLayers = map[string]string{}
+			}
+			p.OverlayLayers[m.Path] = guest.LayersDir + "/" + strconv.Itoa(i)
+		}
+	}
 	var shared []string
 	for _, m := range binds {
 		shared = append(shared, m.Path)

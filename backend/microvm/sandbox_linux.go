@@ -31,12 +31,13 @@ type vmSandbox struct {
 	layout   layout
 	restored bool
 	// Write-back of the overlay (plan.Overlay), as gVisor's.
-	syncRoots []string
-	syncSkip  []string
-	guard     *policy.ConfigGuard
-	uid, gid  int
-	started   time.Time
-	timer     atomic.Pointer[time.Timer]
+	syncRoots  []string
+	syncSkip   []string
+	syncLayers map[string]string // root -> its writable layer inside
+	guard      *policy.ConfigGuard
+	uid, gid   int
+	started    time.Time
+	timer      atomic.Pointer[time.Timer]
 
 	done     chan struct{}
 	teardown sync.Once

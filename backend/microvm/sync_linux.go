@@ -19,8 +19,22 @@ func (s *vmSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	if s.closed.Load() {
 		return sandbox.SyncReport{}, s.errClosed("sync")
 	}
+	// A root whose writable layer is empty has no change: one listing
+	// instead of a walk of the tree inside.
+	var roots []string
+	for _, r := range s.syncRoots {
+		if l, ok := s.syncLayers[r]; ok {
+			if ents, err := s.client.Files().List(ctx, l); err == nil && len(ents) == 0 {
+				continue
+			}
+		}
+		roots = append(roots, r)
+	}
+	if len(roots) == 0 {
+		return sandbox.SyncReport{}, nil
+	}
 	rep, err := writeback.Sync(ctx, writeback.Inside{Exec: s.client.Exec, Files: s.client.Files(), Walker: guest.AgentPath}, writeback.SyncConfig{
-		Roots: s.syncRoots, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid, Since: s.started.UnixNano(),
+		Roots: roots, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid, Since: s.started.UnixNano(),
 		Report: writeback.AuditDenials(s.log, s.audit, s.id),
 	})
 	if err != nil {

@@ -149,7 +149,10 @@ func mountShare(i int, m bootproto.Mount) error {
 		}
 	}
 	o := "lowerdir=" + lower + ",upperdir=" + rw + "/upper,workdir=" + rw + "/work,redirect_dir=on"
-	return mountAt("overlay", m.Path, "overlay", flags, o, true)
+	if err := mountAt("overlay", m.Path, "overlay", flags, o, true); err != nil {
+		return err
+	}
+	return bindRO(rw+"/upper", LayersDir+"/"+strconv.Itoa(i), true)
 }
 
 // mountAt mounts at path inside the sandbox's root, making the mount point
