@@ -250,3 +250,45 @@ func TestCreateFailsClean(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestVMMJail: the QEMU process of a sandbox has no capability, no new
+// privileges, a seccomp filter, its own mount, PID and network
+// namespaces, its own cgroup, and cannot see a denied host file nor
+// another VM's directory.
+func TestVMMJail(t *testing.T) {
+	b := testBackend(t, false)
+	s1 := create(t, b, specFor(t))
+	s2 := create(t, b, specFor(t))
+	pid := strconv.Itoa(s1.(*vmSandbox).vm.Pid())
+	status := readFile(t, "/proc/"+pid+"/status")
+	for _, want := range []string{"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("qemu %s: no %q in its status", pid, want)
+		}
+	}
+	for _, ns := range []string{"mnt", "pid", "net", "ipc", "uts"} {
+		mine, _ := os.Readlink("/proc/self/ns/" + ns)
+		its, err := os.Readlink("/proc/" + pid + "/ns/" + ns)
+		if err != nil || its == mine {
+			t.Errorf("qemu shares the host's %s namespace (%s, %v)", ns, its, err)
+		}
+	}
+	if cg := readFile(t, "/proc/"+pid+"/cgroup"); !strings.Contains(cg, s1.ID()) {
+		t.Errorf("qemu not in its own cgroup: %s", cg)
+	}
+	// The policy denies /etc/shadow: QEMU's view of it is the empty
+	// deny file, whatever the host's holds.
+	if host, err := os.ReadFile("/etc/shadow"); err != nil || len(host) == 0 {
+		t.Fatalf("the host's /etc/shadow is empty or unreadable (%v): the check below would prove nothing", err)
+	}
+	if b, err := os.ReadFile("/proc/" + pid + "/root/etc/shadow"); err == nil && len(b) > 0 {
+		t.Errorf("qemu can read /etc/shadow (%d bytes)", len(b))
+	}
+	other := filepath.Join(b.vmsDir(), s2.ID())
+	if _, err := os.Stat("/proc/" + pid + "/root" + other); err == nil {
+		t.Errorf("qemu of %s sees %s", s1.ID(), other)
+	}
+	if _, err := os.Stat("/proc/" + pid + "/root" + filepath.Join(b.vmsDir(), s1.ID(), qmpSock)); err != nil {
+		t.Errorf("qemu does not see its own directory: %v", err)
+	}
+}
