@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 # python3-matplotlib: run_code's PNG figures are tested inside sandboxes;
 # python3-pip: the Python SDK's install test.
 # qemu-system-x86, xz-utils: the microvm backend (QEMU -M microvm; the guest
-# kernel's extraction, scripts/guest-kernel.sh).
-pkgs=(bubblewrap runsc git qemu-system-x86 xz-utils python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev)
+# kernel's extraction, scripts/guest-kernel.sh); busybox-static: its image-root test.
+pkgs=(bubblewrap runsc git qemu-system-x86 xz-utils busybox-static python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev)
 # The TypeScript SDK needs Node.js 20+ and npm (machines come with them;
 # Debian's own nodejs is older, so it is only a fallback).
 command -v node >/dev/null || pkgs+=(nodejs npm)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -290,5 +291,45 @@ func TestVMMJail(t *testing.T) {
 	}
 	if _, err := os.Stat("/proc/" + pid + "/root" + filepath.Join(b.vmsDir(), s1.ID(), qmpSock)); err != nil {
 		t.Errorf("qemu does not see its own directory: %v", err)
+	}
+}
+
+// TestImageRoot: a root filesystem from an image directory (where an OCI
+// image's unpacked layers plug in) is the sandbox's root, read-only, with
+// the workspace shared as usual; the host's system directories are not
+// there, and nothing is written into the image on the host.
+func TestImageRoot(t *testing.T) {
+	bb := testutil.RequireBinary(t, "busybox")
+	b := testBackend(t, false)
+	img := t.TempDir()
+	for _, d := range []string{"bin", "etc", "tmp", "proc", "dev"} {
+		os.Mkdir(filepath.Join(img, d), 0o755)
+	}
+	data, err := os.ReadFile(bb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(img, "bin", "busybox"), data, 0o755)
+	for _, l := range []string{"sh", "cat", "ls", "echo"} {
+		os.Symlink("busybox", filepath.Join(img, "bin", l))
+	}
+	os.WriteFile(filepath.Join(img, "etc", "image-marker"), []byte("from the image"), 0o644)
+	ws := workspace(t)
+	pol := testPolicy(t, ws, false)
+	pol.Filesystem.ReadOnly = nil // the image is the whole root
+	pol.Process.Env["PATH"] = "/bin"
+	s := create(t, b, sandbox.Spec{Policy: pol, Image: img})
+	st, out := sh(t, s, "cat /etc/image-marker; echo; ls /usr 2>&1; echo x > /etc/new 2>&1 || echo refused; echo w > "+ws+"/w.txt && echo ok")
+	if st.Code != 0 || !strings.Contains(out, "from the image") || !strings.Contains(out, "refused") || !strings.HasSuffix(out, "ok") {
+		t.Fatalf("%+v %q", st, out)
+	}
+	if strings.Contains(out, "bin\n") || !strings.Contains(out, "No such file") {
+		t.Fatalf("the host's /usr is visible: %q", out)
+	}
+	if _, err := os.Stat(filepath.Join(img, "etc", "new")); err == nil {
+		t.Fatal("a write reached the image on the host")
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "w.txt")); err != nil || string(b) != "w\n" {
+		t.Fatalf("workspace write: %q %v", b, err)
 	}
 }

@@ -43,33 +43,23 @@ type vmPlan struct {
 	OverlaySkip   []string
 }
 
-// rootEntry is one top-level piece of the sandbox's root filesystem.
-type rootEntry struct {
-	Src, Dst string
-	Optional bool // a policy system dir the host may lack
-}
-
 // rootSource is the one place the sandbox's root filesystem comes from:
-// an image directory's top-level entries when image is set (an OCI
-// image's unpacked layers plug in here), else the host's system
-// directories the policy lists read-only.
-func rootSource(pol *policy.Policy, image string) ([]rootEntry, error) {
-	if image == "" {
-		return nil, nil // the read_only list (system dirs first) is the root
+// the image directory when one is given (Spec.Image, else the policy's
+// rootfs: an OCI image's unpacked layers plug in here), shared read-only
+// with a writable layer in the guest; "" when the root is the host's
+// system directories the policy lists read-only (bound on an empty root).
+func rootSource(spec string, pol *policy.Policy) (string, error) {
+	dir := spec
+	if dir == "" {
+		dir = pol.Filesystem.Rootfs
 	}
-	ents, err := os.ReadDir(image)
-	if err != nil {
-		return nil, fmt.Errorf("rootfs %s: %w: %v", image, sandbox.ErrInvalid, err)
+	if dir == "" {
+		return "", nil
 	}
-	var out []rootEntry
-	for _, e := range ents {
-		switch e.Name() {
-		case "proc", "dev", "sys", "tmp", ".airlock":
-			continue
-		}
-		out = append(out, rootEntry{Src: filepath.Join(image, e.Name()), Dst: "/" + e.Name()})
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return "", fmt.Errorf("rootfs %s: %w: not a directory (%v)", dir, sandbox.ErrInvalid, err)
 	}
-	return out, nil
+	return dir, nil
 }
 
 // planVM turns a resolved policy into a VM plan with the other backends'
@@ -108,17 +98,17 @@ func planVM(in planInput) (*vmPlan, error) {
 		srcs[dst] = src
 		return nil
 	}
-	root, err := rootSource(in.Policy, in.Image)
+	image, err := rootSource(in.Image, in.Policy)
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range root {
-		if err := add(e.Src, e.Dst, true, "rootfs", e.Optional); err != nil {
-			return nil, err
-		}
+	disk := int64(in.Policy.Limits.DiskBytes)
+	if image != "" {
+		p.Boot.Root = &bootproto.Mount{Type: "9p", Path: "/", ReadOnly: true, Overlay: true, OverlaySize: disk, Cache: "loose"}
+		p.Shares = append(p.Shares, Share{Path: image, ReadOnly: true})
 	}
 	for _, ro := range f.ReadOnly {
-		if err := add(ro, ro, true, "read_only path", in.Image == "" && hostfs.IsSystemDir(ro)); err != nil {
+		if err := add(ro, ro, true, "read_only path", image == "" && hostfs.IsSystemDir(ro)); err != nil {
 			return nil, err
 		}
 	}
@@ -147,7 +137,6 @@ func planVM(in planInput) (*vmPlan, error) {
 			return nil, err
 		}
 	}
-	disk := int64(in.Policy.Limits.DiskBytes)
 	tmpfs := []bootproto.Mount{
 		{Type: "tmpfs", Path: "/tmp", Mode: 0o1777, Size: disk},
 		{Type: "tmpfs", Path: "/dev/shm", Mode: 0o1777, Size: disk},
@@ -168,7 +157,8 @@ func planVM(in planInput) (*vmPlan, error) {
 		return nil, err
 	}
 	// A mount point inside a shared host directory must exist there: the
-	// guest would create it through 9p, that is on the host.
+	// guest would create it through 9p, that is on the host. (The image
+	// root is not among binds: its mount points go in its writable layer.)
 	hostOf := func(path string) (string, bool) {
 		return hostfs.HostSource(path, binds, func(m bootproto.Mount) (string, string, bool) { return srcs[m.Path], m.Path, true })
 	}
@@ -179,11 +169,14 @@ func planVM(in planInput) (*vmPlan, error) {
 			}
 		}
 	}
-	if len(binds) > bootproto.MaxShares {
-		return nil, fmt.Errorf("policy shares %d host directories: %w: the microvm backend has %d share devices", len(binds), sandbox.ErrInvalid, bootproto.MaxShares)
+	if n := len(binds) + len(p.Shares); n > bootproto.MaxShares {
+		return nil, fmt.Errorf("policy shares %d host directories: %w: the microvm backend has %d share devices", n, sandbox.ErrInvalid, bootproto.MaxShares)
+	}
+	if p.Boot.Root != nil {
+		p.Shares[0].Tag, p.Boot.Root.Tag = "share0", "share0"
 	}
 	for i := range binds {
-		binds[i].Tag = "share" + strconv.Itoa(i)
+		binds[i].Tag = "share" + strconv.Itoa(len(p.Shares))
 		p.Shares = append(p.Shares, Share{Tag: binds[i].Tag, Path: srcs[binds[i].Path], ReadOnly: binds[i].ReadOnly || binds[i].Overlay})
 	}
 	all := append(binds, tmpfs...)
@@ -202,17 +195,19 @@ func planVM(in planInput) (*vmPlan, error) {
 		shared = append(shared, m.Path)
 	}
 	for _, d := range f.Deny {
-		if !hostfs.Under(d, shared) {
+		src, ok := hostOf(d)
+		if !ok && image != "" {
+			src, ok = filepath.Join(image, d), true // inside the image root
+		}
+		if !ok || (!hostfs.Under(d, shared) && image == "") {
 			continue // not visible in the sandbox at all
 		}
-		fi, err := os.Stat(d)
+		fi, err := os.Stat(src)
 		if err != nil {
-			continue
+			continue // nothing there to hide
 		}
 		p.Boot.Deny = append(p.Boot.Deny, bootproto.Deny{Path: d, Dir: fi.IsDir()})
-		if src, ok := hostOf(d); ok {
-			p.HostDeny = append(p.HostDeny, src)
-		}
+		p.HostDeny = append(p.HostDeny, src)
 	}
 	lim := in.Policy.Limits
 	p.Boot.NoFile = uint64(lim.OpenFiles)

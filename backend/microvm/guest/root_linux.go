@@ -29,7 +29,13 @@ func buildRoot(cfg *bootproto.Config) error {
 	if err := os.MkdirAll(sandboxRoot, 0o755); err != nil {
 		return err
 	}
-	if err := unix.Mount("root", sandboxRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=1m"); err != nil {
+	if cfg.Root != nil {
+		// An image: its share read-only under a writable layer (mount
+		// points and the image's own writes stay in the guest).
+		if err := overlayShare("root", *cfg.Root, sandboxRoot); err != nil {
+			return fmt.Errorf("image root: %w", err)
+		}
+	} else if err := unix.Mount("root", sandboxRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=1m"); err != nil {
 		return fmt.Errorf("root tmpfs: %w", err)
 	}
 	for _, l := range cfg.Links {
@@ -99,7 +105,11 @@ func buildRoot(cfg *bootproto.Config) error {
 			return fmt.Errorf("deny %s: %w", d.Path, err)
 		}
 	}
-	if err := unix.Mount("", sandboxRoot, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=1m"); err != nil {
+	if cfg.Root == nil {
+		if err := unix.Mount("", sandboxRoot, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=1m"); err != nil {
+			return fmt.Errorf("root read-only: %w", err)
+		}
+	} else if err := unix.Mount("", sandboxRoot, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return fmt.Errorf("root read-only: %w", err)
 	}
 	return nil
@@ -118,7 +128,22 @@ func mountShare(i int, m bootproto.Mount) error {
 		}
 		return mountAt(m.Tag, m.Path, "9p", flags, opts, true)
 	}
-	dir := filepath.Join(layersDir, strconv.Itoa(i))
+	if err := overlayShare(strconv.Itoa(i), m, sandboxRoot+m.Path); err != nil {
+		return err
+	}
+	return bindRO(layersDir+"/"+strconv.Itoa(i)+"/rw/upper", LayersDir+"/"+strconv.Itoa(i), true)
+}
+
+// overlayShare mounts share m read-only at layersDir/name/lower, a tmpfs
+// of m.OverlaySize bytes at layersDir/name/rw, and the overlay of both at
+// target (a full path; made when missing).
+func overlayShare(name string, m bootproto.Mount, target string) error {
+	opts := "trans=virtio,version=9p2000.L,msize=524288,access=client"
+	if m.Cache != "" {
+		opts += ",cache=" + m.Cache
+	}
+	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
+	dir := filepath.Join(layersDir, name)
 	lower, rw := dir+"/lower", dir+"/rw"
 	for _, d := range []string{lower, rw} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -149,10 +174,13 @@ func mountShare(i int, m bootproto.Mount) error {
 		}
 	}
 	o := "lowerdir=" + lower + ",upperdir=" + rw + "/upper,workdir=" + rw + "/work,redirect_dir=on"
-	if err := mountAt("overlay", m.Path, "overlay", flags, o, true); err != nil {
-		return err
+	if err := os.MkdirAll(target, 0o755); err != nil {
+		return fmt.Errorf("mount point %s: %w", m.Path, err)
 	}
-	return bindRO(rw+"/upper", LayersDir+"/"+strconv.Itoa(i), true)
+	if err := unix.Mount("overlay", target, "overlay", flags, o); err != nil {
+		return fmt.Errorf("overlay on %s: %w", m.Path, err)
+	}
+	return nil
 }
 
 // mountAt mounts at path inside the sandbox's root, making the mount point

@@ -44,9 +44,14 @@ const (
 // Config is what the host tells the guest's init: the filesystem to
 // build, the clock, fresh entropy and the limits the guest kernel enforces.
 type Config struct {
-	TimeNanos int64   `json:"time_ns"`         // host's wall clock
-	Seed      []byte  `json:"seed"`            // mixed into the guest's RNG (templates share theirs)
-	Hostname  string  `json:"hostname"`        // the sandbox ID
+	TimeNanos int64  `json:"time_ns"`  // host's wall clock
+	Seed      []byte `json:"seed"`     // mixed into the guest's RNG (templates share theirs)
+	Hostname  string `json:"hostname"` // the sandbox ID
+	// Root, when set, is the share the root filesystem comes from (an
+	// image directory): mounted read-only with a writable layer in the
+	// guest (mount points and the image's own writes stay in the VM).
+	// Nil: the root is an empty tmpfs holding mount points and Links.
+	Root      *Mount  `json:"root,omitempty"`
 	Mounts    []Mount `json:"mounts"`          // in order (parents first)
 	Links     []Link  `json:"links,omitempty"` // top-level symlinks (/bin -> usr/bin)
 	Files     []File  `json:"files,omitempty"`
@@ -115,6 +120,9 @@ func (c *Config) Validate() error {
 		default:
 			return fmt.Errorf("boot config: mount %s: type %q tag %q: %w", m.Path, m.Type, m.Tag, sandbox.ErrInvalid)
 		}
+	}
+	if r := c.Root; r != nil && (r.Type != "9p" || r.Path != "/" || !strings.HasPrefix(r.Tag, "share") || len(r.Tag) > 16) {
+		return fmt.Errorf("boot config: root share %+v: %w", *r, sandbox.ErrInvalid)
 	}
 	for _, l := range c.Links {
 		if !ok(l.Path) || strings.Count(l.Path, "/") != 1 || strings.ContainsRune(l.Target, 0) {
