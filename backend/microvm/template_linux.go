@@ -83,7 +83,8 @@ func (b *Backend) templateFiles(key string) *Template {
 	return &Template{Key: key, MemFile: filepath.Join(b.cfg.CacheDir, key+".mem"), StateFile: filepath.Join(b.cfg.CacheDir, key+".state")}
 }
 
-// Prepare makes the template for sandboxes of policy limits lim now (a
+// Prepare makes the template for sandboxes like spec (same RAM, vCPUs and
+// accelerator) now, so the first Create restores instead of booting (a
 // pool or a server warms it before the first request). Idempotent.
 func (b *Backend) Prepare(ctx context.Context, spec sandbox.Spec) (*Template, error) {
 	p, err := b.prepare(ctx, spec)
