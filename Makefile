@@ -17,7 +17,7 @@ RACE_SKIP := /test/escape
 PKGS_NOT   = $(shell $(GO) list ./... | grep -v $(foreach p,$(1),-e '$(p)$$' -e '$(p)/'))
 
 .PHONY: all build deps test unit lint cross race fuzz demo bench escape clean sdk-test
-.PHONY: wasm-assets guest-kernel
+.PHONY: wasm-assets docker-images guest-kernel
 
 all: build
 
@@ -34,7 +34,7 @@ deps:
 # rules are tests in internal/lint; 30m: the escape suite on microvm runs
 # under TCG, ~6 min of it on an idle 2-core machine), the race detector,
 # brief fuzzing.
-test: deps build
+test: deps build docker-images
 	$(GO) vet ./...
 	$(MAKE) lint
 	$(MAKE) cross
@@ -75,6 +75,11 @@ bench: build
 
 escape: build
 	AIRLOCK_BIN=$(CURDIR)/$(BIN) AIRLOCK_SCORECARD=$(CURDIR)/docs/escape-scorecard $(GO) test -count=1 -timeout 30m ./test/escape -run TestEscape -v
+
+# The docker backend's images, built from Debian's packages (the browser
+# image: headless Chromium). Skipped when unchanged; part of test.
+docker-images:
+	./scripts/docker-images.sh
 
 # WASI interpreter builds for the wasm backend (ruby), checksum-verified,
 # into var/wasm (or $AIRLOCK_WASM_DIR). Idempotent; part of deps.

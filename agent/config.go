@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -144,4 +145,22 @@ func discardLogger(l *slog.Logger) *slog.Logger {
 		return l
 	}
 	return slog.New(slog.DiscardHandler)
+}
+
+// SessionFor is what a backend's host side hands NewClient and Hello for a
+// sandbox made from spec under its resolved policy pol, env being the
+// sandbox's base environment (sandbox.Environ). One place, so that every
+// backend bounds output and routes egress alike: the guest listens for
+// proxy clients only when the policy has a network mode and the spec an
+// egress handler. The agent keeps its own uid/gid (the backend set them).
+func SessionFor(spec sandbox.Spec, pol *policy.Policy, env []string, log *slog.Logger, sink audit.Sink) (ClientOptions, GuestConfig) {
+	gc := GuestConfig{Env: env, Workdir: pol.Process.Workdir, UID: -1, GID: -1}
+	if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
+		gc.EgressAddr = sandbox.EgressAddr
+	}
+	opts := ClientOptions{
+		SandboxID: spec.ID, Log: log, Audit: sink, Egress: spec.Egress,
+		OutputLimit: int64(pol.Limits.OutputBytes),
+	}
+	return opts, gc
 }

@@ -117,6 +117,12 @@ func setupProcess(log *slog.Logger) error {
 	return setupOnce.err
 }
 
+// CloexecInherited marks every descriptor above stderr close-on-exec:
+// what a process started by a caller it does not control (the agent as a
+// container's init, the OCI runtime under a shim) calls first, so that no
+// descriptor of the caller's reaches what it starts.
+func CloexecInherited() { cloexecInherited() }
+
 // cloexecInherited marks every descriptor above stderr close-on-exec.
 func cloexecInherited() {
 	if unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
@@ -159,6 +165,7 @@ type guest struct {
 	noSetgroups bool
 	procs       map[*guestProc]struct{}
 	egress      net.Listener
+	dials       int // dial streams open
 	closed      bool
 	cgroup      *os.File // ServeOptions.ProcessCgroup
 }
@@ -194,6 +201,8 @@ func (g *guest) handle(st *yamux.Stream) {
 		respond(st, &response{})
 	case opExec:
 		g.exec(st, &req, cfg)
+	case opDial:
+		g.dial(st, &req)
 	default:
 		fileOp, ok := g.fileOps()[req.Op]
 		if !ok {

@@ -56,6 +56,7 @@ const (
 	opRemove = "remove"
 	opRename = "rename"
 	opEgress = "egress" // guest -> host
+	opDial   = "dial"   // host -> guest: a stream to a port on the guest's loopback
 )
 
 // Frame types.
@@ -91,6 +92,8 @@ type request struct {
 	Recursive bool   `json:"recursive,omitempty"`
 
 	Remote string `json:"remote,omitempty"` // egress: peer address as seen by the guest
+
+	Port int `json:"port,omitempty"` // dial: TCP port on the guest's 127.0.0.1
 }
 
 // execRequest is the wire form of sandbox.ExecRequest.

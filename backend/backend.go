@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/airlock-dev/airlock/backend/docker"
 	"github.com/airlock-dev/airlock/backend/gvisor"
 	"github.com/airlock-dev/airlock/backend/microvm"
 	"github.com/airlock-dev/airlock/backend/native"
@@ -38,7 +39,7 @@ var isolationRank = map[string]int{"weak": 0, "kernel": 1, "medium": 2, "wasm": 
 
 // Names lists the backends this build knows, in order of start-up speed
 // (the order `auto` tries them).
-func Names() []string { return []string{"native", "gvisor", "wasm", "microvm"} }
+func Names() []string { return []string{"native", "gvisor", "docker", "wasm", "microvm"} }
 
 // Open returns the backend called name ("" means native).
 func Open(name string, opts Options) (sandbox.Backend, error) {
@@ -50,6 +51,10 @@ func Open(name string, opts Options) (sandbox.Backend, error) {
 		return native.New(native.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "native"), CgroupParent: cgroupSub(opts.CgroupParent, "native")}), nil
 	case "gvisor":
 		return gvisor.New(gvisor.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "gvisor"), CgroupParent: cgroupSub(opts.CgroupParent, "gvisor")}), nil
+	case "docker":
+		// Owner plays the cgroup parent's part: Cleanup removes only the
+		// containers labelled with it.
+		return docker.New(docker.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "docker"), Owner: cgroupSub(opts.CgroupParent, "docker")}), nil
 	case "wasm":
 		return wasm.New(wasm.Config{Log: opts.Log}), nil
 	case "microvm":

@@ -87,10 +87,12 @@ func BenchmarkCreateWarm(b *testing.B) {
 }
 
 // waitPoolFull waits until the server's pool gauge reports 2 ready.
-func waitPoolFull(b *testing.B, s *serveProc) {
+func waitPoolFull(b *testing.B, s *serveProc) { waitPoolFullFor(b, s, "native") }
+
+func waitPoolFullFor(b *testing.B, s *serveProc, backend string) {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if poolReady(s) >= 2 {
+		if poolReadyFor(s, backend) >= 2 {
 			return
 		}
 		time.Sleep(5 * time.Millisecond)

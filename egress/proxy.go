@@ -56,7 +56,7 @@ type Config struct {
 	// LocalAddrs lists the host's own addresses (refused by the SSRF guard);
 	// nil: the addresses of every interface.
 	LocalAddrs func() ([]netip.Addr, error)
-	// ListenAddr is where the in-sandbox listener is (default 127.0.0.1:3128);
+	// ListenAddr is where the in-sandbox listener is (default sandbox.EgressAddr);
 	// it only shapes SandboxEnv.
 	ListenAddr string
 }
@@ -157,7 +157,7 @@ func New(cfg Config) (*Proxy, error) {
 		p.local = interfaceAddrs
 	}
 	if p.listen == "" {
-		p.listen = "127.0.0.1:3128"
+		p.listen = sandbox.EgressAddr
 	}
 	return p, nil
 }

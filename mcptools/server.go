@@ -29,6 +29,7 @@ type Config struct {
 	Client  *client.Client
 	Backend string // empty: the server's default
 	Profile string // empty: "default"
+	Image   string // empty: the backend's default root (e.g. airlock/browser:latest on docker for the browser tools)
 	// Allow, when set, replaces the profile's network with an allow-list
 	// (host[:port] entries, as in a policy).
 	Allow []string

@@ -136,10 +136,11 @@ func (t *tools) register(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{Name: "write_file", Description: "Write a file in a sandbox (creating parent directories). Only the sandbox's workdir and /tmp are writable."}, t.writeFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: "Read a file from a sandbox: text as UTF-8, PNG/JPEG as an image, other binary as base64 (at most 1 MiB)."}, t.readFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Description: "List a directory in a sandbox (default: its workdir)."}, t.listFiles)
+	t.registerBrowser(s)
 }
 
 func (t *tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, sandboxOut, error) {
-	req := api.CreateSandboxRequest{Backend: t.cfg.Backend, Profile: t.cfg.Profile, Timeout: api.Duration(t.cfg.Timeout),
+	req := api.CreateSandboxRequest{Backend: t.cfg.Backend, Profile: t.cfg.Profile, Image: t.cfg.Image, Timeout: api.Duration(t.cfg.Timeout),
 		Labels: map[string]string{Label: t.cfg.Instance}, Env: in.Env}
 	pol := map[string]any{}
 	if len(t.cfg.Allow) > 0 {

@@ -68,130 +68,138 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, depth int, 
 	}
 	null := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 	if v.CanAddr() && v.Addr().Type().Implements(unmarshalerType) {
-		if null {
-			return
-		}
-		if limit && isUnlimitedWord(n) {
-			v.SetInt(Unlimited)
-			return
-		}
-		if err := v.Addr().Interface().(yaml.Unmarshaler).UnmarshalYAML(n); err != nil {
-			d.fail(n, path, "%s", message(err))
-			return
-		}
-		if limit && v.Int() == 0 {
-			v.SetInt(Unlimited)
+		if !null {
+			d.decodeUnmarshaler(n, v, path, limit)
 		}
 		return
 	}
-	switch v.Kind() {
-	case reflect.Pointer:
-		if null {
-			return
-		}
+	switch k := v.Kind(); {
+	case k == reflect.Struct:
+		d.decodeStruct(n, v, path, depth)
+	case k == reflect.Map:
+		d.decodeMap(n, v, path, depth)
+	case null:
+		// A null leaves pointers, lists and scalars at their zero value.
+	case k == reflect.Pointer:
 		p := reflect.New(v.Type().Elem())
 		d.decode(n, p.Elem(), path, depth+1, limit)
 		v.Set(p)
-	case reflect.Struct:
-		d.decodeStruct(n, v, path, depth)
-	case reflect.Slice:
-		if null {
-			return
-		}
-		if n.Kind != yaml.SequenceNode {
-			d.fail(n, path, "want a list, got %s", describe(n))
-			return
-		}
-		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
-		for i, c := range n.Content {
-			p := fmt.Sprintf("%s[%d]", path, i)
-			d.src.set(p, c.Line)
-			d.decode(c, s.Index(i), p, depth+1, false)
-		}
-		v.Set(s)
-	case reflect.Map:
-		d.decodeMap(n, v, path, depth)
-	case reflect.String:
-		if null {
-			return
-		}
+	case k == reflect.Slice:
+		d.decodeSlice(n, v, path, depth)
+	case k == reflect.String:
 		if n.Kind != yaml.ScalarNode {
 			d.fail(n, path, "want a string, got %s", describe(n))
 			return
 		}
 		v.SetString(n.Value)
-	case reflect.Bool:
-		if null {
-			return
-		}
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
-			d.fail(n, path, "want true or false, got %s", describe(n))
-			return
-		}
-		b, err := strconv.ParseBool(strings.ToLower(n.Value))
-		if err != nil {
-			d.fail(n, path, "want true or false, got %q", n.Value)
-			return
-		}
-		v.SetBool(b)
-	case reflect.Int, reflect.Int64, reflect.Int32:
-		if null {
-			return
-		}
-		if limit && isUnlimitedWord(n) {
-			v.SetInt(Unlimited)
-			return
-		}
-		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-			d.fail(n, path, "want an integer, got %s", describe(n))
-			return
-		}
-		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
-		if err != nil || v.OverflowInt(i) {
-			d.fail(n, path, "integer %s out of range", n.Value)
-			return
-		}
-		if limit {
-			if i < 0 {
-				d.fail(n, path, "must not be negative, got %d", i)
-				return
-			}
-			if i == 0 {
-				i = Unlimited
-			}
-		}
-		v.SetInt(i)
-	case reflect.Float64:
-		if null {
-			return
-		}
-		if limit && isUnlimitedWord(n) {
-			v.SetFloat(Unlimited)
-			return
-		}
-		tag := n.ShortTag()
-		if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!float") {
-			d.fail(n, path, "want a number, got %s", describe(n))
-			return
-		}
-		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
-		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-			d.fail(n, path, "want a finite number, got %q", n.Value)
-			return
-		}
-		if limit {
-			if f < 0 {
-				d.fail(n, path, "must not be negative, got %v", f)
-				return
-			}
-			if f == 0 {
-				f = Unlimited
-			}
-		}
-		v.SetFloat(f)
+	case k == reflect.Bool:
+		d.decodeBool(n, v, path)
+	case k == reflect.Int, k == reflect.Int64, k == reflect.Int32:
+		d.decodeInt(n, v, path, limit)
+	case k == reflect.Float64:
+		d.decodeFloat(n, v, path, limit)
 	default:
 		d.fail(n, path, "internal: cannot decode into %s", v.Type())
 	}
+}
+
+// decodeUnmarshaler decodes a type with its own UnmarshalYAML (sizes,
+// durations); inside limits:, 0 and the unlimited words mean Unlimited.
+func (d *decoder) decodeUnmarshaler(n *yaml.Node, v reflect.Value, path string, limit bool) {
+	if limit && isUnlimitedWord(n) {
+		v.SetInt(Unlimited)
+		return
+	}
+	if err := v.Addr().Interface().(yaml.Unmarshaler).UnmarshalYAML(n); err != nil {
+		d.fail(n, path, "%s", message(err))
+		return
+	}
+	if limit && v.Int() == 0 {
+		v.SetInt(Unlimited)
+	}
+}
+
+func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string, depth int) {
+	if n.Kind != yaml.SequenceNode {
+		d.fail(n, path, "want a list, got %s", describe(n))
+		return
+	}
+	s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, c := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		d.src.set(p, c.Line)
+		d.decode(c, s.Index(i), p, depth+1, false)
+	}
+	v.Set(s)
+}
+
+func (d *decoder) decodeBool(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+		d.fail(n, path, "want true or false, got %s", describe(n))
+		return
+	}
+	b, err := strconv.ParseBool(strings.ToLower(n.Value))
+	if err != nil {
+		d.fail(n, path, "want true or false, got %q", n.Value)
+		return
+	}
+	v.SetBool(b)
+}
+
+// decodeInt: inside limits:, negative is refused and 0 or an unlimited
+// word means Unlimited.
+func (d *decoder) decodeInt(n *yaml.Node, v reflect.Value, path string, limit bool) {
+	if limit && isUnlimitedWord(n) {
+		v.SetInt(Unlimited)
+		return
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		d.fail(n, path, "want an integer, got %s", describe(n))
+		return
+	}
+	i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+	if err != nil || v.OverflowInt(i) {
+		d.fail(n, path, "integer %s out of range", n.Value)
+		return
+	}
+	if limit {
+		if i < 0 {
+			d.fail(n, path, "must not be negative, got %d", i)
+			return
+		}
+		if i == 0 {
+			i = Unlimited
+		}
+	}
+	v.SetInt(i)
+}
+
+// decodeFloat: finite numbers only; limits as decodeInt.
+func (d *decoder) decodeFloat(n *yaml.Node, v reflect.Value, path string, limit bool) {
+	if limit && isUnlimitedWord(n) {
+		v.SetFloat(Unlimited)
+		return
+	}
+	tag := n.ShortTag()
+	if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!float") {
+		d.fail(n, path, "want a number, got %s", describe(n))
+		return
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		d.fail(n, path, "want a finite number, got %q", n.Value)
+		return
+	}
+	if limit {
+		if f < 0 {
+			d.fail(n, path, "must not be negative, got %v", f)
+			return
+		}
+		if f == 0 {
+			f = Unlimited
+		}
+	}
+	v.SetFloat(f)
 }
 
 // deref follows aliases (a bounded number of hops); nil after an error.

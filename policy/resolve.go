@@ -130,7 +130,22 @@ func (r *resolver) expand(field, s string) string {
 	return cleanPath(s)
 }
 
+// resolve fills in defaults and makes every path absolute, stage by stage;
+// problems are collected in r.errs.
 func (r *resolver) resolve() {
+	if !r.filesystem() {
+		return
+	}
+	r.network()
+	r.process()
+	r.limits()
+	r.secrets()
+	r.auditFile()
+}
+
+// filesystem resolves the workspace and the path lists; false when there
+// is no workspace to resolve the rest against.
+func (r *resolver) filesystem() bool {
 	p := r.p
 	fs := &p.Filesystem
 	r.implicitWS = fs.Workspace == "" && r.env.GuardCwd
@@ -142,7 +157,7 @@ func (r *resolver) resolve() {
 	case ws == "" || !isAbs(ws) && !homeRelative(ws):
 		if !isAbs(r.env.Cwd) {
 			r.add("filesystem.workspace", "no absolute current directory to resolve %q against", ws)
-			return
+			return false
 		}
 		fs.Workspace = cleanPath(r.env.Cwd + "/" + ws)
 	default:
@@ -172,8 +187,12 @@ func (r *resolver) resolve() {
 	}
 	fs.WritableConfig = r.writableConfig(fs.WritableConfig)
 	p.Caches = dedupe(p.Caches)
+	return true
+}
 
-	n := &p.Network
+// network defaults the mode from the lists and canonicalises the entries.
+func (r *resolver) network() {
+	n := &r.p.Network
 	if n.Mode == "" {
 		n.Mode = NetworkNone
 		if len(n.Allow) > 0 {
@@ -182,7 +201,12 @@ func (r *resolver) resolve() {
 	}
 	n.Allow = canonicalEntries(n.Allow)
 	n.Deny = canonicalEntries(n.Deny)
+}
 
+// process captures the allowed environment and settles the working
+// directory and credentials.
+func (r *resolver) process() {
+	p := r.p
 	pr := &p.Process
 	pr.EnvAllow = dedupe(pr.EnvAllow)
 	if r.env.Environ != nil {
@@ -199,8 +223,8 @@ func (r *resolver) resolve() {
 	switch {
 	case pr.Workdir != "":
 		pr.Workdir = r.expand("process.workdir", pr.Workdir)
-	case fs.Workspace != "none":
-		pr.Workdir = fs.Workspace
+	case p.Filesystem.Workspace != "none":
+		pr.Workdir = p.Filesystem.Workspace
 	default:
 		pr.Workdir = "/"
 	}
@@ -212,32 +236,31 @@ func (r *resolver) resolve() {
 		g := r.env.GID
 		pr.GID = &g
 	}
+}
 
-	l := &p.Limits
-	if l.Memory == Unlimited {
-		l.Memory = 0
-	}
-	if l.CPUs == Unlimited {
-		l.CPUs = 0
-	}
-	if l.Pids == Unlimited {
-		l.Pids = 0
-	}
-	if l.OpenFiles == Unlimited {
-		l.OpenFiles = 0
-	}
-	if l.Timeout == Unlimited {
-		l.Timeout = 0
-	}
-	if l.OutputBytes == Unlimited {
-		l.OutputBytes = 0
-	}
-	if l.DiskBytes == Unlimited {
-		l.DiskBytes = 0
-	}
+// limits turns the explicit "unlimited" of each limit into 0, which every
+// backend reads as no limit.
+func (r *resolver) limits() {
+	l := &r.p.Limits
+	noLimit(&l.Memory)
+	noLimit(&l.CPUs)
+	noLimit(&l.Pids)
+	noLimit(&l.OpenFiles)
+	noLimit(&l.Timeout)
+	noLimit(&l.OutputBytes)
+	noLimit(&l.DiskBytes)
+}
 
-	for i := range p.Secrets {
-		s := &p.Secrets[i]
+func noLimit[T ByteSize | float64 | int | Duration](v *T) {
+	if *v == Unlimited {
+		*v = 0
+	}
+}
+
+// secrets defaults each secret's variable name and resolves its file.
+func (r *resolver) secrets() {
+	for i := range r.p.Secrets {
+		s := &r.p.Secrets[i]
 		if s.Env == "" {
 			s.Env = s.Name
 		}
@@ -246,19 +269,26 @@ func (r *resolver) resolve() {
 		}
 		s.Hosts = canonicalEntries(s.Hosts)
 	}
+}
 
-	if a := p.Audit.File; a != "" && a != "-" {
-		if homeRelative(a) {
-			p.Audit.File = r.expand("audit.file", a)
-		} else if !isAbs(a) {
-			if !isAbs(r.env.Cwd) {
-				r.add("audit.file", "no absolute current directory to resolve %q against", a)
-			} else {
-				p.Audit.File = cleanPath(r.env.Cwd + "/" + a)
-			}
-		} else {
-			p.Audit.File = cleanPath(a)
+// auditFile makes the audit file's path absolute ("-" is stderr).
+func (r *resolver) auditFile() {
+	p := r.p
+	a := p.Audit.File
+	if a == "" || a == "-" {
+		return
+	}
+	switch {
+	case homeRelative(a):
+		p.Audit.File = r.expand("audit.file", a)
+	case !isAbs(a):
+		if !isAbs(r.env.Cwd) {
+			r.add("audit.file", "no absolute current directory to resolve %q against", a)
+			return
 		}
+		p.Audit.File = cleanPath(r.env.Cwd + "/" + a)
+	default:
+		p.Audit.File = cleanPath(a)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 var (
 	// Backends are the backends this build has (and auto); a test in
 	// package backend keeps the list equal to backend.Names.
-	Backends   = []string{"auto", "native", "gvisor", "wasm", "microvm"}
+	Backends   = []string{"auto", "native", "gvisor", "docker", "wasm", "microvm"}
 	Isolations = []string{"weak", "kernel", "medium", "hardware"}
 	modes      = []string{NetworkNone, NetworkAllowlist, NetworkOpen}
 )
@@ -83,7 +83,19 @@ func (p *Policy) check(resolved bool) []*Error {
 	}
 	c.oneOf("backend", p.Backend, Backends)
 	c.oneOf("isolation", p.Isolation, Isolations)
+	c.filesystem()
+	c.network()
+	c.process()
+	c.limits()
+	c.secrets()
+	if a := p.Audit.File; a != "" && a != "-" && strings.IndexByte(a, 0) >= 0 {
+		c.add("audit.file", "contains a NUL byte")
+	}
+	return c.errs
+}
 
+func (c *checker) filesystem() {
+	p := c.p
 	fs := &p.Filesystem
 	if fs.Rootfs != "" {
 		c.path("filesystem.rootfs", fs.Rootfs)
@@ -92,7 +104,7 @@ func (p *Policy) check(resolved bool) []*Error {
 	case ws == "" || ws == "none":
 	case strings.IndexByte(ws, 0) >= 0:
 		c.add("filesystem.workspace", "contains a NUL byte")
-	case resolved && !isAbs(ws):
+	case c.resolved && !isAbs(ws):
 		c.add("filesystem.workspace", "%q must be an absolute path", ws)
 	case cleanPath(ws) == "/":
 		c.add("filesystem.workspace", "refusing to use / as the workspace (it would make the whole host writable)")
@@ -130,7 +142,10 @@ func (p *Policy) check(resolved bool) []*Error {
 	for i, s := range p.Caches {
 		c.oneOf(fmt.Sprintf("caches[%d]", i), s, CacheNames())
 	}
+}
 
+func (c *checker) network() {
+	p := c.p
 	c.oneOf("network.mode", p.Network.Mode, modes)
 	for i, s := range p.Network.Allow {
 		if m := checkNetworkEntry(s); m != "" {
@@ -142,8 +157,10 @@ func (p *Policy) check(resolved bool) []*Error {
 			c.add(fmt.Sprintf("network.deny[%d]", i), "%s", m)
 		}
 	}
+}
 
-	pr := &p.Process
+func (c *checker) process() {
+	pr := &c.p.Process
 	for i, s := range pr.EnvAllow {
 		f := fmt.Sprintf("process.env_allow[%d]", i)
 		name := strings.TrimSuffix(s, "*")
@@ -168,8 +185,10 @@ func (p *Policy) check(resolved bool) []*Error {
 	}
 	c.id("process.uid", pr.UID)
 	c.id("process.gid", pr.GID)
+}
 
-	l := &p.Limits
+func (c *checker) limits() {
+	l := &c.p.Limits
 	c.limit("limits.memory", float64(l.Memory), 0)
 	if l.Memory > 0 && l.Memory < minMemory {
 		c.add("limits.memory", "%s is too small to run anything (at least 1Mi)", l.Memory)
@@ -183,13 +202,6 @@ func (p *Policy) check(resolved bool) []*Error {
 	c.limit("limits.timeout", float64(l.Timeout), 0)
 	c.limit("limits.output_bytes", float64(l.OutputBytes), 0)
 	c.limit("limits.disk", float64(l.DiskBytes), 0)
-
-	c.secrets()
-
-	if a := p.Audit.File; a != "" && a != "-" && strings.IndexByte(a, 0) >= 0 {
-		c.add("audit.file", "contains a NUL byte")
-	}
-	return c.errs
 }
 
 func (c *checker) oneOf(field, v string, known []string) {

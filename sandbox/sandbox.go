@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/airlock-dev/airlock/audit"
@@ -63,6 +64,12 @@ type File struct {
 	Data []byte
 	Mode uint32 // permission bits; 0 means 0444
 }
+
+// EgressAddr is where every backend's guest listens for its processes'
+// proxy connections (HTTP(S)_PROXY inside points here; the egress proxy
+// sets those variables, the backend's agent listens). Loopback exists in
+// every sandbox, even one without a network.
+const EgressAddr = "127.0.0.1:3128"
 
 // EgressHandler receives tunnelled connections from inside a sandbox. The
 // connection speaks HTTP proxy or SOCKS5 as the in-sandbox client sent it;
@@ -145,6 +152,16 @@ type ExecRequest struct {
 // done (airlock run: when the command exited).
 type Syncer interface {
 	Sync(ctx context.Context) (SyncReport, error)
+}
+
+// PortDialer is implemented by sandboxes whose host can open a byte stream
+// to a TCP port on the sandbox's own loopback (the agent protocol's dial
+// operation): the host side of port routes and of a browser's DevTools
+// connection. Only the host can open such streams; nothing inside the
+// sandbox reaches the host through them. ErrUnavailable when nothing
+// listens on the port, ErrInvalid for a port outside 1..65535.
+type PortDialer interface {
+	DialPort(ctx context.Context, port int) (net.Conn, error)
 }
 
 // SyncReport says what a Sync did.

@@ -9,8 +9,13 @@ cd "$(dirname "$0")/.."
 # python3-matplotlib: run_code's PNG figures are tested inside sandboxes;
 # python3-pip: the Python SDK's install test.
 # qemu-system-x86, xz-utils: the microvm backend (QEMU -M microvm; the guest
-# kernel's extraction, scripts/guest-kernel.sh); busybox-static: its image-root test.
-pkgs=(bubblewrap runsc git qemu-system-x86 xz-utils busybox-static python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev)
+# kernel's extraction, scripts/guest-kernel.sh).
+pkgs=(bubblewrap runsc git qemu-system-x86 xz-utils python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev)
+# docker.io: the docker backend's daemon (scripts/dockerd.sh starts it);
+# busybox-static and mmdebstrap: the test images (scripts/docker-images.sh).
+# The OCI runtime's tests: containerd (and its runc shim) and a dockerd of
+# their own, runc beside airlock, Debian's loopback CNI plugin.
+pkgs+=(docker.io busybox-static mmdebstrap containerd runc containernetworking-plugins)
 # The TypeScript SDK needs Node.js 20+ and npm (machines come with them;
 # Debian's own nodejs is older, so it is only a fallback).
 command -v node >/dev/null || pkgs+=(nodejs npm)
@@ -29,6 +34,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 	fi
 fi
 
+# The docker backend's tests need a daemon: start one unless one answers.
+if [ "$(id -u)" = 0 ]; then
+	./scripts/dockerd.sh
+fi
+
 go mod download
 
 # staticcheck (make lint), pinned; installed again only when the version
@@ -38,6 +48,12 @@ sc="$(go env GOPATH)/bin/staticcheck"
 if ! "$sc" -version 2>/dev/null | grep -q "(${staticcheck_version#v})"; then
 	echo "deps: installing staticcheck $staticcheck_version"
 	CGO_ENABLED=0 go install "honnef.co/go/tools/cmd/staticcheck@$staticcheck_version"
+fi
+# crictl (the OCI runtime's containerd tests drive CRI with it), pinned.
+crictl_version=v1.34.0
+if ! go version -m "$(go env GOPATH)/bin/crictl" 2>/dev/null | grep -q "mod.*sigs.k8s.io/cri-tools.*$crictl_version"; then
+	echo "deps: installing crictl $crictl_version"
+	CGO_ENABLED=0 go install "sigs.k8s.io/cri-tools/cmd/crictl@$crictl_version"
 fi
 # The TypeScript SDK's build tools (typescript, @types/node) from its
 # committed lock file; skipped when node_modules matches it.

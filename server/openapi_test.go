@@ -62,6 +62,8 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"PUT /v1/sandboxes/{id}/files":                   `hello`,
 		"PUT /v1/sandboxes/{id}/archive":                 "",
 		"POST /v1/sandboxes/{id}/processes/{pid}/stdin":  `x`,
+		"POST /v1/sandboxes/{id}/browser/navigate":       `{"url":"about:blank"}`,
+		"POST /v1/sandboxes/{id}/browser/screenshot":     `{}`,
 	}
 	queries := map[string]string{
 		"/v1/sandboxes/{id}/files":      "?path=/tmp/f",

@@ -94,6 +94,8 @@ func (s *Server) apiRoutes() []route {
 		{"POST /v1/sandboxes/{id}/processes/{pid}/stdin", s.handleProcStdin},
 		{"GET /v1/sandboxes/{id}/pty", s.handlePTY},
 		{"POST /v1/sandboxes/{id}/code", s.handleCode},
+		{"POST /v1/sandboxes/{id}/browser/navigate", s.handleBrowserNavigate},
+		{"POST /v1/sandboxes/{id}/browser/screenshot", s.handleBrowserScreenshot},
 
 		{"GET /v1/sandboxes/{id}/files", s.handleFileRead},
 		{"PUT /v1/sandboxes/{id}/files", s.handleFileWrite},

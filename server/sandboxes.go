@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -90,12 +91,22 @@ func (s *Server) resolveImage(image string, trusted bool) (string, error) {
 	return dir, nil
 }
 
+// checkImageRef accepts a docker image reference: name[:tag][@digest]
+// in the characters references use.
+func checkImageRef(ref string) error {
+	if len(ref) > 255 || strings.Trim(ref, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/:@") != "" || strings.HasPrefix(ref, "-") {
+		return fmt.Errorf("create sandbox: image %q: not a docker image reference: %w", ref, sandbox.ErrInvalid)
+	}
+	return nil
+}
+
 // createPlan is a validated create request.
 type createPlan struct {
 	req     api.CreateSandboxRequest
 	backend sandbox.Backend
 	raw     *policy.Policy // inline policy or nil
 	rootfs  string
+	image   string // a docker image reference (docker backend only)
 	timeout time.Duration
 }
 
@@ -135,6 +146,15 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 			return nil, fmt.Errorf("create sandbox: policy names backend %q, request %q: %w", raw.Backend, req.Backend, sandbox.ErrInvalid)
 		}
 		p.raw = raw
+	}
+	if b.Name() == "docker" && req.Image != "" {
+		// A docker image is the daemon's: its name goes to the backend
+		// as it is (the backend refuses one the daemon lacks).
+		if err := checkImageRef(req.Image); err != nil {
+			return nil, err
+		}
+		p.image = req.Image
+		return p, nil
 	}
 	rootfs, err := s.resolveImage(req.Image, c.trusted)
 	if err != nil {
@@ -278,7 +298,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	if profile == "" {
 		profile = "default"
 	}
-	if plan.raw == nil && plan.rootfs == "" {
+	if plan.raw == nil && plan.rootfs == "" && plan.image == "" {
 		s.mu.Lock()
 		pl := s.pools[poolKey{plan.backend.Name(), profile}]
 		s.mu.Unlock()
@@ -304,7 +324,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	l, polJSON, err := s.coldCreate(ctx, id, plan.backend, profile, pol, ws, plan.rootfs)
+	l, polJSON, err := s.coldCreate(ctx, id, plan.backend, profile, pol, ws, cmp.Or(plan.image, plan.rootfs))
 	if err != nil {
 		release()
 		return nil, nil, nil, err

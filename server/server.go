@@ -90,11 +90,12 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	live  map[string]*live
-	usage map[string]*usage
-	pools map[poolKey]*pool
-	code  codeKernels // code interpreters (code.go)
+	mu       sync.Mutex
+	live     map[string]*live
+	usage    map[string]*usage
+	pools    map[poolKey]*pool
+	code     codeKernels // code interpreters (code.go)
+	browsers browsers    // headless browsers (browser.go)
 
 	httpMu  sync.Mutex
 	servers []*http.Server

@@ -10,21 +10,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
-	"github.com/airlock-dev/airlock/backend/internal/tailbuf"
+	"github.com/airlock-dev/airlock/backend/internal/prep"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
+	"github.com/airlock-dev/airlock/internal/logtail"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
-
-// egressAddr is where the in-sandbox agent listens for proxy clients; the
-// loopback interface exists in gVisor's netstack even with --network=none.
-const egressAddr = "127.0.0.1:3128"
 
 // Create starts a sandbox. See sandbox.Backend. It runs the stages in
 // order — prepare (decide, touch nothing), bundle (the OCI bundle and the
@@ -73,45 +69,20 @@ type prepared struct {
 }
 
 func (p *prepared) wrap(format string, args ...any) error {
-	return fmt.Errorf("create sandbox %q: "+format, append([]any{p.spec.ID}, args...)...)
+	return prep.Wrap(p.spec.ID, format, args...)
 }
 
 // prepare validates the spec and finds runsc and the agent binary.
 func (b *Backend) prepare(ctx context.Context, spec sandbox.Spec) (*prepared, error) {
-	p := &prepared{spec: spec, pol: spec.Policy, t0: time.Now()}
-	if !sandbox.ValidID(spec.ID) {
-		return nil, p.wrap("invalid id: %w", sandbox.ErrInvalid)
+	c, err := prep.Check(spec, b.cfg.AgentBinary, b.log)
+	if err != nil {
+		return nil, err
 	}
-	if p.pol == nil {
-		return nil, p.wrap("nil policy: %w", sandbox.ErrInvalid)
-	}
-	if ws := p.pol.Filesystem.WorkspacePath(); ws != "" && !filepath.IsAbs(ws) {
-		return nil, p.wrap("workspace %q is not absolute (policy not resolved): %w", ws, sandbox.ErrInvalid)
-	}
-	var err error
-	if p.uid, p.gid, err = p.pol.Process.Credentials(os.Getuid(), os.Getgid()); err != nil {
-		return nil, p.wrap("%w", err)
-	}
+	p := &prepared{spec: spec, pol: c.Policy, uid: c.UID, gid: c.GID, agentBin: c.AgentBin,
+		log: c.Log, sink: c.Sink, guard: c.Guard, t0: c.Start}
 	if p.info = b.Info(ctx); p.info.Err != nil {
 		return nil, p.wrap("%w", p.info.Err)
 	}
-	if p.agentBin, err = filepath.EvalSymlinks(b.cfg.AgentBinary); err != nil {
-		return nil, p.wrap("agent binary %s: %v: %w", b.cfg.AgentBinary, err, sandbox.ErrUnavailable)
-	}
-	p.log = spec.Log
-	if p.log == nil {
-		p.log = b.log
-	}
-	p.log = p.log.With("sandbox", spec.ID)
-	p.sink = spec.Audit
-	if p.sink == nil {
-		p.sink = audit.Discard
-	}
-	p.guard = p.pol.ConfigGuard(p.pol.Process.Env["HOME"])
-	for k, v := range spec.Pinned {
-		p.guard.Pinned[k] = v
-	}
-	p.guard.Pinned[p.agentBin] = "the airlock binary"
 	return p, nil
 }
 
@@ -165,7 +136,7 @@ type running struct {
 	conn    *pipeConn
 	waited  chan struct{}
 	waitErr error
-	stderr  *tailbuf.Buffer
+	stderr  *logtail.Tail
 	start   time.Time
 }
 
@@ -176,7 +147,7 @@ func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pipes: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	r := &running{conn: conn, waited: make(chan struct{}), stderr: tailbuf.New(8 << 10)}
+	r := &running{conn: conn, waited: make(chan struct{}), stderr: &logtail.Tail{Max: 8 << 10}}
 	args := append(b.globalArgs(p.info.Platform), "--ignore-cgroups")
 	if p.plan.Overlay {
 		// Writes to every mount stay in a filestore in the bundle (on the
@@ -193,7 +164,7 @@ func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 	args = append(args, "run", "--bundle", p.dir, p.spec.ID)
 	r.cmd = exec.Command(p.info.Path, args...)
 	r.cmd.Stdin, r.cmd.Stdout = childIn, childOut
-	r.cmd.Stderr = &logWriter{log: p.log, tail: r.stderr}
+	r.cmd.Stderr = &logtail.Lines{Log: p.log, Prefix: "runsc: ", Tail: r.stderr}
 	// Own process group: a terminal's ^C goes to airlock, not to runsc.
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	r.start = time.Now()
@@ -219,23 +190,14 @@ func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 // connect speaks Hello to the agent and returns the running sandbox.
 func (b *Backend) connect(ctx context.Context, p *prepared, r *running, u *undo.Stack) (*gvSandbox, error) {
 	pol, spec := p.pol, p.spec
-	guestEgress := ""
-	if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
-		guestEgress = egressAddr
-	}
-	client, err := agent.NewClient(r.conn, agent.ClientOptions{
-		SandboxID: spec.ID, Log: p.log, Audit: p.sink, Egress: spec.Egress,
-		OutputLimit: int64(pol.Limits.OutputBytes),
-	})
+	opts, gc := agent.SessionFor(spec, pol, sandbox.Environ(pol, os.Environ(), spec.Env), p.log, p.sink)
+	client, err := agent.NewClient(r.conn, opts)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	u.Push(func() { client.Close() })
-	env := sandbox.Environ(pol, os.Environ(), spec.Env)
 	helloErr := make(chan error, 1)
-	go func() {
-		helloErr <- client.Hello(ctx, agent.GuestConfig{Env: env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress})
-	}()
+	go func() { helloErr <- client.Hello(ctx, gc) }()
 	select {
 	case err = <-helloErr:
 	case <-r.waited:
@@ -333,33 +295,5 @@ func newPipeConn() (conn *pipeConn, childIn, childOut *os.File, err error) {
 func (p *pipeConn) Read(b []byte) (int, error)  { return p.r.Read(b) }
 func (p *pipeConn) Write(b []byte) (int, error) { return p.w.Write(b) }
 func (p *pipeConn) Close() error                { return errors.Join(p.w.Close(), p.r.Close()) }
-
-// logWriter sends runsc's stderr to the log line by line and keeps its tail
-// for error messages.
-type logWriter struct {
-	log  interface{ Warn(string, ...any) }
-	tail *tailbuf.Buffer
-	mu   sync.Mutex
-	line []byte
-}
-
-func (w *logWriter) Write(b []byte) (int, error) {
-	w.tail.Write(b)
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.line = append(w.line, b...)
-	for {
-		i := strings.IndexByte(string(w.line), '\n')
-		if i < 0 {
-			break
-		}
-		w.log.Warn("runsc: " + string(w.line[:i]))
-		w.line = w.line[i+1:]
-	}
-	if len(w.line) > 4096 {
-		w.line = w.line[:0]
-	}
-	return len(b), nil
-}
 
 var _ io.ReadWriteCloser = (*pipeConn)(nil)

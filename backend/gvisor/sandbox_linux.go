@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -195,4 +196,13 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 		}
 	}
 	return st, err
+}
+
+// DialPort opens a stream to port on the sandbox's loopback (gVisor's
+// netstack) through the agent. See sandbox.PortDialer.
+func (s *gvSandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if s.closed.Load() {
+		return nil, s.errClosed("dial")
+	}
+	return s.client.Dial(ctx, port)
 }

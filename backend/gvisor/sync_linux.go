@@ -2,9 +2,8 @@ package gvisor
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/airlock-dev/airlock/internal/writeback"
+	"github.com/airlock-dev/airlock/backend/internal/syncback"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -20,12 +19,8 @@ func (s *gvSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	if s.closed.Load() {
 		return sandbox.SyncReport{}, s.errClosed("sync")
 	}
-	rep, err := writeback.Sync(ctx, writeback.Inside{Exec: s.client.Exec, Files: s.client.Files(), Walker: AgentPath}, writeback.SyncConfig{
-		Roots: s.syncRoots, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid, Since: s.started.UnixNano(),
-		Report: writeback.AuditDenials(s.log, s.audit, s.id),
+	return syncback.Run(ctx, s.client, syncback.Sandbox{
+		ID: s.id, Agent: AgentPath, Roots: s.syncRoots, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid,
+		Started: s.started, Audit: s.audit, Log: s.log,
 	})
-	if err != nil {
-		return rep, fmt.Errorf("sandbox %q: write back: %w", s.id, err)
-	}
-	return rep, nil
 }

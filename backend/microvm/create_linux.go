@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/prep"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/backend/microvm/guest"
 	"github.com/airlock-dev/airlock/backend/microvm/internal/bootproto"
@@ -94,40 +95,19 @@ type prepared struct {
 }
 
 func (p *prepared) wrap(format string, args ...any) error {
-	return fmt.Errorf("create sandbox %q: "+format, append([]any{p.spec.ID}, args...)...)
+	return prep.Wrap(p.spec.ID, format, args...)
 }
 
-// prepare validates the spec, finds the VMM and kernel, plans the VM.
+// prepare runs the shared checks (backend/internal/prep), finds the VMM
+// and kernel, and plans the VM.
 func (b *Backend) prepare(ctx context.Context, spec sandbox.Spec) (*prepared, error) {
-	p := &prepared{spec: spec, pol: spec.Policy, t0: time.Now()}
-	if !sandbox.ValidID(spec.ID) {
-		return nil, p.wrap("invalid id: %w", sandbox.ErrInvalid)
+	c, err := prep.Check(spec, b.cfg.AgentBinary, b.log)
+	if err != nil {
+		return nil, err
 	}
-	if p.pol == nil {
-		return nil, p.wrap("nil policy: %w", sandbox.ErrInvalid)
-	}
-	if ws := p.pol.Filesystem.WorkspacePath(); ws != "" && !filepath.IsAbs(ws) {
-		return nil, p.wrap("workspace %q is not absolute (policy not resolved): %w", ws, sandbox.ErrInvalid)
-	}
-	var err error
-	if p.uid, p.gid, err = p.pol.Process.Credentials(os.Getuid(), os.Getgid()); err != nil {
-		return nil, p.wrap("%w", err)
-	}
+	p := &prepared{spec: spec, pol: c.Policy, uid: c.UID, gid: c.GID, log: c.Log, sink: c.Sink, guard: c.Guard, t0: c.Start}
 	if p.info = b.Info(ctx); p.info.Err != nil {
 		return nil, p.wrap("%w", p.info.Err)
-	}
-	p.log = spec.Log
-	if p.log == nil {
-		p.log = b.log
-	}
-	p.log = p.log.With("sandbox", spec.ID)
-	p.sink = spec.Audit
-	if p.sink == nil {
-		p.sink = audit.Discard
-	}
-	p.guard = p.pol.ConfigGuard(p.pol.Process.Env["HOME"])
-	for k, v := range spec.Pinned {
-		p.guard.Pinned[k] = v
 	}
 	p.plan, err = planVM(planInput{Policy: p.pol, Image: spec.Image, Files: spec.Files, Caches: spec.Caches, UID: p.uid, GID: p.gid, Guard: p.guard})
 	if err != nil {

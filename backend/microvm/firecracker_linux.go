@@ -17,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/airlock-dev/airlock/backend/internal/tailbuf"
 	"github.com/airlock-dev/airlock/backend/microvm/guest"
 	"github.com/airlock-dev/airlock/backend/microvm/internal/bootproto"
+	"github.com/airlock-dev/airlock/internal/logtail"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -60,7 +60,7 @@ func (d *fcDriver) Start(ctx context.Context, m *Machine) (VM, error) {
 		return nil, err
 	}
 	defer cleanup()
-	v := &fcVM{m: m, cmd: cmd, done: make(chan struct{}), out: tailbuf.New(16 << 10)}
+	v := &fcVM{m: m, cmd: cmd, done: make(chan struct{}), out: &logtail.Tail{Max: 16 << 10}}
 	cmd.Stdout, cmd.Stderr = v.out, v.out
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start firecracker: %v: %w", err, sandbox.ErrUnavailable)
@@ -139,7 +139,7 @@ type fcVM struct {
 	api     *fcClient
 	done    chan struct{}
 	waitErr error
-	out     *tailbuf.Buffer
+	out     *logtail.Tail
 }
 
 func (v *fcVM) Pid() int              { return v.cmd.Process.Pid }

@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/airlock-dev/airlock/backend/internal/tailbuf"
+	"github.com/airlock-dev/airlock/internal/logtail"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -115,7 +115,7 @@ func (d *qemuDriver) Start(ctx context.Context, m *Machine) (VM, error) {
 	}
 	defer cleanup()
 	cmd.ExtraFiles = extra
-	v := &qemuVM{m: m, cmd: cmd, done: make(chan struct{}), out: tailbuf.New(16 << 10)}
+	v := &qemuVM{m: m, cmd: cmd, done: make(chan struct{}), out: &logtail.Tail{Max: 16 << 10}}
 	cmd.Stdout, cmd.Stderr = v.out, v.out
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start qemu: %v: %w", err, sandbox.ErrUnavailable)
@@ -133,7 +133,7 @@ type qemuVM struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	waitErr error
-	out     *tailbuf.Buffer
+	out     *logtail.Tail
 
 	qmpOnce sync.Once
 	q       *qmp

@@ -2,10 +2,9 @@ package microvm
 
 import (
 	"context"
-	"fmt"
 
+	"github.com/airlock-dev/airlock/backend/internal/syncback"
 	"github.com/airlock-dev/airlock/backend/microvm/guest"
-	"github.com/airlock-dev/airlock/internal/writeback"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -33,12 +32,8 @@ func (s *vmSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	if len(roots) == 0 {
 		return sandbox.SyncReport{}, nil
 	}
-	rep, err := writeback.Sync(ctx, writeback.Inside{Exec: s.client.Exec, Files: s.client.Files(), Walker: guest.AgentPath}, writeback.SyncConfig{
-		Roots: roots, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid, Since: s.started.UnixNano(),
-		Report: writeback.AuditDenials(s.log, s.audit, s.id),
+	return syncback.Run(ctx, s.client, syncback.Sandbox{
+		ID: s.id, Agent: guest.AgentPath, Roots: roots, Skip: s.syncSkip, Guard: s.guard,
+		UID: s.uid, GID: s.gid, Started: s.started, Audit: s.audit, Log: s.log,
 	})
-	if err != nil {
-		return rep, fmt.Errorf("sandbox %q: write back: %w", s.id, err)
-	}
-	return rep, nil
 }

@@ -29,9 +29,6 @@ import (
 // deadline.
 const setupTimeout = 60 * time.Second
 
-// egressAddr is where the in-sandbox agent listens for proxy clients.
-const egressAddr = "127.0.0.1:3128"
-
 // directIO, for the backend's own tests, makes the init run a command
 // itself with these stdio streams instead of serving the agent.
 type directIO struct {
@@ -405,21 +402,13 @@ func (b *Backend) sendHello(ctx context.Context, p *prepared, st *started, s *na
 		done <- nil
 		return done, nil
 	}
-	pol, spec := p.pol, p.spec
-	guestEgress := ""
-	if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
-		guestEgress = egressAddr
-	}
-	client, err := agent.NewClient(st.chHost, agent.ClientOptions{
-		SandboxID: spec.ID, Log: p.log, Audit: p.sink, Egress: spec.Egress,
-		OutputLimit: int64(pol.Limits.OutputBytes),
-	})
+	opts, gc := agent.SessionFor(p.spec, p.pol, p.env, p.log, p.sink)
+	client, err := agent.NewClient(st.chHost, opts)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	undo.Push(func() { client.Close() })
 	s.client = client
-	gc := agent.GuestConfig{Env: p.env, Workdir: pol.Process.Workdir, UID: -1, GID: -1, EgressAddr: guestEgress}
 	go func() { done <- client.Hello(ctx, gc) }()
 	return done, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"sync"
@@ -251,4 +252,13 @@ func (c closedFiles) Mkdir(context.Context, string, fs.FileMode, bool) error {
 func (c closedFiles) Remove(context.Context, string, bool) error { return c.s.errClosed("remove") }
 func (c closedFiles) Rename(context.Context, string, string) error {
 	return c.s.errClosed("rename")
+}
+
+// DialPort opens a stream to port on the sandbox's loopback (its own
+// network namespace) through the agent. See sandbox.PortDialer.
+func (s *nativeSandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if s.closed.Load() || s.client == nil {
+		return nil, s.errClosed("dial")
+	}
+	return s.client.Dial(ctx, port)
 }

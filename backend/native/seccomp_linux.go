@@ -367,6 +367,15 @@ func installFilter(prog []bpfInsn, listen bool) (int, error) {
 	for i, in := range prog {
 		filters[i] = unix.SockFilter{Code: in.Code, Jt: in.Jt, Jf: in.Jf, K: in.K}
 	}
+	return installSockFilter(filters, listen)
+}
+
+// installSockFilter is installFilter for a program already in the
+// kernel's layout.
+func installSockFilter(filters []unix.SockFilter, listen bool) (int, error) {
+	if len(filters) == 0 {
+		return -1, fmt.Errorf("seccomp: empty program")
+	}
 	fprog := unix.SockFprog{Len: uint16(len(filters)), Filter: &filters[0]}
 	flags := uintptr(unix.SECCOMP_FILTER_FLAG_TSYNC)
 	if listen {

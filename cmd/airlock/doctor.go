@@ -21,11 +21,14 @@ type doctorReport struct {
 	Host     map[string]string        `json:"host"`
 	Backends map[string]sandbox.Probe `json:"backends"`
 	Default  string                   `json:"default_backend"`
+	// OCIRuntimes: daemons' registration of the airlock OCI runtime.
+	OCIRuntimes []ociRuntimeCheck `json:"oci_runtimes,omitempty"`
 }
 
 func runDoctor(args []string) int {
 	fs := newFlagSet("doctor")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
+	dockerHost := fs.String("docker-host", "", "check this Docker daemon's airlock runtime (default $DOCKER_HOST or unix:///var/run/docker.sock)")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -49,6 +52,7 @@ func runDoctor(args []string) int {
 		}
 		rep.Backends[name] = b.Probe(ctx)
 	}
+	rep.OCIRuntimes = append(rep.OCIRuntimes, checkDockerRuntime(ctx, *dockerHost))
 	if *jsonOut {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -72,5 +76,6 @@ func runDoctor(args []string) int {
 			fmt.Printf("           %-24s %s\n", k, p.Details[k])
 		}
 	}
+	printRuntimeChecks(rep.OCIRuntimes)
 	return 0
 }

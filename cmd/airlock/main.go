@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/airlock-dev/airlock/errdefs"
@@ -33,9 +34,16 @@ type command struct {
 
 var commands = map[string]command{}
 
+// argv0Commands run when the binary is invoked under their name (a link
+// or copy named airlock-runc is the OCI runtime).
+var argv0Commands = map[string]func(args []string) int{}
+
 func register(c command) { commands[c.name] = c }
 
 func main() {
+	if run, ok := argv0Commands[filepath.Base(os.Args[0])]; ok {
+		os.Exit(run(os.Args[1:]))
+	}
 	os.Exit(mainArgs(os.Args[1:]))
 }
 

@@ -49,6 +49,7 @@ func runMCP(args []string) int {
 	httpAddr := fs.String("http", "", "serve MCP over streamable HTTP on this address (path /mcp) instead of stdio")
 	backendName := fs.String("backend", "", "backend of the sandboxes (default: the server's)")
 	profile := fs.String("profile", "default", "policy profile of the sandboxes")
+	image := fs.String("image", "", "image of the sandboxes (docker: an image of the daemon, e.g. airlock/browser:latest for the browser tools)")
 	var allow stringList
 	fs.Var(&allow, "allow", "a host[:port] the sandboxes may reach (repeatable; replaces the profile's network)")
 	memory := fs.String("memory", "", "memory limit of each sandbox, e.g. 1Gi (default: the profile's)")
@@ -92,7 +93,7 @@ func runMCP(args []string) int {
 	}
 	defer c.Close()
 
-	cfg := mcptools.Config{Client: c, Backend: *backendName, Profile: *profile, Allow: allow, Memory: *memory,
+	cfg := mcptools.Config{Client: c, Backend: *backendName, Profile: *profile, Image: *image, Allow: allow, Memory: *memory,
 		Timeout: *timeout, Version: version, Instance: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())}
 	if *httpAddr == "" {
 		srv := mcptools.NewServer(cfg)

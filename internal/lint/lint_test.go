@@ -129,6 +129,8 @@ var hostPathHomes = map[string]string{
 	// with issue 12 item 3.
 	"backend/native/":         "paths the backend makes itself (cgroups, state, the rootfs it assembles) before anything runs inside; moving to backend/internal/hostfs (issue 12, item 3)",
 	"backend/gvisor/":         "the OCI bundle, cgroups and runsc state the backend makes itself; moving to backend/internal/hostfs (issue 12, item 3)",
+	"backend/docker/":         "the sandbox's state dir the backend makes and removes itself (deny objects, injected files, overlay layers) and /proc/PID/cgroup of its container's init; the container's own files are dockerd's to write",
+	"backend/native/oci/":     "the OCI runtime's state under --root, the bundle, cgroups and hook files containerd or dockerd name; paths inside a container's rootfs go through openat2 RESOLVE_IN_ROOT (mount_linux.go)",
 	"backend/wasm/backend.go": "the backend's own compilation cache and temp dir, named by it",
 	"backend/microvm/":        "the VM directories, cgroups, initramfs, templates and KVM verdict the backend makes under its own state and cache dirs; the host paths a policy shares are only stat'ed (plan) and served by QEMU's 9p server, read-only unless writable by policy",
 	"internal/cpio/cpio.go":   "the files its caller names for an initramfs (the agent binary, kernel modules)",
@@ -151,6 +153,7 @@ var hostPathHomes = map[string]string{
 	"bench/":                            "benchmark tools writing result files the operator names",
 	"cmd/airlock/run.go":                "the --audit and --result files the user names",
 	"cmd/airlock/sandboxcmd.go":         "the --policy file the user names",
+	"cmd/airlock/oci_linux.go":          "the --log file containerd or dockerd names for the runtime",
 	"cmd/airlock/mcp.go":                "the embedded server's own temp directory and socket, made by it",
 	"cmd/airlock/runhost.go":            "airlock's own cache store under the user's cache directory, and the user's git config read for the identity only",
 	"cmd/airlock/sandbox_cp.go":         "the local side of cp, named by the user; names from a sandbox are extracted through os.Root",

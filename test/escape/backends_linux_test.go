@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/backend/docker"
 	"github.com/airlock-dev/airlock/backend/gvisor"
 	"github.com/airlock-dev/airlock/backend/microvm"
 	"github.com/airlock-dev/airlock/backend/native"
@@ -31,6 +32,7 @@ func backendsUnderTest(t *testing.T, f *fixture) []backendUnderTest {
 		{b: native.New(native.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-native"), CgroupParent: cgroupParent("native")})},
 		{b: gvisor.New(gvisor.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-gvisor"), CgroupParent: cgroupParent("gvisor")})},
 		{b: wasm.New(wasm.Config{TempDir: wasmTmp}), wasm: true},
+		{b: docker.New(docker.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-docker"), Owner: cgroupParent("docker")})},
 		{b: microvm.New(microvm.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-microvm"), CacheDir: filepath.Join(f.root, "microvm-templates"),
 			KernelDir: microvmKernel(), CgroupParent: cgroupParent("microvm"), Accel: os.Getenv("AIRLOCK_MICROVM_ACCEL")})},
 	}

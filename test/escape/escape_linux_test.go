@@ -67,12 +67,12 @@ func TestEscape(t *testing.T) {
 			card.Filtered = true
 			continue
 		}
-		card.Backends = append(card.Backends, backendInfo{Name: name, Available: bk.probe.Available, Reason: bk.probe.Reason, Isolation: bk.probe.Isolation})
+		card.Backends = append(card.Backends, backendInfo{Name: name, Available: bk.probe.Available, Reason: bk.probe.Reason, Isolation: bk.probe.Isolation, Limits: bk.probe.Details["isolation"]})
 		if !bk.probe.Available {
 			t.Logf("backend %s unavailable: %s", name, bk.probe.Reason)
 			// native must run here, gvisor wherever runsc is installed: in
 			// CI that is a failure, not a skip (the other backends still run).
-			if (name == "native" || name == "gvisor" && haveRunsc() || name == "microvm" && haveQEMU()) && testutil.InCI() {
+			if (name == "native" || name == "gvisor" && haveRunsc() || name == "docker" && haveDockerd() || name == "microvm" && haveQEMU()) && testutil.InCI() {
 				t.Errorf("backend %s unavailable in CI: %s", name, bk.probe.Reason)
 			}
 			continue
@@ -112,6 +112,8 @@ func TestEscape(t *testing.T) {
 }
 
 func haveRunsc() bool { _, err := exec.LookPath("runsc"); return err == nil }
+
+func haveDockerd() bool { _, err := exec.LookPath("dockerd"); return err == nil }
 
 func haveQEMU() bool { _, err := exec.LookPath("qemu-system-x86_64"); return err == nil }
 

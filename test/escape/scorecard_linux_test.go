@@ -20,6 +20,9 @@ type backendInfo struct {
 	Available bool   `json:"available"`
 	Reason    string `json:"reason,omitempty"`
 	Isolation string `json:"isolation,omitempty"`
+	// Limits is what the backend says it cannot prevent (its probe's
+	// "isolation" detail), printed beside the results.
+	Limits string `json:"limits,omitempty"`
 }
 
 type row struct {
@@ -154,6 +157,11 @@ func (c *scorecard) markdown() string {
 		}
 	}
 	fmt.Fprintf(&b, "\n%d attacks, %d proven to work unconfined on the host.\n\n", len(c.Attacks), proven)
+	for _, bk := range c.Backends {
+		if bk.Limits != "" {
+			fmt.Fprintf(&b, "What no attack here can rule out on **%s**: %s.\n\n", bk.Name, mdEscape(bk.Limits))
+		}
+	}
 
 	fmt.Fprintf(&b, "## Matrix\n\n| category | attack | unconfined |")
 	for _, n := range names {

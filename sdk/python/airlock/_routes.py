@@ -17,6 +17,8 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "set_network": ("PUT", "/v1/sandboxes/{id}/network"),
     "exec": ("POST", "/v1/sandboxes/{id}/exec"),
     "run_code": ("POST", "/v1/sandboxes/{id}/code"),
+    "browser_navigate": ("POST", "/v1/sandboxes/{id}/browser/navigate"),
+    "browser_screenshot": ("POST", "/v1/sandboxes/{id}/browser/screenshot"),
     "list_processes": ("GET", "/v1/sandboxes/{id}/processes"),
     "get_process": ("GET", "/v1/sandboxes/{id}/processes/{pid}"),
     "delete_process": ("DELETE", "/v1/sandboxes/{id}/processes/{pid}"),

@@ -160,6 +160,12 @@ class AsyncSandbox:
     async def run_code(self, code: str, language: str = "python", timeout: Optional[Duration] = None) -> CodeResult:
         return await _run(self._sb.run_code, code, language, timeout)
 
+    async def browser_navigate(self, url: str, width: Optional[int] = None, height: Optional[int] = None) -> Dict[str, str]:
+        return await _run(self._sb.browser_navigate, url, width, height)
+
+    async def browser_screenshot(self, url: Optional[str] = None, full_page: bool = False) -> bytes:
+        return await _run(self._sb.browser_screenshot, url, full_page)
+
     async def events(self, after: int = 0) -> List[Event]:
         return await _run(self._sb.events, after)
 

@@ -457,6 +457,28 @@ class Sandbox:
             body["timeout"] = _duration(timeout)
         return CodeResult.from_json(self._t.call("run_code", {"id": self.id}, body=body, timeout=None))
 
+    def browser_navigate(self, url: str, width: Optional[int] = None, height: Optional[int] = None) -> Dict[str, str]:
+        """Opens url in the sandbox's headless browser (Chromium inside the
+        sandbox, started on first use; the image must have it) and returns
+        the page's "url" and "title" once it loaded. width and height set
+        the viewport when this call starts the browser."""
+        body: Dict[str, Any] = {"url": url}
+        if width:
+            body["width"] = width
+        if height:
+            body["height"] = height
+        r = self._t.call("browser_navigate", {"id": self.id}, body=body, timeout=None)
+        return {"url": r.get("url", ""), "title": r.get("title", "")}
+
+    def browser_screenshot(self, url: Optional[str] = None, full_page: bool = False) -> bytes:
+        """A PNG of the sandbox browser's page, after opening url first when
+        it is given."""
+        body: Dict[str, Any] = {"full_page": full_page}
+        if url:
+            body["url"] = url
+        r = self._t.call("browser_screenshot", {"id": self.id}, body=body, timeout=None)
+        return base64.b64decode(r.get("data", ""))
+
     def events(self, after: int = 0) -> List[Event]:
         """The sandbox's audit events after sequence number after."""
         r = self._t.call("events", {"id": self.id}, query={"after": after})

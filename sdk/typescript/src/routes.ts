@@ -14,6 +14,8 @@ export const ROUTES = {
   setNetwork: ["PUT", "/v1/sandboxes/{id}/network"],
   exec: ["POST", "/v1/sandboxes/{id}/exec"],
   runCode: ["POST", "/v1/sandboxes/{id}/code"],
+  browserNavigate: ["POST", "/v1/sandboxes/{id}/browser/navigate"],
+  browserScreenshot: ["POST", "/v1/sandboxes/{id}/browser/screenshot"],
   listProcesses: ["GET", "/v1/sandboxes/{id}/processes"],
   getProcess: ["GET", "/v1/sandboxes/{id}/processes/{pid}"],
   deleteProcess: ["DELETE", "/v1/sandboxes/{id}/processes/{pid}"],

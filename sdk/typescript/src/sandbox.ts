@@ -392,6 +392,28 @@ export class Sandbox {
     });
   }
 
+  /**
+   * Opens url in the sandbox's headless browser (Chromium inside the
+   * sandbox, started on first use; the image must have it) and resolves
+   * with the page's url and title once it loaded.
+   */
+  async browserNavigate(url: string, opts: { width?: number; height?: number; signal?: AbortSignal } = {}): Promise<{ url: string; title: string }> {
+    const r = await this.transport.call<{ url: string; title: string }>("browserNavigate", { id: this.id }, {
+      body: { url, width: opts.width, height: opts.height },
+      signal: opts.signal,
+    });
+    return { url: r.url, title: r.title };
+  }
+
+  /** A PNG of the sandbox browser's page, after opening opts.url first when given. */
+  async browserScreenshot(opts: { url?: string; fullPage?: boolean; signal?: AbortSignal } = {}): Promise<Buffer> {
+    const r = await this.transport.call<{ data: string }>("browserScreenshot", { id: this.id }, {
+      body: { url: opts.url, full_page: opts.fullPage ?? false },
+      signal: opts.signal,
+    });
+    return Buffer.from(r.data, "base64");
+  }
+
   /** The sandbox's audit events after sequence number after. */
   async events(after = 0): Promise<Event[]> {
     return (await this.transport.call<{ events: Event[] }>("events", { id: this.id }, { query: { after } })).events;

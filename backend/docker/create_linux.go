@@ -1,0 +1,431 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/go-units"
+
+	"github.com/airlock-dev/airlock/agent"
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/prep"
+	"github.com/airlock-dev/airlock/backend/internal/undo"
+	"github.com/airlock-dev/airlock/internal/logtail"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Create starts a sandbox. See sandbox.Backend. It runs the stages in
+// order — prepare (decide, touch nothing but the daemon's image list),
+// state (the state directory), container (create it and attach to its
+// stdio), start (start it, find its cgroup), connect (the agent's Hello) —
+// each registering what undoes it.
+func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sandbox, err error) {
+	p, err := b.prepare(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	b.reclaimOnce.Do(func() {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			b.reclaimExited(ctx)
+		}()
+	})
+	var u undo.Stack
+	defer func() {
+		if err != nil {
+			u.Run()
+		}
+	}()
+	p.times = append(p.times, time.Now())
+	if err := b.makeState(p, &u); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	p.times = append(p.times, time.Now())
+	if err := b.createContainer(ctx, p, &u); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	p.times = append(p.times, time.Now())
+	if err := b.start(ctx, p); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	p.times = append(p.times, time.Now())
+	s, err := b.connect(ctx, p, &u)
+	if err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	return s, nil
+}
+
+// prepared is what Create decided, and then made.
+type prepared struct {
+	spec     sandbox.Spec
+	pol      *policy.Policy
+	log      *slog.Logger
+	sink     audit.Sink
+	e        *engine
+	info     Info
+	img      resolved
+	uid, gid int
+	agentBin string
+	guard    *policy.ConfigGuard
+	t0       time.Time
+	times    []time.Time // end of prepare, state, container, start
+	// Filled in by the later stages.
+	dir    string // state directory
+	plan   *mountPlan
+	cid    string // container ID
+	conn   *attachConn
+	tail   *logtail.Tail
+	pid    int // the agent's pid on the host
+	cg     *containerCgroup
+	exited <-chan container.WaitResponse
+}
+
+func (p *prepared) wrap(format string, args ...any) error {
+	return prep.Wrap(p.spec.ID, format, args...)
+}
+
+// prepare validates the spec, asks the daemon what it offers and resolves
+// the image.
+func (b *Backend) prepare(ctx context.Context, spec sandbox.Spec) (*prepared, error) {
+	c, err := prep.Check(spec, b.cfg.AgentBinary, b.log)
+	if err != nil {
+		return nil, err
+	}
+	p := &prepared{spec: spec, pol: c.Policy, uid: c.UID, gid: c.GID, agentBin: c.AgentBin,
+		log: c.Log, sink: c.Sink, guard: c.Guard, t0: c.Start}
+	if p.pol.Filesystem.Rootfs != "" {
+		return nil, p.wrap("filesystem.rootfs %q: the docker backend runs images (Spec.Image), not root directories: %w", p.pol.Filesystem.Rootfs, sandbox.ErrInvalid)
+	}
+	if p.info = b.Info(ctx); p.info.Err != nil {
+		return nil, p.wrap("%w", p.info.Err)
+	}
+	if p.e, err = b.engine(); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	if p.img, err = b.resolveImage(ctx, p.e, spec.Image); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	return p, nil
+}
+
+func (b *Backend) stateDir(id string) string { return filepath.Join(b.cfg.StateDir, id) }
+
+// makeState plans the mounts and writes what they need into the sandbox's
+// state directory: the deny objects, the injected files and the overlay
+// layers.
+func (b *Backend) makeState(p *prepared, u *undo.Stack) error {
+	if err := os.MkdirAll(b.cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("state dir: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	p.dir = b.stateDir(p.spec.ID)
+	if err := os.Mkdir(p.dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("state %s: %w", p.dir, sandbox.ErrExists)
+		}
+		return fmt.Errorf("state: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	dir := p.dir
+	u.Push(func() { os.RemoveAll(dir) })
+	plan, err := planMounts(planInput{
+		Policy: p.pol, Host: p.img.Host, Files: p.spec.Files, Cache: p.spec.Caches, State: p.dir,
+		Agent: p.agentBin, UID: p.uid, GID: p.gid, Guard: p.guard, Label: b.labels(p.spec.ID),
+	})
+	if err != nil {
+		return err
+	}
+	p.plan = plan
+	if err := os.Mkdir(filepath.Join(dir, stateDenyDir), 0); err != nil {
+		return fmt.Errorf("state: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	if err := os.WriteFile(filepath.Join(dir, stateDenyFile), nil, 0); err != nil {
+		return fmt.Errorf("state: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	if len(plan.Files) > 0 {
+		if err := os.Mkdir(filepath.Join(dir, stateFiles), 0o755); err != nil {
+			return fmt.Errorf("state: %v: %w", err, sandbox.ErrUnavailable)
+		}
+	}
+	for i, f := range plan.Files {
+		mode := os.FileMode(f.Mode) & 0o777
+		if mode == 0 {
+			mode = 0o444
+		}
+		name := filepath.Join(dir, stateFiles, strconv.Itoa(i))
+		if err := os.WriteFile(name, f.Data, mode); err != nil {
+			return fmt.Errorf("state: file %s: %v: %w", f.Path, err, sandbox.ErrUnavailable)
+		}
+		if err := os.Chmod(name, mode); err != nil {
+			return fmt.Errorf("state: file %s: %v: %w", f.Path, err, sandbox.ErrUnavailable)
+		}
+	}
+	for i := range plan.Overlays {
+		for _, sub := range []string{"upper", "work"} {
+			if err := os.MkdirAll(filepath.Join(dir, stateOverlay, strconv.Itoa(i), sub), 0o700); err != nil {
+				return fmt.Errorf("state: overlay: %v: %w", err, sandbox.ErrUnavailable)
+			}
+		}
+	}
+	return nil
+}
+
+func (b *Backend) labels(id string) map[string]string {
+	return map[string]string{LabelSandbox: id, LabelOwner: b.cfg.Owner, LabelBackend: Name}
+}
+
+// containerName is the container's name in the daemon.
+func containerName(id string) string { return "airlock-" + id }
+
+// createContainer creates the container (not started) and attaches to its
+// stdio, so that nothing the agent writes is missed.
+func (b *Backend) createContainer(ctx context.Context, p *prepared, u *undo.Stack) error {
+	prof, err := seccompProfile()
+	if err != nil {
+		return fmt.Errorf("seccomp profile: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	cfg, hc := containerConfig(p, prof, b.labels(p.spec.ID))
+	resp, err := p.e.ContainerCreate(ctx, cfg, hc, nil, nil, containerName(p.spec.ID))
+	if err != nil {
+		if strings.Contains(err.Error(), "Conflict") {
+			return fmt.Errorf("container %s: %v: %w", containerName(p.spec.ID), err, sandbox.ErrExists)
+		}
+		return fmt.Errorf("create container: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	p.cid = resp.ID
+	e, cid := p.e, p.cid
+	u.Push(func() { removeContainer(e, cid) })
+	hr, err := p.e.ContainerAttach(ctx, p.cid, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return fmt.Errorf("attach: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	p.tail = &logtail.Tail{Max: 8 << 10}
+	p.conn = newAttachConn(hr, p.log, p.tail)
+	conn := p.conn
+	u.Push(func() { conn.Close() })
+	return nil
+}
+
+// removeContainer kills and removes a container and its overlay volumes,
+// whatever state it is in.
+func removeContainer(e *engine, cid string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := e.ContainerRemove(ctx, cid, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !notFound(err) {
+		return fmt.Errorf("remove container %s: %w", cid, err)
+	}
+	return nil
+}
+
+// containerConfig is the container for p: the agent as its init, and
+// every protection Docker offers.
+func containerConfig(p *prepared, seccompJSON string, labels map[string]string) (*container.Config, *container.HostConfig) {
+	l := p.pol.Limits
+	cfg := &container.Config{
+		Hostname:   "airlock",
+		User:       strconv.Itoa(p.uid) + ":" + strconv.Itoa(p.gid),
+		Entrypoint: []string{AgentPath, "agent", "serve"},
+		Cmd:        []string{},
+		// The agent trusts only the Hello config; it drops this too.
+		Env:          []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
+		WorkingDir:   "/",
+		OpenStdin:    true,
+		AttachStdin:  true,
+		AttachStdout: true,
+		AttachStderr: true,
+		// The first attach is ours: when it goes (airlock exited, even by
+		// SIGKILL) dockerd closes the container's stdin, the agent sees
+		// EOF and exits, and every process in the container with it.
+		StdinOnce: true,
+		Labels:    labels,
+		Image:     p.img.ID,
+	}
+	cfg.NetworkDisabled = true
+	hc := &container.HostConfig{
+		NetworkMode:    "none",
+		CapDrop:        []string{"ALL"},
+		SecurityOpt:    []string{"no-new-privileges:true", "seccomp=" + seccompJSON},
+		ReadonlyRootfs: true,
+		Mounts:         p.plan.Mounts,
+		Tmpfs:          p.plan.Tmpfs,
+		IpcMode:        "private",
+		CgroupnsMode:   "private",
+		// The agent channel is the container's stdout: never into a log.
+		LogConfig:  container.LogConfig{Type: "none"},
+		Init:       new(bool),
+		AutoRemove: false,
+	}
+	hc.Resources = container.Resources{
+		Ulimits: []*units.Ulimit{{Name: "core", Soft: 0, Hard: 0}},
+	}
+	if l.Memory > 0 {
+		hc.Memory = int64(l.Memory)
+		hc.MemorySwap = int64(l.Memory) // no swap on top
+	}
+	if l.CPUs > 0 {
+		hc.NanoCPUs = int64(l.CPUs * 1e9)
+	}
+	if l.Pids > 0 {
+		n := int64(l.Pids)
+		hc.PidsLimit = &n
+	}
+	if n := l.OpenFiles; n > 0 {
+		hc.Ulimits = append(hc.Ulimits, &units.Ulimit{Name: "nofile", Soft: int64(n), Hard: int64(n)})
+	}
+	if d := int64(l.DiskBytes); d > 0 {
+		hc.ShmSize = d
+	}
+	return cfg, hc
+}
+
+// start starts the container and finds its init and cgroup.
+func (b *Backend) start(ctx context.Context, p *prepared) error {
+	// Wait before start: an init that dies at once is still seen.
+	waitCtx, cancel := context.WithCancel(context.Background())
+	ch, errc := p.e.ContainerWait(waitCtx, p.cid, container.WaitConditionNextExit)
+	exited := make(chan container.WaitResponse, 1)
+	go func() {
+		defer cancel()
+		select {
+		case r := <-ch:
+			exited <- r
+		case err := <-errc:
+			exited <- container.WaitResponse{StatusCode: -1, Error: &container.WaitExitError{Message: err.Error()}}
+		}
+	}()
+	p.exited = exited
+	if err := p.e.ContainerStart(ctx, p.cid, container.StartOptions{}); err != nil {
+		return fmt.Errorf("start container: %s: %w", startError(err), sandbox.ErrUnavailable)
+	}
+	ins, err := p.e.ContainerInspect(ctx, p.cid)
+	if err != nil {
+		return fmt.Errorf("inspect container: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	if ins.State == nil || ins.State.Pid <= 0 {
+		return fmt.Errorf("container exited at start (%s): %s: %w", stateOf(ins.State), strings.TrimSpace(p.tail.String()), sandbox.ErrUnavailable)
+	}
+	p.pid = ins.State.Pid
+	p.cg = findCgroup(p.pid)
+	return nil
+}
+
+func stateOf(st *container.State) string {
+	if st == nil {
+		return "no state"
+	}
+	return fmt.Sprintf("%s, exit %d %s", st.Status, st.ExitCode, st.Error)
+}
+
+// startError shortens the runtime's message (it repeats its call chain).
+func startError(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, "error during container init: "); i >= 0 {
+		return s[i:]
+	}
+	return s
+}
+
+// connect speaks Hello to the agent and returns the running sandbox.
+func (b *Backend) connect(ctx context.Context, p *prepared, u *undo.Stack) (*dockerSandbox, error) {
+	pol, spec := p.pol, p.spec
+	env := imageEnv(p.img.Env, sandbox.Environ(pol, os.Environ(), spec.Env), spec.Env)
+	opts, gc := agent.SessionFor(spec, pol, env, p.log, p.sink)
+	client, err := agent.NewClient(p.conn, opts)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	u.Push(func() { client.Close() })
+	helloErr := make(chan error, 1)
+	go func() { helloErr <- client.Hello(ctx, gc) }()
+	var exit container.WaitResponse
+	exited := false
+	select {
+	case err = <-helloErr:
+	case exit = <-p.exited:
+		exited = true
+		err = errors.New("container exited")
+	}
+	if err != nil {
+		if !exited {
+			select {
+			case exit = <-p.exited:
+				exited = true
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if exited {
+			return nil, fmt.Errorf("container exited during start (status %d): %s: %w", exit.StatusCode, strings.TrimSpace(p.tail.String()), sandbox.ErrUnavailable)
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("agent hello: %w", errors.Join(ctx.Err(), sandbox.ErrTimeout))
+		}
+		return nil, fmt.Errorf("agent hello: %w", err)
+	}
+	s := &dockerSandbox{
+		id: spec.ID, b: b, e: p.e, cid: p.cid, log: p.log, audit: p.sink, client: client, conn: p.conn,
+		exited: p.exited, cg: p.cg, state: p.dir, guard: p.guard, uid: p.uid, gid: p.gid,
+		started: p.t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
+		overlays: p.plan.Overlays, syncSkip: p.plan.SyncSkip,
+	}
+	if t := pol.Limits.Timeout.D(); t > 0 {
+		s.timer.Store(time.AfterFunc(t, s.timeout))
+	}
+	go s.watch()
+	if len(p.times) == 4 {
+		p.log.Debug("sandbox started", "prepare", p.times[0].Sub(p.t0), "state", p.times[1].Sub(p.times[0]),
+			"create_attach", p.times[2].Sub(p.times[1]), "start", p.times[3].Sub(p.times[2]), "hello", time.Since(p.times[3]),
+			"total", time.Since(p.t0))
+	}
+	p.sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
+		"backend": Name, "container": p.cid[:12], "image": p.img.ID, "dockerd": p.info.Version,
+		"start_ms": time.Since(p.t0).Milliseconds(),
+	}})
+	return s, nil
+}
+
+// imageEnv layers the sandbox's environment over the image's: the image's
+// ENV is the base (its PATH included: the image knows where its programs
+// are), the policy's environment wins over it except for a PATH that only
+// the host's environment gave (explicit ones, from the caller, still win).
+func imageEnv(image, sandboxEnv []string, explicit map[string]string) []string {
+	if len(image) == 0 {
+		return sandboxEnv
+	}
+	m := map[string]string{}
+	var order []string
+	set := func(kv string) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return
+		}
+		if _, seen := m[k]; !seen {
+			order = append(order, k)
+		}
+		m[k] = v
+	}
+	for _, kv := range image {
+		set(kv)
+	}
+	imagePath, hasPath := m["PATH"]
+	for _, kv := range sandboxEnv {
+		set(kv)
+	}
+	if _, ok := explicit["PATH"]; hasPath && !ok {
+		m["PATH"] = imagePath
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, k+"="+m[k])
+	}
+	return out
+}

@@ -1,0 +1,134 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// BaseImage is the empty image a sandbox without an image runs on: the
+// host's system directories are bound over it as the policy lists them.
+// The backend imports it into the daemon on first use.
+const BaseImage = "airlock/base:1"
+
+// resolved is an image ready to run: its ID and the parts of its config
+// the backend honours.
+type resolved struct {
+	ID   string
+	Env  []string // the image's ENV, lowest layer of the sandbox's environment
+	Host bool     // the base image: the host's system dirs are bound over it
+}
+
+// resolveImage is the one place that turns Spec.Image into an image of the
+// daemon: "" is the base image (host system dirs), anything else an image
+// the daemon already has (by name or ID). Images from Airlock's own image
+// store are to be loaded into the daemon here, on demand, once that store
+// exists; today a name the daemon lacks is ErrNotFound.
+func (b *Backend) resolveImage(ctx context.Context, e *engine, ref string) (resolved, error) {
+	if ref == "" {
+		id, err := b.baseImage(ctx, e)
+		return resolved{ID: id, Host: true}, err
+	}
+	if strings.ContainsAny(ref, "\x00\n") || len(ref) > 512 {
+		return resolved{}, fmt.Errorf("image %q: not an image reference: %w", ref, sandbox.ErrInvalid)
+	}
+	ins, err := e.ImageInspect(ctx, ref)
+	if err != nil {
+		if notFound(err) {
+			return resolved{}, fmt.Errorf("image %q: not in the docker daemon (load or import it first; nothing is pulled): %w", ref, sandbox.ErrNotFound)
+		}
+		return resolved{}, fmt.Errorf("image %q: %v: %w", ref, err, sandbox.ErrUnavailable)
+	}
+	r := resolved{ID: ins.ID}
+	if ins.Config != nil {
+		r.Env = ins.Config.Env
+	}
+	return r, nil
+}
+
+// baseImage returns the ID of BaseImage, importing it when missing.
+func (b *Backend) baseImage(ctx context.Context, e *engine) (string, error) {
+	if ins, err := e.ImageInspect(ctx, BaseImage); err == nil {
+		return ins.ID, nil
+	}
+	b.baseOnce.Lock()
+	defer b.baseOnce.Unlock()
+	if ins, err := e.ImageInspect(ctx, BaseImage); err == nil {
+		return ins.ID, nil
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, d := range []string{"proc/", "dev/", "sys/", "tmp/", ".airlock/"} {
+		mode := int64(0o755)
+		if d == "tmp/" {
+			mode = 0o1777
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode}); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", err
+	}
+	id, err := b.Import(ctx, &buf, BaseImage, []string{"LABEL " + LabelBackend + "=" + Name})
+	if err != nil {
+		return "", fmt.Errorf("base image: %w", err)
+	}
+	b.log.Info("imported the base image", "image", BaseImage, "id", id)
+	return id, nil
+}
+
+// Import loads a root filesystem tarball into the daemon as image ref
+// (Engine API image import; changes are Dockerfile instructions such as
+// "ENV K=V"), and returns the image's ID.
+func (b *Backend) Import(ctx context.Context, rootfs io.Reader, ref string, changes []string) (string, error) {
+	e, err := b.engine()
+	if err != nil {
+		return "", err
+	}
+	rc, err := e.ImageImport(ctx, image.ImportSource{Source: rootfs, SourceName: "-"}, ref, image.ImportOptions{Changes: changes})
+	if err != nil {
+		return "", fmt.Errorf("import image %q: %v: %w", ref, err, sandbox.ErrUnavailable)
+	}
+	defer rc.Close()
+	if err := readProgress(rc); err != nil {
+		return "", fmt.Errorf("import image %q: %w", ref, err)
+	}
+	ins, err := e.ImageInspect(ctx, ref)
+	if err != nil {
+		return "", fmt.Errorf("import image %q: inspect: %v: %w", ref, err, sandbox.ErrUnavailable)
+	}
+	return ins.ID, nil
+}
+
+// readProgress drains the daemon's JSON progress stream and returns the
+// error it reports, if any.
+func readProgress(r io.Reader) error {
+	dec := json.NewDecoder(io.LimitReader(r, 16<<20))
+	for {
+		var m struct {
+			Error       string `json:"error"`
+			ErrorDetail struct {
+				Message string `json:"message"`
+			} `json:"errorDetail"`
+		}
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("progress stream: %v: %w", err, sandbox.ErrUnavailable)
+		}
+		if m.Error != "" || m.ErrorDetail.Message != "" {
+			return fmt.Errorf("daemon: %s%s: %w", m.Error, m.ErrorDetail.Message, sandbox.ErrInvalid)
+		}
+	}
+}
