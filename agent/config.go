@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"time"
 
@@ -132,6 +133,11 @@ type ServeOptions struct {
 	// Root is the directory file operations resolve inside ("" = "/").
 	// Processes are not confined to it; the backend's pivot_root does that.
 	Root string
+	// ProcessCgroup, when set, is an open cgroup v2 directory every process
+	// starts in (CLONE_INTO_CGROUP), so its limits (pids.max) count the
+	// sandbox's processes and not the agent's threads. The microvm guest
+	// sets it; nil: processes stay in the agent's cgroup.
+	ProcessCgroup *os.File
 }
 
 func discardLogger(l *slog.Logger) *slog.Logger {

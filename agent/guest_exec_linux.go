@@ -89,6 +89,9 @@ func (g *guest) exec(st *yamux.Stream, req *request, cfg *GuestConfig) {
 	}
 	sys := &syscall.SysProcAttr{Setsid: true, Setctty: er.TTY, Ctty: 0}
 	sys.Credential = g.credential(cfg)
+	if g.cgroup != nil {
+		sys.UseCgroupFD, sys.CgroupFD = true, int(g.cgroup.Fd())
+	}
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: stdio[:], Sys: sys}
 
 	var wait <-chan syscall.WaitStatus

@@ -53,7 +53,7 @@ func Serve(ctx context.Context, conn io.ReadWriteCloser, opts ServeOptions) erro
 	if err != nil {
 		return fmt.Errorf("agent serve: start session: %v: %w", err, sandbox.ErrInvalid)
 	}
-	g := &guest{sess: sess, log: log, root: root, procs: map[*guestProc]struct{}{}, configured: make(chan struct{})}
+	g := &guest{sess: sess, log: log, root: root, procs: map[*guestProc]struct{}{}, configured: make(chan struct{}), cgroup: opts.ProcessCgroup}
 	stop := context.AfterFunc(ctx, func() { sess.Close() })
 	defer stop()
 	for {
@@ -167,6 +167,7 @@ type guest struct {
 	egress      net.Listener
 	dials       int // dial streams open
 	closed      bool
+	cgroup      *os.File // ServeOptions.ProcessCgroup
 }
 
 // hostHeaderTimeout bounds how long the host may take to send a header.

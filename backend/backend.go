@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/backend/gvisor"
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
+	"github.com/airlock-dev/airlock/backend/microvm"
 	"github.com/airlock-dev/airlock/backend/native"
 	"github.com/airlock-dev/airlock/backend/wasm"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -46,7 +47,7 @@ var isolationRank = map[string]int{"weak": 0, "kernel": 1, "medium": 2, "wasm": 
 
 // Names lists the backends this build knows, in order of start-up speed
 // (the order `auto` tries them).
-func Names() []string { return []string{"native", "gvisor", "docker", "wasm"} }
+func Names() []string { return []string{"native", "gvisor", "docker", "wasm", "microvm"} }
 
 // Open returns the backend called name ("" means native).
 func Open(name string, opts Options) (sandbox.Backend, error) {
@@ -71,6 +72,8 @@ func Open(name string, opts Options) (sandbox.Backend, error) {
 		return docker.New(docker.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "docker"), Owner: cgroupSub(opts.CgroupParent, "docker")}), nil
 	case "wasm":
 		return wasm.New(wasm.Config{Log: opts.Log}), nil
+	case "microvm":
+		return microvm.New(microvm.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "microvm"), CgroupParent: cgroupSub(opts.CgroupParent, "microvm")}), nil
 	}
 	return nil, fmt.Errorf("backend %q: unknown (known: %s, auto): %w", name, strings.Join(Names(), ", "), sandbox.ErrInvalid)
 }

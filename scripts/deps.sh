@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 # python3-pip: the Python SDK's install test.
 # e2fsprogs: mkfs.ext4, for airlock serve's disk quota volumes (Debian
 # installs it everywhere; listed so a slimmer image cannot skip them).
-pkgs=(bubblewrap runsc git python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev e2fsprogs)
+# qemu-system-x86, xz-utils: the microvm backend (QEMU -M microvm; the guest
+# kernel's extraction, scripts/guest-kernel.sh).
+pkgs=(bubblewrap runsc git qemu-system-x86 xz-utils python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev e2fsprogs)
 # docker.io: the docker backend's daemon (scripts/dockerd.sh starts it);
 # busybox-static and mmdebstrap: the test images (scripts/docker-images.sh).
 # The OCI runtime's tests: containerd (and its runc shim) and a dockerd of

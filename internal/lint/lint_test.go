@@ -132,10 +132,13 @@ var hostPathHomes = map[string]string{
 	"backend/docker/":         "the sandbox's state dir the backend makes and removes itself (deny objects, injected files, overlay layers) and /proc/PID/cgroup of its container's init; the container's own files are dockerd's to write",
 	"backend/native/oci/":     "the OCI runtime's state under --root, the bundle, cgroups and hook files containerd or dockerd name; paths inside a container's rootfs go through openat2 RESOLVE_IN_ROOT (mount_linux.go)",
 	"backend/wasm/backend.go": "the backend's own compilation cache and temp dir, named by it",
+	"backend/microvm/":        "the VM directories, cgroups, initramfs, templates and KVM verdict the backend makes under its own state and cache dirs; the host paths a policy shares are only stat'ed (plan) and served by QEMU's 9p server, read-only unless writable by policy",
+	"internal/cpio/cpio.go":   "the files its caller names for an initramfs (the agent binary, kernel modules)",
 	"backend/wasm/sandbox.go": "the sandbox's private scratch dir, made and removed by the backend; paths inside go through os.Root (mounts.go)",
 
 	// Programs that run inside a sandbox: their paths are the sandbox's.
 	"agent/serve_linux.go":               "the guest agent, inside the sandbox: /proc of its own namespace",
+	"backend/microvm/guest/":             "the microVM's init, inside the guest: its initramfs and the sandbox root it builds",
 	"backend/native/testdata/":           "an attack program run inside sandboxes",
 	"backend/wasm/testdata/":             "a WASI guest run inside sandboxes",
 	"sandbox/sandboxtest/helper/":        "the conformance helper, run inside sandboxes",

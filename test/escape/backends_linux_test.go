@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlock-dev/airlock/backend/docker"
 	"github.com/airlock-dev/airlock/backend/gvisor"
+	"github.com/airlock-dev/airlock/backend/microvm"
 	"github.com/airlock-dev/airlock/backend/native"
 	"github.com/airlock-dev/airlock/backend/wasm"
 )
@@ -32,6 +33,8 @@ func backendsUnderTest(t *testing.T, f *fixture) []backendUnderTest {
 		{b: gvisor.New(gvisor.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-gvisor"), CgroupParent: cgroupParent("gvisor")})},
 		{b: wasm.New(wasm.Config{TempDir: wasmTmp}), wasm: true},
 		{b: docker.New(docker.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-docker"), Owner: cgroupParent("docker")})},
+		{b: microvm.New(microvm.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-microvm"), CacheDir: filepath.Join(f.root, "microvm-templates"),
+			KernelDir: microvmKernel(), CgroupParent: cgroupParent("microvm"), Accel: os.Getenv("AIRLOCK_MICROVM_ACCEL")})},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -39,4 +42,14 @@ func backendsUnderTest(t *testing.T, f *fixture) []backendUnderTest {
 		list[i].probe = list[i].b.Probe(ctx)
 	}
 	return list
+}
+
+// microvmKernel is the guest kernel `make guest-kernel` prepared in this
+// repository (or $AIRLOCK_MICROVM_DIR's).
+func microvmKernel() string {
+	if d := os.Getenv("AIRLOCK_MICROVM_DIR"); d != "" {
+		return filepath.Join(d, "kernel")
+	}
+	wd, _ := os.Getwd()
+	return filepath.Join(wd, "..", "..", "var", "microvm", "kernel")
 }

@@ -72,7 +72,7 @@ func TestEscape(t *testing.T) {
 			t.Logf("backend %s unavailable: %s", name, bk.probe.Reason)
 			// native must run here, gvisor wherever runsc is installed: in
 			// CI that is a failure, not a skip (the other backends still run).
-			if (name == "native" || name == "gvisor" && haveRunsc() || name == "docker" && haveDockerd()) && testutil.InCI() {
+			if (name == "native" || name == "gvisor" && haveRunsc() || name == "docker" && haveDockerd() || name == "microvm" && haveQEMU()) && testutil.InCI() {
 				t.Errorf("backend %s unavailable in CI: %s", name, bk.probe.Reason)
 			}
 			continue
@@ -114,6 +114,8 @@ func TestEscape(t *testing.T) {
 func haveRunsc() bool { _, err := exec.LookPath("runsc"); return err == nil }
 
 func haveDockerd() bool { _, err := exec.LookPath("dockerd"); return err == nil }
+
+func haveQEMU() bool { _, err := exec.LookPath("qemu-system-x86_64"); return err == nil }
 
 func clip(s string, n int) string {
 	if len(s) > n {

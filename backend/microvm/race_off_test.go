@@ -1,0 +1,5 @@
+//go:build !race
+
+package microvm
+
+const raceEnabled = false

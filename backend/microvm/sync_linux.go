@@ -1,0 +1,39 @@
+package microvm
+
+import (
+	"context"
+
+	"github.com/airlock-dev/airlock/backend/internal/syncback"
+	"github.com/airlock-dev/airlock/backend/microvm/guest"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// Sync writes back what the sandbox changed in its writable host paths
+// (shared read-only, with a writable layer in the guest while it runs),
+// each change decided by the guard on the host. See sandbox.Syncer.
+func (s *vmSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
+	if len(s.syncRoots) == 0 {
+		return sandbox.SyncReport{}, nil
+	}
+	if s.closed.Load() {
+		return sandbox.SyncReport{}, s.errClosed("sync")
+	}
+	// A root whose writable layer is empty has no change: one listing
+	// instead of a walk of the tree inside.
+	var roots []string
+	for _, r := range s.syncRoots {
+		if l, ok := s.syncLayers[r]; ok {
+			if ents, err := s.client.Files().List(ctx, l); err == nil && len(ents) == 0 {
+				continue
+			}
+		}
+		roots = append(roots, r)
+	}
+	if len(roots) == 0 {
+		return sandbox.SyncReport{}, nil
+	}
+	return syncback.Run(ctx, s.client, syncback.Sandbox{
+		ID: s.id, Agent: guest.AgentPath, Roots: roots, Skip: s.syncSkip, Guard: s.guard,
+		UID: s.uid, GID: s.gid, Started: s.started, Audit: s.audit, Log: s.log,
+	})
+}
