@@ -116,5 +116,7 @@ func (sl *storedLayer) Size() (int64, error) {
 	}
 	return fi.Size(), nil
 }
-func (sl *storedLayer) MediaType() (types.MediaType, error) { return types.MediaType(sl.l.MediaType), nil }
-func (sl *storedLayer) DiffID() (v1.Hash, error)            { return v1.NewHash(sl.l.DiffID) }
+func (sl *storedLayer) MediaType() (types.MediaType, error) {
+	return types.MediaType(sl.l.MediaType), nil
+}
+func (sl *storedLayer) DiffID() (v1.Hash, error) { return v1.NewHash(sl.l.DiffID) }

@@ -43,7 +43,7 @@ type unpackOptions struct {
 type unpackResult struct {
 	Bytes    int64    `json:"bytes"`
 	Entries  int      `json:"entries"`
-	Skipped  []string `json:"skipped,omitempty"`  // device nodes and other entries left out (first 20)
+	Skipped  []string `json:"skipped,omitempty"` // device nodes and other entries left out (first 20)
 	NSkipped int      `json:"n_skipped,omitempty"`
 	Stripped int      `json:"stripped_setid,omitempty"` // files whose set-id bits or capabilities were removed
 }

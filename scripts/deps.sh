@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 # python3-matplotlib: run_code's PNG figures are tested inside sandboxes;
 # python3-pip: the Python SDK's install test.
 pkgs=(bubblewrap runsc git python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev)
+# Image tests: a static busybox for the busybox image, mmdebstrap for the
+# Debian one (scripts/test-images.sh), dockerd for `docker save` tarballs
+# and the image benchmark beside `docker run`.
+pkgs+=(busybox-static mmdebstrap docker.io)
 # The TypeScript SDK needs Node.js 20+ and npm (machines come with them;
 # Debian's own nodejs is older, so it is only a fallback).
 command -v node >/dev/null || pkgs+=(nodejs npm)
@@ -42,3 +46,6 @@ fi
 if [ ! sdk/typescript/node_modules/.package-lock.json -nt sdk/typescript/package-lock.json ]; then
 	(cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# The Debian test image (cached per machine) and dockerd (started once).
+./scripts/test-images.sh
+./scripts/dockerd.sh

@@ -226,7 +226,7 @@ func CacheDir() string {
 func Debian(t testing.TB) v1.Image {
 	t.Helper()
 	p := DebianTarball(t)
-	l, err := tarball.LayerFromFile(p)
+	l, err := tarball.LayerFromFile(p, tarball.WithCompressionLevel(1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ type Registry struct {
 	Break atomic.Value // string
 	// Corrupt, when set, makes GETs of that blob flip a byte.
 	Corrupt atomic.Value // string
-	gets sync.Map // digest -> *atomic.Int64
+	gets    sync.Map     // digest -> *atomic.Int64
 }
 
 // NewRegistry starts a registry; with user set, every request needs
