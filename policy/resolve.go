@@ -156,7 +156,14 @@ func (r *resolver) resolve() {
 		}
 	}
 
-	fs.ReadOnly = r.paths("filesystem.read_only", fs.ReadOnly, fs.Rootfs != "")
+	ownRoot := fs.Rootfs != "" || fs.Image != ""
+	if fs.Image != "" {
+		// The image has its own home: the profile's private home (a
+		// tmpfs at the caller's ~, there to hide the host's) would only
+		// hide the image's.
+		fs.Tmpfs = slices.DeleteFunc(slices.Clone(fs.Tmpfs), func(s string) bool { return s == "~" || s == "$HOME" || s == "${HOME}" })
+	}
+	fs.ReadOnly = r.paths("filesystem.read_only", fs.ReadOnly, ownRoot)
 	fs.ReadWrite = r.paths("filesystem.read_write", fs.ReadWrite, false)
 	fs.Deny = r.paths("filesystem.deny", fs.Deny, false)
 	fs.Tmpfs = r.paths("filesystem.tmpfs", fs.Tmpfs, false)
@@ -196,11 +203,17 @@ func (r *resolver) resolve() {
 		}
 		pr.Env = env
 	}
+	if fs.WorkspaceMount == "" && fs.Image != "" && fs.Workspace != "none" {
+		fs.WorkspaceMount = "/workspace"
+	}
+	if fs.WorkspaceMount != "" {
+		fs.WorkspaceMount = cleanPath(fs.WorkspaceMount)
+	}
 	switch {
 	case pr.Workdir != "":
 		pr.Workdir = r.expand("process.workdir", pr.Workdir)
 	case fs.Workspace != "none":
-		pr.Workdir = fs.Workspace
+		pr.Workdir = fs.WorkspaceInside()
 	default:
 		pr.Workdir = "/"
 	}
@@ -363,6 +376,18 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// WorkspaceInside is where the workspace appears inside the sandbox:
+// WorkspaceMount, or its host path; "" when there is none.
+func (fs *Filesystem) WorkspaceInside() string {
+	if fs.Workspace == "none" || fs.Workspace == "" {
+		return ""
+	}
+	if fs.WorkspaceMount != "" {
+		return fs.WorkspaceMount
+	}
+	return fs.Workspace
 }
 
 // WorkspacePath returns the resolved workspace, or "" when there is none.
