@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/images/imagestest"
 	"github.com/airlock-dev/airlock/internal/testutil"
+	"github.com/airlock-dev/airlock/policy"
 )
 
 func newStore(t *testing.T) *images.Store {
@@ -383,5 +384,43 @@ func TestSetIDStrippedUnlessAsked(t *testing.T) {
 	}
 	if r2.Layers[0] == r.Layers[0] {
 		t.Errorf("SetID variant shares the stripped directory")
+	}
+}
+
+func TestApplyConfig(t *testing.T) {
+	s := newStore(t)
+	ctx := context.Background()
+	img := imagestest.Image(t, v1.Config{Env: []string{"PATH=/img/bin", "A=1"}, User: "user", WorkingDir: "/srv/app"},
+		imagestest.Layer(t, imagestest.BusyboxTar(t)),
+		imagestest.Layer(t, imagestest.Tar(t, imagestest.Entry{Name: "etc/.wh.group"})))
+	p := filepath.Join(t.TempDir(), "i.tar")
+	writeTarball(t, p, "cfg:1", img)
+	if _, err := s.Import(ctx, p, images.ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Acquire(ctx, "cfg:1", "x", images.AcquireOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	if _, err := r.ReadFile("/etc/group"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("whited-out /etc/group read: %v", err)
+	}
+	if b, err := r.ReadFile("etc/passwd"); err != nil || !strings.Contains(string(b), "user:x:1000") {
+		t.Errorf("/etc/passwd: %q %v", b, err)
+	}
+	var pol policy.Policy
+	pol.Process.Env = map[string]string{"A": "policy"}
+	if err := r.Apply(&pol); err != nil {
+		t.Fatal(err)
+	}
+	if *pol.Process.UID != 1000 || *pol.Process.GID != 1000 || pol.Process.Workdir != "/srv/app" || pol.Filesystem.Image != "cfg:1" {
+		t.Errorf("applied: %+v %+v", pol.Process, pol.Filesystem)
+	}
+	if pol.Process.Env["A"] != "policy" || pol.Process.Env["PATH"] != "/img/bin" || pol.Process.Env["HOME"] != "/home/user" {
+		t.Errorf("env %v", pol.Process.Env)
+	}
+	if _, err := r.User("user:staff"); !errors.Is(err, errdefs.ErrNotFound) {
+		t.Errorf("group from a whited-out /etc/group: %v", err)
 	}
 }
