@@ -354,3 +354,27 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	}
 	return c.r.Read(p)
 }
+
+// AddOptions configure AddImage.
+type AddOptions struct {
+	Names    []string // references to name it by (normalised here)
+	Progress func(Progress)
+}
+
+// AddImage brings a go-containerregistry image (from anywhere: a build, a
+// test, another store) into the store, as Pull and Import do.
+func (s *Store) AddImage(ctx context.Context, img v1.Image, opts AddOptions) (*Image, error) {
+	var names []string
+	for _, n := range opts.Names {
+		t, err := ParseTag(n)
+		if err != nil {
+			return nil, fmt.Errorf("add image: %w", err)
+		}
+		names = append(names, t.Name())
+	}
+	im, err := s.add(ctx, img, addOptions{names: names, progress: opts.Progress})
+	if err != nil {
+		return nil, fmt.Errorf("add image: %w", err)
+	}
+	return im, nil
+}

@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/errdefs"
+	"github.com/airlock-dev/airlock/internal/fsutil"
 )
 
 // Whiteout names of the OCI layer format.
@@ -435,19 +434,5 @@ func (u *unpacker) xattrsFD(fd int, hdr *tar.Header) error {
 	return nil
 }
 
-// removeTree removes dir and everything below it, making read-only
-// directories writable first (a layer may hold mode 0555 directories,
-// which only root could otherwise empty). It never follows a symlink.
-func removeTree(dir string) error {
-	err := os.RemoveAll(dir)
-	if err == nil || os.Geteuid() == 0 {
-		return err
-	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = unix.Fchmodat(unix.AT_FDCWD, p, 0o700, 0)
-		}
-		return nil
-	})
-	return os.RemoveAll(dir)
-}
+// removeTree removes a tree the store made (see fsutil.RemoveAll).
+func removeTree(dir string) error { return fsutil.RemoveAll(dir) }

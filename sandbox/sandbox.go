@@ -24,9 +24,17 @@ type Spec struct {
 	ID string
 	// Policy is the resolved policy. Must not be nil.
 	Policy *policy.Policy
-	// Image is a backend-specific root filesystem reference (a directory for
-	// native/gvisor, an image name for docker). Empty means the host's.
+	// Image names the image the sandbox runs, as the caller named it (a
+	// reference of the image store: "debian:bookworm"). Backends that
+	// mount layers themselves (native, gvisor) need Root with it; a
+	// directory here is refused (a root filesystem directory is the
+	// policy's filesystem.rootfs). Empty: no image.
 	Image string
+	// Root is Image resolved by the image store: what native and gvisor
+	// mount as the root (an overlay of the layers under a writable layer
+	// private to the sandbox). The caller holds the image (a store lease)
+	// until the sandbox is destroyed.
+	Root *ImageRoot
 	// Audit receives the sandbox's structured events. Nil discards them.
 	Audit audit.Sink
 	// Log is the component logger. Nil discards.
@@ -49,6 +57,15 @@ type Spec struct {
 	// file), with what each is. Backends pin the secret files and their
 	// own binary themselves.
 	Pinned map[string]string
+}
+
+// ImageRoot is an image's root filesystem for one sandbox.
+type ImageRoot struct {
+	// Layers are the image's unpacked layer trees (overlayfs form:
+	// whiteouts are 0/0 character devices, opaque directories carry
+	// user.overlay.opaque), lowest first. Shared with other sandboxes and
+	// never written: every write goes to the sandbox's own layer.
+	Layers []string
 }
 
 // Bind is a host directory Src made visible read-write at Dst inside.

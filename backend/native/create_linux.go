@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/fsguard"
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/internal/imageroot"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -113,10 +114,18 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 	if p.pol == nil {
 		return nil, p.wrap("nil policy: %w", sandbox.ErrInvalid)
 	}
-	if spec.Image != "" && p.pol.Filesystem.Rootfs != spec.Image {
-		// For native, an image is a root filesystem directory.
+	if err := imageroot.Check(spec); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	switch {
+	case spec.Root != nil && p.pol.Filesystem.Image == "":
 		p.pol = p.pol.Clone()
-		p.pol.Filesystem.Rootfs = spec.Image
+		p.pol.Filesystem.Image = spec.Image
+		if p.pol.Filesystem.Image == "" {
+			p.pol.Filesystem.Image = "(image)"
+		}
+	case spec.Root == nil && p.pol.Filesystem.Image != "":
+		return nil, p.wrap("policy names image %q but the spec has no root for it (resolve it through the image store): %w", p.pol.Filesystem.Image, sandbox.ErrInvalid)
 	}
 	p.log = spec.Log
 	if p.log == nil {
@@ -173,6 +182,8 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 	if exe, err := os.Executable(); err == nil {
 		p.guard.Pinned[exe] = "the airlock binary"
 	}
+	// The mediator sees the workspace where the sandbox does.
+	p.guard.Relocate(p.pol.Filesystem.WorkspacePath(), p.pol.Filesystem.WorkspaceInside())
 	if !p.mediate {
 		// Nothing can keep a writable path from rewriting a pinned file:
 		// refuse to start rather than let the sandbox edit its own policy.
@@ -219,6 +230,7 @@ type started struct {
 	chInit   *os.File
 	stderr   *boundedBuffer
 	lock     *os.File
+	writable *imageroot.Writable // an image sandbox's writable layer
 	tCgroup  time.Time
 	tForked  time.Time
 	tPrepare time.Time
@@ -241,6 +253,14 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 	}
 	st.lock = lock
 	undo.Push(func() { b.unlockState(p.spec.ID, lock) })
+	if p.spec.Root != nil {
+		// After the lock: a reclaimer never removes a live sandbox's layer.
+		if st.writable, err = imageroot.Make(b.cfg.WritableDir, p.spec.ID, -1, -1); err != nil {
+			return nil, err
+		}
+		w := st.writable
+		undo.Push(func() { _ = w.Remove() })
+	}
 	st.cg = newCgroupV2(hostCgroups(), b.cfg.CgroupParent, p.spec.ID, p.lim)
 	undo.Push(func() { st.cg.kill(); _ = st.cg.remove() })
 	st.tCgroup = time.Now()
@@ -298,12 +318,23 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 	if err != nil {
 		return nil, err
 	}
+	rootRule := llRule{Access: llReadDir, Path: "/"}
+	var overlay *overlayRoot
+	if st.writable != nil {
+		dir, opts, err := imageroot.Options(p.spec.Root.Layers, st.writable)
+		if err != nil {
+			return nil, err
+		}
+		overlay = &overlayRoot{Chdir: dir, Options: opts}
+		rootRule.Access = llReadExec
+	}
 	cfg := initConfig{
 		ID:            p.spec.ID,
 		Hostname:      "airlock",
 		RootSize:      rootSize(p.spec.Files),
+		Overlay:       overlay,
 		Mounts:        plan.Mounts,
-		Landlock:      append(plan.Landlock, llRule{Access: llReadDir, Path: "/"}),
+		Landlock:      append(plan.Landlock, rootRule),
 		UseLandlock:   p.feats.LandlockABI > 0,
 		Seccomp:       p.filter.Prog,
 		SeccompNotify: p.feats.SeccompUserNotif,
@@ -343,7 +374,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 	// The supervisor's thread is prepared (with the sandbox's credentials
 	// for the write mediator) while the init sets up.
 	s := &nativeSandbox{
-		id: p.spec.ID, b: b, log: p.log, audit: p.sink, cmd: st.cmd, cg: st.cg, lock: st.lock,
+		id: p.spec.ID, b: b, log: p.log, audit: p.sink, cmd: st.cmd, cg: st.cg, lock: st.lock, writable: st.writable,
 		waited: st.waited, done: make(chan struct{}), stderr: st.stderr, denials: newDenials(p.sink, p.spec.ID, p.log),
 	}
 	var creds *fsguard.Creds

@@ -2,6 +2,7 @@ package native
 
 import (
 	"log/slog"
+	"path/filepath"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 )
@@ -21,6 +22,10 @@ type Config struct {
 	// under which sandbox cgroups are made. Empty: "airlock" next to our
 	// own cgroup on v2, "airlock" at each v1 controller's root.
 	CgroupParent string
+	// WritableDir holds image sandboxes' writable layers, one directory
+	// each (see backend/internal/imageroot). Empty: DataDir/native/rw
+	// (/var/lib/airlock/native/rw as root): on disk, not in memory.
+	WritableDir string
 }
 
 // Name is the policy name of this backend.
@@ -48,6 +53,9 @@ func New(cfg Config) *Backend {
 	}
 	if cfg.StateDir == "" {
 		cfg.StateDir = hostfs.StateDir(Name)
+	}
+	if cfg.WritableDir == "" {
+		cfg.WritableDir = filepath.Join(hostfs.DataDir(Name), "rw")
 	}
 	return &Backend{cfg: cfg, log: cfg.Log.With("backend", Name), features: HostFeatures}
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/policy"
@@ -76,6 +77,9 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, caches []sandbox.Bind, 
 		}
 	}
 	p := pl.p
+	if pol.Filesystem.Image != "" {
+		pl.imageRoot()
+	}
 	sortMounts(p.Mounts)
 	for _, m := range p.Mounts {
 		if m.Kind != opBind && m.Kind != opSymlink && hostfs.Under(m.Dst, p.Mediated) {
@@ -128,7 +132,28 @@ func (pl *planner) bind(src, dst string, ro bool, field string, optional bool) e
 	return nil
 }
 
-// rootfs binds an image's top-level entries read-only (its symlinks as
+// imageRoot gives the image's overlay root its Landlock rules: read and
+// execute everywhere, and write everywhere too when no mediated mount is
+// there (host-backed writable binds without mediation are writable
+// anyway). With one (the workspace), write rights go
+// beneath every entry of the root except those holding such a mount
+// (only the mediator writes there: a right on an ancestor would let a
+// call it continued land there) and the sandbox's kernel filesystems
+// (their own rules): the root directory itself then takes no new entry.
+func (pl *planner) imageRoot() {
+	if len(pl.p.Mediated) == 0 {
+		pl.p.Landlock = append(pl.p.Landlock, llRule{Access: llReadWrite, Path: "/"})
+		return
+	}
+	except := append([]string{"/proc", "/dev", "/sys"}, pl.p.Mediated...)
+	pl.p.Landlock = append(pl.p.Landlock,
+		llRule{Access: llReadExec, Path: "/"},
+		llRule{Access: llReadWrite, Path: "/", Children: true, Except: except},
+	)
+}
+
+
+// rootfs binds a root directory's top-level entries read-only (its symlinks as
 // symlinks), leaving out what the sandbox gets fresh.
 func (pl *planner) rootfs() error {
 	root := pl.pol.Filesystem.Rootfs
@@ -201,7 +226,7 @@ func (pl *planner) kernelAndTmp() error {
 func (pl *planner) writable(caches []sandbox.Bind) error {
 	f := pl.pol.Filesystem
 	if ws := f.WorkspacePath(); ws != "" {
-		if err := pl.bind(ws, ws, false, "workspace", false); err != nil {
+		if err := pl.bind(ws, f.WorkspaceInside(), false, "workspace", false); err != nil {
 			return err
 		}
 	}
@@ -241,7 +266,17 @@ func (pl *planner) deny(hostRoot bool) error {
 	if hostRoot {
 		deny = append(append([]string{}, deny...), rootOnlySecrets()...)
 	}
+	ws, wsIn := pl.pol.Filesystem.WorkspacePath(), pl.pol.Filesystem.WorkspaceInside()
 	for _, d := range deny {
+		if ws != "" && wsIn != ws {
+			// A denied host path in the workspace is denied where the
+			// workspace shows.
+			if d == ws {
+				d = wsIn
+			} else if rest, ok := strings.CutPrefix(d, ws+"/"); ok {
+				d = wsIn + "/" + rest
+			}
+		}
 		src, ok := hostSource(d, pl.p.Mounts)
 		if !ok {
 			continue // not visible in the sandbox at all

@@ -145,6 +145,7 @@ var hostPathHomes = map[string]string{
 	"internal/testutil/testutil.go":      "test support: the airlock binary built into its own temp dir",
 
 	// Paths the operator or user named, or the host's own fixed ones.
+	"internal/fsutil/":                  "removal of trees airlock made itself (image layers, sandbox writable layers)",
 	"images/":                           "the image store's own directory (named by the operator), where it names every file itself; layer contents are unpacked with openat2 beneath the layer (unpack_linux.go)",
 	"bench/":                            "benchmark tools writing result files the operator names",
 	"cmd/airlock/run.go":                "the --audit and --result files the user names",

@@ -1,0 +1,104 @@
+package native
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/images/imagestest"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// imageSpec is a busybox image sandbox with workspace ws.
+func imageSpec(t *testing.T, ws string) sandbox.Spec {
+	t.Helper()
+	p, _ := policy.Profile("default")
+	spec := imagestest.Spec(t, imagestest.BusyboxRoot(t), p, ws)
+	spec.ID = newID(t)
+	return spec
+}
+
+func TestImageSandbox(t *testing.T) {
+	b := testBackend(t)
+	b.cfg.WritableDir = t.TempDir()
+	ws := workspace(t)
+	if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := imageSpec(t, ws)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sb, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(context.Background())
+	for _, c := range []struct{ script, want string }{
+		{"pwd", "/workspace"},
+		{"cat /workspace/hello.txt", "from the host"},
+		{"echo $IMAGE_VAR $HOME $PATH", "from-image /root /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		{"cat /etc/hostname", "busybox"},
+		{"ls /usr/lib/os-release /etc/debian_version 2>&1 | wc -l; test -e /bin/busybox && echo image", "2\nimage"},
+		// The root is writable (the sandbox's own layer) ...
+		{"echo new > /etc/motd && mkdir -p /usr/x && echo ok > /usr/x/y && cat /etc/motd /usr/x/y && rm /etc/hostname && ls /etc/hostname 2>&1", "new\nok\nls: /etc/hostname: No such file or directory"},
+		// With a workspace mounted at /workspace, / itself takes no new
+		// entry (a write right there would reach the workspace).
+		{"mkdir /opt 2>&1 || echo refused", "refused"},
+		// ... the workspace is too, through the mediator, and protected config is not.
+		{"echo w > /workspace/out.txt && cat /workspace/out.txt", "w"},
+		{"mkdir -p /workspace/.git/hooks 2>&1; echo x > /workspace/.envrc 2>&1 || echo refused", "refused"},
+	} {
+		st, out := sh(t, sb, c.script)
+		if !strings.Contains(out, c.want) {
+			t.Errorf("%q: exit %d, %q; want %q", c.script, st.Code, out, c.want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(b) != "w\n" {
+		t.Errorf("workspace write on the host: %q %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".envrc")); err == nil {
+		t.Errorf(".envrc written on the host")
+	}
+	// The image layer is untouched by the sandbox's writes.
+	r := imagestest.BusyboxRoot(t)
+	if b, err := os.ReadFile(filepath.Join(r.Layers[0], "etc/hostname")); err != nil || string(b) != "busybox\n" {
+		t.Errorf("image layer changed: %q %v", b, err)
+	}
+	wdir := filepath.Join(b.cfg.WritableDir, spec.ID)
+	if _, err := os.Stat(filepath.Join(wdir, "upper", "etc", "motd")); err != nil {
+		t.Errorf("write not in the sandbox's writable layer: %v", err)
+	}
+	if err := sb.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(wdir); !os.IsNotExist(err) {
+		t.Errorf("writable layer left after destroy: %v", err)
+	}
+}
+
+// Two sandboxes of one image do not see each other's writes.
+func TestImageSandboxesAreSeparate(t *testing.T) {
+	b := testBackend(t)
+	b.cfg.WritableDir = t.TempDir()
+	ctx := context.Background()
+	var sbs []sandbox.Sandbox
+	for i := 0; i < 2; i++ {
+		sb, err := b.Create(ctx, imageSpec(t, ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Destroy(ctx)
+		sbs = append(sbs, sb)
+	}
+	// Without a workspace the whole root is writable, / included.
+	if st, out := sh(t, sbs[0], "echo one > /root/mark && mkdir /opt && echo ok"); st.Code != 0 || out != "ok" {
+		t.Errorf("writes without a workspace: %d %q", st.Code, out)
+	}
+	if _, out := sh(t, sbs[1], "cat /root/mark 2>&1; pwd"); !strings.Contains(out, "No such file") || !strings.HasSuffix(out, "/") {
+		t.Errorf("second sandbox: %q", out)
+	}
+}
