@@ -296,9 +296,16 @@ func TestRootfs(t *testing.T) {
 	data, _ := os.ReadFile(attackBinary(t))
 	os.WriteFile(filepath.Join(rootfs, "bin", "attack"), data, 0o755)
 	ws := workspace(t)
-	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Filesystem.ReadOnly = nil; p.Filesystem.Deny = nil })
+	pol := testPolicy(t, ws, func(p *policy.Policy) {
+		p.Filesystem.ReadOnly, p.Filesystem.Deny, p.Filesystem.Rootfs = nil, nil, rootfs
+	})
 	ctx := context.Background()
-	sb, err := b.Create(ctx, sandbox.Spec{ID: newID(t), Policy: pol, Image: rootfs})
+	// A directory as Spec.Image was the old form: refused, saying where
+	// a root directory goes now.
+	if _, err := b.Create(ctx, sandbox.Spec{ID: newID(t), Policy: pol, Image: rootfs}); !errors.Is(err, sandbox.ErrInvalid) || !strings.Contains(err.Error(), "filesystem.rootfs") {
+		t.Errorf("directory as image: %v", err)
+	}
+	sb, err := b.Create(ctx, sandbox.Spec{ID: newID(t), Policy: pol})
 	if err != nil {
 		t.Fatal(err)
 	}
