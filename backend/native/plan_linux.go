@@ -152,7 +152,6 @@ func (pl *planner) imageRoot() {
 	)
 }
 
-
 // rootfs binds a root directory's top-level entries read-only (its symlinks as
 // symlinks), leaving out what the sandbox gets fresh.
 func (pl *planner) rootfs() error {
