@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/errdefs"
+	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // Rootfs is an image held for one sandbox: its unpacked layers, lowest
@@ -126,4 +127,9 @@ func (s *Store) inUse(ix *index) map[string]bool {
 		used[strings.TrimSpace(string(b))] = true
 	}
 	return used
+}
+
+// SandboxRoot is what a backend mounts for this image (sandbox.Spec.Root).
+func (r *Rootfs) SandboxRoot() *sandbox.ImageRoot {
+	return &sandbox.ImageRoot{Layers: append([]string{}, r.Layers...)}
 }

@@ -148,6 +148,7 @@ var hostPathHomes = map[string]string{
 	"internal/fsutil/":                  "removal of trees airlock made itself (image layers, sandbox writable layers)",
 	"images/":                           "the image store's own directory (named by the operator), where it names every file itself; layer contents are unpacked with openat2 beneath the layer (unpack_linux.go)",
 	"bench/":                            "benchmark tools writing result files the operator names",
+	"cmd/airlock/image.go":              "the -o file of image export, named by the user",
 	"cmd/airlock/run.go":                "the --audit and --result files the user names",
 	"cmd/airlock/sandboxcmd.go":         "the --policy file the user names",
 	"cmd/airlock/mcp.go":                "the embedded server's own temp directory and socket, made by it",
