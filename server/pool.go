@@ -140,11 +140,11 @@ func (p *pool) fill() {
 
 func (p *pool) addOne() error {
 	id := newID("sb-")
-	pol, ws, err := p.s.resolve(id, p.backend, p.key.profile, nil, "")
+	pol, ws, err := p.s.resolve(id, p.backend, p.key.profile, nil, nil)
 	if err != nil {
 		return err
 	}
-	l, polJSON, err := p.s.coldCreate(p.s.ctx, id, p.backend, p.key.profile, pol, ws, "")
+	l, polJSON, err := p.s.coldCreate(p.s.ctx, id, p.backend, p.key.profile, pol, ws, nil)
 	if err != nil {
 		return err
 	}

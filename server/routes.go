@@ -76,7 +76,7 @@ type route struct {
 // apiRoutes lists every authenticated endpoint; a test checks each is in
 // api/openapi.yaml (and the document's are all answered).
 func (s *Server) apiRoutes() []route {
-	return []route{
+	return append([]route{
 		{"POST /v1/sandboxes", s.handleCreate},
 		{"GET /v1/sandboxes", s.handleList},
 		{"GET /v1/sandboxes/{id}", s.handleGet},
@@ -106,7 +106,7 @@ func (s *Server) apiRoutes() []route {
 		{"PUT /v1/sandboxes/{id}/archive", s.handleArchivePut},
 
 		{"GET /v1/sandboxes/{id}/events", s.handleEvents},
-	}
+	}, s.imageRoutes()...)
 }
 
 // publicRoutes need no key.

@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/egress"
+	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -69,25 +70,22 @@ func checkInline(p *policy.Policy, trusted bool) error {
 	return nil
 }
 
-// resolveImage maps an image name to a root filesystem directory.
-func (s *Server) resolveImage(image string, trusted bool) (string, error) {
+// checkImage checks that the server's image store has image (a
+// reference: "debian:bookworm"); "" is no image.
+func (s *Server) checkImage(ctx context.Context, image string) (string, error) {
 	if image == "" {
 		return "", nil
 	}
-	if trusted && filepath.IsAbs(image) {
-		return filepath.Clean(image), nil
+	if filepath.IsAbs(image) {
+		return "", fmt.Errorf("create sandbox: image %q is a directory: images come from the server's image store now (airlock image import/pull, or POST /v1/images/pull), not a directory of root filesystems: %w", image, sandbox.ErrInvalid)
 	}
-	if s.cfg.ImageDir == "" {
-		return "", fmt.Errorf("create sandbox: image %q: this server has no image directory: %w", image, sandbox.ErrInvalid)
+	if s.cfg.Images == nil {
+		return "", fmt.Errorf("create sandbox: image %q: this server has no image store: %w", image, sandbox.ErrInvalid)
 	}
-	if strings.ContainsAny(image, "/\\\x00") || image == "." || image == ".." || len(image) > 128 {
-		return "", fmt.Errorf("create sandbox: image %q: want a plain name: %w", image, sandbox.ErrInvalid)
+	if _, err := s.cfg.Images.Inspect(ctx, image); err != nil {
+		return "", fmt.Errorf("create sandbox: %w", err)
 	}
-	dir := filepath.Join(s.cfg.ImageDir, image)
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return "", fmt.Errorf("create sandbox: image %q: %w", image, sandbox.ErrNotFound)
-	}
-	return dir, nil
+	return image, nil
 }
 
 // createPlan is a validated create request.
@@ -95,7 +93,7 @@ type createPlan struct {
 	req     api.CreateSandboxRequest
 	backend sandbox.Backend
 	raw     *policy.Policy // inline policy or nil
-	rootfs  string
+	image   string         // image reference or ""
 	timeout time.Duration
 }
 
@@ -136,11 +134,18 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 		}
 		p.raw = raw
 	}
-	rootfs, err := s.resolveImage(req.Image, c.trusted)
+	image := req.Image
+	if p.raw != nil && p.raw.Filesystem.Image != "" {
+		if image != "" && image != p.raw.Filesystem.Image {
+			return nil, fmt.Errorf("create sandbox: policy names image %q, request %q: %w", p.raw.Filesystem.Image, image, sandbox.ErrInvalid)
+		}
+		image = p.raw.Filesystem.Image
+	}
+	img, err := s.checkImage(context.Background(), image)
 	if err != nil {
 		return nil, err
 	}
-	p.rootfs = rootfs
+	p.image = img
 	return p, nil
 }
 
@@ -152,10 +157,17 @@ func (s *Server) backendNames() string {
 	return strings.Join(n, ", ")
 }
 
-// resolve resolves the policy of a new sandbox id.
-func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw *policy.Policy, rootfs string) (*policy.Policy, string, error) {
+// resolve resolves the policy of a new sandbox id, with the image's
+// config when it has one.
+func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw *policy.Policy, root *images.Rootfs) (*policy.Policy, string, error) {
 	ws := filepath.Join(s.cfg.DataDir, "workspaces", id)
-	pol, err := s.cfg.Policies.Resolve(raw, profile, ws, rootfs)
+	if root != nil {
+		raw = raw.Clone() // nil: an empty policy
+		if err := root.Apply(raw); err != nil {
+			return nil, "", fmt.Errorf("create sandbox: %w", err)
+		}
+	}
+	pol, err := s.cfg.Policies.Resolve(raw, profile, ws, "")
 	if err != nil {
 		return nil, "", fmt.Errorf("create sandbox: policy: %w", err)
 	}
@@ -166,7 +178,7 @@ func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw
 }
 
 // coldCreate makes a new sandbox (not from a pool). On error nothing is left.
-func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Backend, profile string, pol *policy.Policy, ws, rootfs string) (*live, []byte, error) {
+func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Backend, profile string, pol *policy.Policy, ws string, root *images.Rootfs) (*live, []byte, error) {
 	polJSON, err := json.Marshal(pol)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create sandbox: encode policy: %w", err)
@@ -193,7 +205,10 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 	defer cancel()
 	start := time.Now()
-	spec := sandbox.Spec{ID: id, Policy: pol, Image: rootfs, Audit: sink, Log: log}
+	spec := sandbox.Spec{ID: id, Policy: pol, Audit: sink, Log: log}
+	if root != nil {
+		spec.Image, spec.Root = pol.Filesystem.Image, root.SandboxRoot()
+	}
 	// Every server sandbox gets its own proxy, so that the rules of one
 	// created with a network can be changed later, from outside only.
 	proxy.Attach(&spec, s.cfg.CABundle)
@@ -205,9 +220,10 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	s.metrics.backendCreate.WithLabelValues(backend.Name()).Observe(time.Since(start).Seconds())
 	workdir := pol.Process.Workdir
 	if workdir == "" {
-		workdir = ws
+		workdir = pol.Filesystem.WorkspaceInside()
 	}
 	l := newLive(sb, backend.Name(), profile, ws, workdir, int64(pol.Limits.Memory))
+	l.image = root
 	l.proxy = proxy
 	l.netless = pol.Network.Mode == "" || pol.Network.Mode == policy.NetworkNone
 	l.protect = newProtection(pol)
@@ -242,6 +258,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		l.sb.Destroy(dctx)
 		cancel()
+		l.image.Release()
 		os.RemoveAll(l.workspace)
 		s.writeError(w, r, err)
 		return
@@ -278,7 +295,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	if profile == "" {
 		profile = "default"
 	}
-	if plan.raw == nil && plan.rootfs == "" {
+	if plan.raw == nil && plan.image == "" {
 		s.mu.Lock()
 		pl := s.pools[poolKey{plan.backend.Name(), profile}]
 		s.mu.Unlock()
@@ -296,16 +313,26 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 		}
 	}
 	id := newID("sb-")
-	pol, ws, err := s.resolve(id, plan.backend, profile, plan.raw, plan.rootfs)
+	var root *images.Rootfs
+	if plan.image != "" {
+		var err error
+		if root, err = s.cfg.Images.Acquire(ctx, plan.image, id, images.AcquireOptions{}); err != nil {
+			return nil, nil, nil, fmt.Errorf("create sandbox: %w", err)
+		}
+	}
+	pol, ws, err := s.resolve(id, plan.backend, profile, plan.raw, root)
 	if err != nil {
+		root.Release()
 		return nil, nil, nil, err
 	}
 	release, err := s.reserve(ctx, c.tenant, int64(pol.Limits.Memory))
 	if err != nil {
+		root.Release()
 		return nil, nil, nil, err
 	}
-	l, polJSON, err := s.coldCreate(ctx, id, plan.backend, profile, pol, ws, plan.rootfs)
+	l, polJSON, err := s.coldCreate(ctx, id, plan.backend, profile, pol, ws, root)
 	if err != nil {
+		root.Release()
 		release()
 		return nil, nil, nil, err
 	}

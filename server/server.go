@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/egress"
+	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -46,9 +47,10 @@ type Config struct {
 	Policies       Policies
 	// DataDir holds per-sandbox workspaces (DataDir/workspaces/ID).
 	DataDir string
-	// ImageDir holds root filesystems that requests name by "image".
-	ImageDir string
-	Log      *slog.Logger
+	// Images is the image store requests name images from ("image" of a
+	// create request; /v1/images). Nil: the server offers no images.
+	Images *images.Store
+	Log    *slog.Logger
 	// EgressConfig, when set, adjusts each sandbox's egress proxy config
 	// (tests plug a resolver or dialer in here).
 	EgressConfig func(*egress.Config)

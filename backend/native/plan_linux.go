@@ -187,7 +187,7 @@ func (pl *planner) rootfs() error {
 func (pl *planner) readOnly() error {
 	f := pl.pol.Filesystem
 	for _, ro := range f.ReadOnly {
-		if err := pl.bind(ro, ro, true, "read_only path", f.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
+		if err := pl.bind(ro, inside(&f, ro), true, "read_only path", f.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
 			return err
 		}
 	}
@@ -230,7 +230,7 @@ func (pl *planner) writable(caches []sandbox.Bind) error {
 		}
 	}
 	for _, rw := range f.ReadWrite {
-		if err := pl.bind(rw, rw, false, "read_write path", false); err != nil {
+		if err := pl.bind(rw, inside(&f, rw), false, "read_write path", false); err != nil {
 			return err
 		}
 	}
@@ -265,17 +265,8 @@ func (pl *planner) deny(hostRoot bool) error {
 	if hostRoot {
 		deny = append(append([]string{}, deny...), rootOnlySecrets()...)
 	}
-	ws, wsIn := pl.pol.Filesystem.WorkspacePath(), pl.pol.Filesystem.WorkspaceInside()
 	for _, d := range deny {
-		if ws != "" && wsIn != ws {
-			// A denied host path in the workspace is denied where the
-			// workspace shows.
-			if d == ws {
-				d = wsIn
-			} else if rest, ok := strings.CutPrefix(d, ws+"/"); ok {
-				d = wsIn + "/" + rest
-			}
-		}
+		d = inside(&pl.pol.Filesystem, d)
 		src, ok := hostSource(d, pl.p.Mounts)
 		if !ok {
 			continue // not visible in the sandbox at all
@@ -291,6 +282,23 @@ func (pl *planner) deny(hostRoot bool) error {
 		pl.p.Mounts = append(pl.p.Mounts, mountOp{Kind: kind, Dst: d})
 	}
 	return nil
+}
+
+// inside is where host path p shows in the sandbox: below the
+// workspace's mount point when p is in a workspace mounted elsewhere
+// (workspace_mount), else at p.
+func inside(f *policy.Filesystem, p string) string {
+	ws, in := f.WorkspacePath(), f.WorkspaceInside()
+	if ws == "" || ws == in {
+		return p
+	}
+	if p == ws {
+		return in
+	}
+	if rest, ok := strings.CutPrefix(p, ws+"/"); ok {
+		return in + "/" + rest
+	}
+	return p
 }
 
 // rootOnlySecrets are host files only root may read that a sandbox running

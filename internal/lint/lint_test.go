@@ -158,6 +158,7 @@ var hostPathHomes = map[string]string{
 	"cmd/airlock/serve_cgroup_linux.go": "the server's own cgroup parents, found through /proc/self",
 	"policy/load.go":                    "the policy file the user names",
 	"egress/env.go":                     "the host's CA bundle at its fixed system paths",
+	"server/images.go":                  "an image upload spooled in the server's data directory under a name it makes",
 	"server/archive.go":                 "an upload spooled in the server's data directory under a name it makes",
 	"server/lifecycle.go":               "a sandbox's workspace under the data directory, named by the ID the server made",
 	"server/sandboxes.go":               "a sandbox's workspace under the data directory, named by the ID the server made",
