@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/imageroot"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -84,6 +85,19 @@ func (b *Backend) prepare(ctx context.Context, spec sandbox.Spec) (*prepared, er
 	if p.pol == nil {
 		return nil, p.wrap("nil policy: %w", sandbox.ErrInvalid)
 	}
+	if err := imageroot.Check(spec); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	switch {
+	case spec.Root != nil && p.pol.Filesystem.Image == "":
+		p.pol = p.pol.Clone()
+		p.pol.Filesystem.Image = spec.Image
+		if p.pol.Filesystem.Image == "" {
+			p.pol.Filesystem.Image = "(image)"
+		}
+	case spec.Root == nil && p.pol.Filesystem.Image != "":
+		return nil, p.wrap("policy names image %q but the spec has no root for it (resolve it through the image store): %w", p.pol.Filesystem.Image, sandbox.ErrInvalid)
+	}
 	if ws := p.pol.Filesystem.WorkspacePath(); ws != "" && !filepath.IsAbs(ws) {
 		return nil, p.wrap("workspace %q is not absolute (policy not resolved): %w", ws, sandbox.ErrInvalid)
 	}
@@ -131,11 +145,7 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 	}
 	dir := p.dir
 	u.Push(func() { os.RemoveAll(dir) })
-	rootfs := p.spec.Image
-	if rootfs == "" {
-		rootfs = p.pol.Filesystem.Rootfs
-	}
-	plan, err := planMounts(planInput{Policy: p.pol, Rootfs: rootfs, Files: p.spec.Files, Bundle: p.dir, UID: p.uid, GID: p.gid, Guard: p.guard})
+	plan, err := planMounts(planInput{Policy: p.pol, Rootfs: p.pol.Filesystem.Rootfs, Files: p.spec.Files, Bundle: p.dir, UID: p.uid, GID: p.gid, Guard: p.guard})
 	if err != nil {
 		return err
 	}
@@ -145,7 +155,16 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 		}
 	}
 	p.plan = plan
+	if p.spec.Root != nil {
+		if _, err := b.mountImageRoot(p); err != nil {
+			return err
+		}
+		id := p.spec.ID
+		u.Push(func() { b.unmountImageRoot(dir, id) }) // before the bundle goes (pushed earlier, run later)
+		plan.Image = true
+	}
 	oci := buildSpec(specInput{ID: p.spec.ID, Policy: p.pol, UID: p.uid, GID: p.gid, Mounts: plan.Mounts})
+	oci.Root.Readonly = !plan.Image
 	if err := writeBundle(p.dir, oci, plan); err != nil {
 		return fmt.Errorf("write bundle: %v: %w", err, sandbox.ErrInvalid)
 	}
@@ -261,7 +280,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, r *running, u *undo.
 		bundle: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, started: p.t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
 	}
 	if p.plan.Overlay {
-		s.syncRoots, s.syncSkip = p.plan.OverlayRoots, p.plan.OverlaySkip
+		s.syncRoots, s.syncSkip, s.syncInside = p.plan.OverlayRoots, p.plan.OverlaySkip, p.plan.OverlayInside
 	}
 	if t := pol.Limits.Timeout.D(); t > 0 {
 		s.timer.Store(time.AfterFunc(t, s.timeout))

@@ -3,6 +3,7 @@ package gvisor
 import (
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
@@ -39,6 +40,9 @@ type Config struct {
 	// CgroupParent is the cgroup path (relative to each hierarchy's root)
 	// under which runsc makes one cgroup per sandbox. Empty: "airlock-gvisor".
 	CgroupParent string
+	// WritableDir holds image sandboxes' writable layers (see
+	// backend/internal/imageroot). Empty: DataDir/gvisor/rw.
+	WritableDir string
 	// Log is the backend's logger; nil discards.
 	Log *slog.Logger
 }
@@ -70,6 +74,9 @@ func New(cfg Config) *Backend {
 	}
 	if cfg.CgroupParent == "" {
 		cfg.CgroupParent = "airlock-gvisor"
+	}
+	if cfg.WritableDir == "" {
+		cfg.WritableDir = filepath.Join(hostfs.DataDir(Name), "rw")
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

@@ -56,7 +56,11 @@ func (s *gvSandbox) syncRoot(ctx context.Context, root string) (writeback.Result
 	var out limitBuffer
 	out.max = maxListing
 	var errOut bytes.Buffer
-	p, err := s.client.Exec(ctx, sandbox.ExecRequest{Args: []string{AgentPath, "__walk", root}, Stdout: &out, Stderr: &errOut})
+	in := root // where the sandbox sees it
+	if v, ok := s.syncInside[root]; ok {
+		in = v
+	}
+	p, err := s.client.Exec(ctx, sandbox.ExecRequest{Args: []string{AgentPath, "__walk", in}, Stdout: &out, Stderr: &errOut})
 	if err != nil {
 		return writeback.Result{}, fmt.Errorf("list %s inside: %w", root, err)
 	}
@@ -72,7 +76,7 @@ func (s *gvSandbox) syncRoot(ctx context.Context, root string) (writeback.Result
 	if err != nil {
 		return writeback.Result{}, err
 	}
-	skip := func(rel string) bool { return hostfs.Under(path.Join(root, rel), s.syncSkip) }
+	skip := func(rel string) bool { return hostfs.Under(path.Join(in, rel), s.syncSkip) }
 	changes := writeback.Plan(inside, host, skip)
 	uid, gid := s.uid, s.gid
 	if os.Geteuid() != 0 {
@@ -81,7 +85,7 @@ func (s *gvSandbox) syncRoot(ctx context.Context, root string) (writeback.Result
 	files := s.client.Files()
 	res := writeback.Apply(writeback.Target{
 		Root: root, Guard: s.guard, UID: uid, GID: gid, Since: s.started.UnixNano(),
-		Open: func(rel string) (io.ReadCloser, error) { return files.ReadFile(ctx, path.Join(root, rel)) },
+		Open: func(rel string) (io.ReadCloser, error) { return files.ReadFile(ctx, path.Join(in, rel)) },
 		Report: func(d policy.Denial) {
 			s.log.Info("write-back refused", "rule", d.Rule, "op", d.Op, "path", d.Path)
 			s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeDenied, Message: d.Op + " " + d.Path + ": refused by rule " + d.Rule,

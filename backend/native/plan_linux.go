@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/policy"
@@ -284,22 +283,8 @@ func (pl *planner) deny(hostRoot bool) error {
 	return nil
 }
 
-// inside is where host path p shows in the sandbox: below the
-// workspace's mount point when p is in a workspace mounted elsewhere
-// (workspace_mount), else at p.
-func inside(f *policy.Filesystem, p string) string {
-	ws, in := f.WorkspacePath(), f.WorkspaceInside()
-	if ws == "" || ws == in {
-		return p
-	}
-	if p == ws {
-		return in
-	}
-	if rest, ok := strings.CutPrefix(p, ws+"/"); ok {
-		return in + "/" + rest
-	}
-	return p
-}
+// inside is where host path p shows in the sandbox (hostfs.Inside).
+func inside(f *policy.Filesystem, p string) string { return hostfs.Inside(f, p) }
 
 // rootOnlySecrets are host files only root may read that a sandbox running
 // as host root (no capabilities, but the owner) must not see either.
