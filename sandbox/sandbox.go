@@ -66,6 +66,11 @@ type ImageRoot struct {
 	// user.overlay.opaque), lowest first. Shared with other sandboxes and
 	// never written: every write goes to the sandbox's own layer.
 	Layers []string
+	// Writable, when set, is a writable layer the caller made (with
+	// imageroot.Make) and keeps: the backend uses it and leaves it (an
+	// image build reads the step's changes from it). Empty: the backend
+	// makes the sandbox's own and removes it with the sandbox.
+	Writable string
 }
 
 // Bind is a host directory Src made visible read-write at Dst inside.

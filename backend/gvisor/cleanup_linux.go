@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
-	"github.com/airlock-dev/airlock/backend/internal/imageroot"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 

@@ -41,7 +41,7 @@ type Config struct {
 	// under which runsc makes one cgroup per sandbox. Empty: "airlock-gvisor".
 	CgroupParent string
 	// WritableDir holds image sandboxes' writable layers (see
-	// backend/internal/imageroot). Empty: DataDir/gvisor/rw.
+	// internal/imageroot). Empty: DataDir/gvisor/rw.
 	WritableDir string
 	// Log is the backend's logger; nil discards.
 	Log *slog.Logger

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airlock-dev/airlock/backend/internal/imageroot"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -20,9 +20,19 @@ import (
 // mountImageRoot makes the writable layer and mounts the overlay at
 // bundle/rootfs.
 func (b *Backend) mountImageRoot(p *prepared) (*imageroot.Writable, error) {
-	w, err := imageroot.Make(b.cfg.WritableDir, p.spec.ID, -1, -1)
-	if err != nil {
-		return nil, err
+	var w *imageroot.Writable
+	var err error
+	remove := func() {}
+	if p.spec.Root.Writable != "" {
+		// The caller's (a build step): used, never removed here.
+		if w, err = imageroot.Use(p.spec.Root.Writable); err != nil {
+			return nil, err
+		}
+	} else {
+		if w, err = imageroot.Make(b.cfg.WritableDir, p.spec.ID, -1, -1); err != nil {
+			return nil, err
+		}
+		remove = func() { w.Remove() }
 	}
 	chdir, opts, err := imageroot.Options(p.spec.Root.Layers, w)
 	if err == nil && chdir != "" {
@@ -30,16 +40,16 @@ func (b *Backend) mountImageRoot(p *prepared) (*imageroot.Writable, error) {
 		err = fmt.Errorf("overlay: the image has too many layers (%d) for one mount on this backend: %w", len(p.spec.Root.Layers), sandbox.ErrNotSupported)
 	}
 	if err != nil {
-		w.Remove()
+		remove()
 		return nil, err
 	}
 	root := filepath.Join(p.dir, bundleRootfs)
 	if err := os.Mkdir(root, 0o755); err != nil {
-		w.Remove()
+		remove()
 		return nil, fmt.Errorf("image root: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	if err := unix.Mount("overlay", root, "overlay", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		w.Remove()
+		remove()
 		return nil, fmt.Errorf("image root: mount overlayfs (needs root): %v: %w", err, sandbox.ErrUnavailable)
 	}
 	return w, nil

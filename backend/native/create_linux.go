@@ -20,7 +20,7 @@ import (
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/fsguard"
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
-	"github.com/airlock-dev/airlock/backend/internal/imageroot"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -231,9 +231,20 @@ type started struct {
 	stderr   *boundedBuffer
 	lock     *os.File
 	writable *imageroot.Writable // an image sandbox's writable layer
+	// keepWritable: the caller's layer (Spec.Root.Writable), left alone.
+	keepWritable bool
 	tCgroup  time.Time
 	tForked  time.Time
 	tPrepare time.Time
+}
+
+// ownWritable is the writable layer the sandbox removes at its end (nil
+// when the caller keeps it).
+func (st *started) ownWritable() *imageroot.Writable {
+	if st.keepWritable {
+		return nil
+	}
+	return st.writable
 }
 
 // closeChildEnds closes the descriptors only the init needed.
@@ -253,7 +264,13 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 	}
 	st.lock = lock
 	undo.Push(func() { b.unlockState(p.spec.ID, lock) })
-	if p.spec.Root != nil {
+	switch {
+	case p.spec.Root != nil && p.spec.Root.Writable != "":
+		if st.writable, err = imageroot.Use(p.spec.Root.Writable); err != nil {
+			return nil, err
+		}
+		st.keepWritable = true
+	case p.spec.Root != nil:
 		// After the lock: a reclaimer never removes a live sandbox's layer.
 		if st.writable, err = imageroot.Make(b.cfg.WritableDir, p.spec.ID, -1, -1); err != nil {
 			return nil, err
@@ -374,7 +391,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 	// The supervisor's thread is prepared (with the sandbox's credentials
 	// for the write mediator) while the init sets up.
 	s := &nativeSandbox{
-		id: p.spec.ID, b: b, log: p.log, audit: p.sink, cmd: st.cmd, cg: st.cg, lock: st.lock, writable: st.writable,
+		id: p.spec.ID, b: b, log: p.log, audit: p.sink, cmd: st.cmd, cg: st.cg, lock: st.lock, writable: st.ownWritable(),
 		waited: st.waited, done: make(chan struct{}), stderr: st.stderr, denials: newDenials(p.sink, p.spec.ID, p.log),
 	}
 	var creds *fsguard.Creds

@@ -23,7 +23,7 @@ type Config struct {
 	// own cgroup on v2, "airlock" at each v1 controller's root.
 	CgroupParent string
 	// WritableDir holds image sandboxes' writable layers, one directory
-	// each (see backend/internal/imageroot). Empty: DataDir/native/rw
+	// each (see internal/imageroot). Empty: DataDir/native/rw
 	// (/var/lib/airlock/native/rw as root): on disk, not in memory.
 	WritableDir string
 }

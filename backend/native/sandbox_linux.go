@@ -16,7 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
-	"github.com/airlock-dev/airlock/backend/internal/imageroot"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
-	"github.com/airlock-dev/airlock/backend/internal/imageroot"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/internal/fsutil"
 	"github.com/airlock-dev/airlock/sandbox"
 )

@@ -145,6 +145,7 @@ var hostPathHomes = map[string]string{
 	"internal/testutil/testutil.go":      "test support: the airlock binary built into its own temp dir",
 
 	// Paths the operator or user named, or the host's own fixed ones.
+	"internal/imageroot/":               "image sandboxes' writable layers, one directory per sandbox under a base the backend names",
 	"internal/fsutil/":                  "removal of trees airlock made itself (image layers, sandbox writable layers)",
 	"images/":                           "the image store's own directory (named by the operator), where it names every file itself; layer contents are unpacked with openat2 beneath the layer (unpack_linux.go)",
 	"bench/":                            "benchmark tools writing result files the operator names",

@@ -93,6 +93,18 @@ func Make(base, id string, uid, gid int) (*Writable, error) {
 	return w, nil
 }
 
+// Use returns the writable layer made earlier in dir (by Make), for a
+// sandbox whose caller keeps it.
+func Use(dir string) (*Writable, error) {
+	w := &Writable{Dir: dir, Upper: filepath.Join(dir, "upper"), Work: filepath.Join(dir, "work")}
+	for _, d := range []string{w.Upper, w.Work} {
+		if fi, err := os.Lstat(d); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("writable layer %s: no %s (made by imageroot.Make?): %w", dir, filepath.Base(d), sandbox.ErrInvalid)
+		}
+	}
+	return w, nil
+}
+
 // Remove removes the writable layer (what the sandbox wrote is gone).
 // Idempotent.
 func (w *Writable) Remove() error {
