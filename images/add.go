@@ -106,7 +106,7 @@ func (s *Store) add(ctx context.Context, img v1.Image, opts addOptions) (_ *Imag
 		stages = append(stages, st)
 	}
 	for _, st := range stages {
-		im.Unpacked += st.unpacked()
+		im.Unpacked += st.unpacked(s)
 	}
 	if err := s.commit(ctx, im, rawManifest, rawConfig, stages); err != nil {
 		return nil, err
@@ -115,11 +115,14 @@ func (s *Store) add(ctx context.Context, img v1.Image, opts addOptions) (_ *Imag
 	return im, nil
 }
 
-func (st *staged) unpacked() int64 {
-	if st.dir == "" {
-		return 0
+// unpacked is the layer's unpacked size (from its meta.json, staged or
+// already in the store).
+func (st *staged) unpacked(s *Store) int64 {
+	dir := st.dir
+	if dir == "" {
+		dir = s.layerDir(st.layer.DiffID, false)
 	}
-	b, err := os.ReadFile(filepath.Join(st.dir, "meta.json"))
+	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
 	if err != nil {
 		return 0
 	}

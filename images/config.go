@@ -99,7 +99,42 @@ func (r *Rootfs) name() string {
 // topmost layer that has it, unless a layer above whites it out or makes
 // a directory on its way opaque), at most 1 MiB. It follows no symlink.
 func (r *Rootfs) ReadFile(p string) ([]byte, error) {
+	host, fi, err := r.lookup(p)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file: %w", p, errdefs.ErrNotFound)
+	}
+	f, err := os.Open(host)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, 1<<20)
+	n, err := f.Read(b)
+	if err != nil && n == 0 && fi.Size() > 0 {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
+// Lstat describes path p of the image as its overlay root shows it (a
+// symlink is not followed, neither are symlinks on the way).
+func (r *Rootfs) Lstat(p string) (os.FileInfo, error) {
+	_, fi, err := r.lookup(p)
+	return fi, err
+}
+
+// lookup finds p in the topmost layer that shows it; ErrNotFound when a
+// layer above whites it out, makes a directory on its way opaque, or has
+// a non-directory on its way.
+func (r *Rootfs) lookup(p string) (string, os.FileInfo, error) {
 	rel := strings.TrimPrefix(path.Clean("/"+p), "/")
+	if rel == "" {
+		fi, err := os.Lstat(r.Layers[len(r.Layers)-1])
+		return r.Layers[len(r.Layers)-1], fi, err
+	}
 	comps := strings.Split(rel, "/")
 	for i := len(r.Layers) - 1; i >= 0; i-- {
 		layer := r.Layers[i]
@@ -111,35 +146,22 @@ func (r *Rootfs) ReadFile(p string) ([]byte, error) {
 				break
 			}
 			if isWhiteout(fi) {
-				return nil, fmt.Errorf("%s: %w", p, errdefs.ErrNotFound)
+				return "", nil, fmt.Errorf("%s: %w", p, errdefs.ErrNotFound)
 			}
 			if j < len(comps)-1 {
 				if !fi.IsDir() {
-					return nil, fmt.Errorf("%s: %w", p, errdefs.ErrNotFound)
+					return "", nil, fmt.Errorf("%s: %w", p, errdefs.ErrNotFound)
 				}
 				if opaque(sub) {
 					stop = true
 				}
 				continue
 			}
-			if !fi.Mode().IsRegular() {
-				return nil, fmt.Errorf("%s: not a regular file: %w", p, errdefs.ErrNotFound)
-			}
-			f, err := os.Open(sub)
-			if err != nil {
-				return nil, err
-			}
-			defer f.Close()
-			b := make([]byte, 1<<20)
-			n, err := f.Read(b)
-			if err != nil && n == 0 {
-				return nil, err
-			}
-			return b[:n], nil
+			return sub, fi, nil
 		}
 		if stop {
 			break
 		}
 	}
-	return nil, fmt.Errorf("%s: %w", p, errdefs.ErrNotFound)
+	return "", nil, fmt.Errorf("%s: %w", p, errdefs.ErrNotFound)
 }

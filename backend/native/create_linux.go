@@ -233,6 +233,7 @@ type started struct {
 	writable *imageroot.Writable // an image sandbox's writable layer
 	// keepWritable: the caller's layer (Spec.Root.Writable), left alone.
 	keepWritable bool
+	overlay      *os.File // the image root made by the host (root callers), for the init
 	tCgroup  time.Time
 	tForked  time.Time
 	tPrepare time.Time
@@ -249,6 +250,9 @@ func (st *started) ownWritable() *imageroot.Writable {
 
 // closeChildEnds closes the descriptors only the init needed.
 func (st *started) closeChildEnds() {
+	if st.overlay != nil {
+		st.overlay.Close()
+	}
 	st.memfd.Close()
 	st.ctlInit.Close()
 	st.chInit.Close()
@@ -272,11 +276,29 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 		st.keepWritable = true
 	case p.spec.Root != nil:
 		// After the lock: a reclaimer never removes a live sandbox's layer.
-		if st.writable, err = imageroot.Make(b.cfg.WritableDir, p.spec.ID, -1, -1); err != nil {
+		// Its upper directory is the root directory the sandbox sees:
+		// owned by the sandbox's user, whose init makes its mount points
+		// there (phase 2's id mapping gives it to root inside instead).
+		owner, group := -1, -1
+		if !p.feats.Rootless {
+			owner, group = p.uid, p.gid
+		}
+		if st.writable, err = imageroot.Make(b.cfg.WritableDir, p.spec.ID, owner, group); err != nil {
 			return nil, err
 		}
 		w := st.writable
 		undo.Push(func() { _ = w.Remove() })
+	}
+	if st.writable != nil && !p.feats.Rootless {
+		// As root, the host makes the overlay (with its credentials: the
+		// image's files keep their owners whatever the sandbox's uid)
+		// and hands it over detached; rootless, the init mounts it in
+		// its own user namespace.
+		if st.overlay, err = imageroot.Detached(p.spec.Root.Layers, st.writable); err != nil {
+			return nil, err
+		}
+		ov := st.overlay
+		undo.Push(func() { ov.Close() }) // closing twice is harmless
 	}
 	st.cg = newCgroupV2(hostCgroups(), b.cfg.CgroupParent, p.spec.ID, p.lim)
 	undo.Push(func() { st.cg.kill(); _ = st.cg.remove() })
@@ -302,6 +324,9 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 	// for the all-threads capability drop to stop.
 	cmd.Env = []string{"GOMAXPROCS=1"}
 	cmd.ExtraFiles = []*os.File{st.memfd, st.ctlInit, st.chInit}
+	if st.overlay != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, st.overlay) // fdOverlay
+	}
 	if direct != nil {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = direct.Stdin, direct.Stdout, direct.Stderr
 	} else {
@@ -337,7 +362,11 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 	}
 	rootRule := llRule{Access: llReadDir, Path: "/"}
 	var overlay *overlayRoot
-	if st.writable != nil {
+	switch {
+	case st.overlay != nil:
+		overlay = &overlayRoot{FD: true}
+		rootRule.Access = llReadExec
+	case st.writable != nil:
 		dir, opts, err := imageroot.Options(p.spec.Root.Layers, st.writable)
 		if err != nil {
 			return nil, err

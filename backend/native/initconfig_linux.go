@@ -29,8 +29,12 @@ type initConfig struct {
 // the directory to be in while mounting (layer paths may be relative to
 // it: see imageroot.Options).
 type overlayRoot struct {
+	// FD: the host made the overlay (a root host: with its credentials)
+	// and passed it, detached, as fdOverlay; else the init mounts it
+	// with Options (from Chdir).
+	FD      bool   `json:"fd,omitempty"`
 	Chdir   string `json:"chdir,omitempty"`
-	Options string `json:"options"`
+	Options string `json:"options,omitempty"`
 }
 
 type rlimit struct {
@@ -55,4 +59,5 @@ const (
 	fdConfig  = 3 // memfd with the JSON initConfig
 	fdControl = 4 // SOCK_SEQPACKET to the host: "go" in, initStatus out
 	fdChannel = 5 // byte stream for the agent session
+	fdOverlay = 6 // an image root's overlay, detached (overlayRoot.FD)
 )

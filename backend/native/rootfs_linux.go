@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/imageroot"
 )
 
 const (
@@ -87,6 +89,11 @@ func host(p string) string { return oldRoot + p }
 // It runs in the sandbox's user and mount namespaces, so the mount is
 // the sandbox's alone and goes away with it.
 func mountOverlay(o *overlayRoot) error {
+	if o.FD {
+		err := imageroot.Attach(fdOverlay, "/tmp")
+		unix.Close(fdOverlay)
+		return err
+	}
 	if o.Chdir != "" {
 		if err := unix.Chdir(o.Chdir); err != nil {
 			return err
