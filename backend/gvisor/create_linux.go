@@ -16,8 +16,8 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
-	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )

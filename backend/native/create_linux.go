@@ -20,8 +20,8 @@ import (
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/fsguard"
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
-	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -234,9 +234,9 @@ type started struct {
 	// keepWritable: the caller's layer (Spec.Root.Writable), left alone.
 	keepWritable bool
 	overlay      *os.File // the image root made by the host (root callers), for the init
-	tCgroup  time.Time
-	tForked  time.Time
-	tPrepare time.Time
+	tCgroup      time.Time
+	tForked      time.Time
+	tPrepare     time.Time
 }
 
 // ownWritable is the writable layer the sandbox removes at its end (nil

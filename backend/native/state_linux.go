@@ -12,8 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
-	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/internal/fsutil"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 

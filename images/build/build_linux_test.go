@@ -97,7 +97,7 @@ WORKDIR /opt/app
 USER user
 CMD ["sh", "app.sh"]
 `,
-		"app.sh":     "echo \"$(cat /greeting) mode=$APP_MODE in $(pwd) as $(id -u); $(cat helper.txt)\"; ls /etc/hostname 2>&1",
+		"app.sh":         "echo \"$(cat /greeting) mode=$APP_MODE in $(pwd) as $(id -u); $(cat helper.txt)\"; ls /etc/hostname 2>&1",
 		"lib/helper.txt": "helper",
 	}
 	im, log, err := f.build(t, files, "built:1")

@@ -118,4 +118,3 @@ func upperLayer(upper, out string, skip []string) (v1.Layer, int, error) {
 	l, err := tarball.LayerFromFile(out)
 	return l, n, err
 }
-
