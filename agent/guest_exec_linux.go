@@ -89,6 +89,14 @@ func (g *guest) exec(st *yamux.Stream, req *request, cfg *GuestConfig) {
 	}
 	sys := &syscall.SysProcAttr{Setsid: true, Setctty: er.TTY, Ctty: 0}
 	sys.Credential = g.credential(cfg)
+	if er.User != "" {
+		cred, err := g.userCredential(er.User, sys.Credential)
+		if err != nil {
+			respondErr(st, err)
+			return
+		}
+		sys.Credential = cred
+	}
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: stdio[:], Sys: sys}
 
 	var wait <-chan syscall.WaitStatus

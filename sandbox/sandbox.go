@@ -157,6 +157,11 @@ type ExecRequest struct {
 	Cols   uint16
 	// Timeout bounds this process's wall time; zero means the policy's.
 	Timeout time.Duration
+	// User runs the process as USER[:GROUP]: names from the sandbox's own
+	// /etc/passwd and /etc/group, or numbers (uid:gid). Empty: the
+	// sandbox's user. A user the sandbox cannot switch to is
+	// ErrPermission, never silently the default.
+	User string
 }
 
 // Syncer is implemented by sandboxes whose writes to host paths are held

@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -100,5 +101,39 @@ func TestImageSandboxesAreSeparate(t *testing.T) {
 	}
 	if _, out := sh(t, sbs[1], "cat /root/mark 2>&1; pwd"); !strings.Contains(out, "No such file") || !strings.HasSuffix(out, "/") {
 		t.Errorf("second sandbox: %q", out)
+	}
+}
+
+// Per-exec users, resolved with the image's /etc/passwd; a user the
+// sandbox cannot switch to (it holds no capability over other ids) is a
+// clear refusal, never the default user silently.
+func TestImageExecUser(t *testing.T) {
+	b := testBackend(t)
+	b.cfg.WritableDir = t.TempDir()
+	ctx := context.Background()
+	sb, err := b.Create(ctx, imageSpec(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	run := func(user string) (string, error) {
+		var out strings.Builder
+		p, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"id", "-u"}, User: user, Stdout: &out})
+		if err != nil {
+			return "", err
+		}
+		p.Wait(ctx)
+		return strings.TrimSpace(out.String()), nil
+	}
+	for _, u := range []string{"", "root", "0", "0:0", "root:root"} {
+		if got, err := run(u); err != nil || got != "0" {
+			t.Errorf("user %q: %q %v", u, got, err)
+		}
+	}
+	if _, err := run("user"); !errors.Is(err, sandbox.ErrPermission) || !strings.Contains(err.Error(), "uid 1000") {
+		t.Errorf("user 1000 in a one-uid sandbox: %v, want a permission error naming the uid", err)
+	}
+	if _, err := run("nosuch"); !errors.Is(err, sandbox.ErrNotFound) || !strings.Contains(err.Error(), "/etc/passwd") {
+		t.Errorf("unknown user: %v", err)
 	}
 }
