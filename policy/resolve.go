@@ -390,6 +390,51 @@ func (fs *Filesystem) WorkspaceInside() string {
 	return fs.Workspace
 }
 
+// Inside is where host path p shows in the sandbox: below the
+// workspace's mount point when p is in a workspace mounted elsewhere
+// (workspace_mount), else at p (host paths are mounted at their own
+// place).
+func (fs *Filesystem) Inside(p string) string {
+	ws, in := fs.WorkspacePath(), fs.WorkspaceInside()
+	if ws == "" || ws == in {
+		return p
+	}
+	if p == ws {
+		return in
+	}
+	if rest, ok := strings.CutPrefix(p, ws+"/"); ok {
+		return in + "/" + rest
+	}
+	return p
+}
+
+// SandboxView is p as the sandbox sees it, for showing to those who
+// must not learn the host's layout (an API tenant): host paths under the
+// workspace become paths under its mount point, the root directory
+// (rootfs) is left out. It changes nothing the sandbox gets.
+func (p *Policy) SandboxView() *Policy {
+	v := p.Clone()
+	fs := &v.Filesystem
+	in := func(l []string) []string {
+		for i, s := range l {
+			l[i] = p.Filesystem.Inside(s)
+		}
+		return l
+	}
+	fs.ReadOnly, fs.ReadWrite, fs.Deny, fs.Tmpfs, fs.WritableConfig = in(fs.ReadOnly), in(fs.ReadWrite), in(fs.Deny), in(fs.Tmpfs), in(fs.WritableConfig)
+	if ws := p.Filesystem.WorkspaceInside(); ws != "" {
+		fs.Workspace, fs.WorkspaceMount = ws, ""
+	}
+	fs.Rootfs = ""
+	v.Process.Workdir = p.Filesystem.Inside(v.Process.Workdir)
+	for k, val := range v.Process.Env {
+		if isAbs(val) {
+			v.Process.Env[k] = p.Filesystem.Inside(val)
+		}
+	}
+	return v
+}
+
 // WorkspacePath returns the resolved workspace, or "" when there is none.
 func (fs *Filesystem) WorkspacePath() string {
 	if fs.Workspace == "none" {

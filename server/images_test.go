@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -150,5 +151,44 @@ func TestCreateFromImage(t *testing.T) {
 	resp, _ := rawDo(t, ts2, "GET", "/v1/images", "", nil)
 	if resp.StatusCode != http.StatusNotImplemented {
 		t.Errorf("GET /v1/images without a store: %d", resp.StatusCode)
+	}
+}
+
+// Nothing a tenant reads names the server's layout: the workspace is at
+// /workspace, the policy shows sandbox paths (image sandboxes and the
+// others alike).
+func TestNoHostPathsForTenants(t *testing.T) {
+	ts := newTestServer(t, withImages(t))
+	ctx := context.Background()
+	if _, err := ts.local(t).ImportImage(ctx, bytes.NewReader(busyboxTarball(t, "bb:1")), ""); err != nil {
+		t.Fatal(err)
+	}
+	tenant := ts.tenant(t, "acme")
+	for _, req := range []api.CreateSandboxRequest{{}, {Image: "bb:1"}, {Profile: "coding-agent"}} {
+		sb, err := tenant.Create(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tenant.Get(ctx, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := tenant.List(ctx, client.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for what, v := range map[string]any{"get": got, "list": list, "create": sb} {
+			body, _ := json.Marshal(v)
+			if bytes.Contains(body, []byte(ts.dir)) {
+				t.Errorf("%+v: %s names the data dir %s: %s", req, what, ts.dir, body)
+			}
+		}
+		if sb.Workdir != "/workspace" {
+			t.Errorf("%+v: workdir %q", req, sb.Workdir)
+		}
+		spec, _ := ts.fake.Spec(sb.ID)
+		if spec.Policy.Filesystem.WorkspacePath() == "" || spec.Policy.Filesystem.WorkspaceInside() != "/workspace" || req.Image == "" && spec.Policy.Process.Env["HOME"] != "/workspace" {
+			t.Errorf("%+v: backend got workspace %q inside %q home %q", req, spec.Policy.Filesystem.WorkspacePath(), spec.Policy.Filesystem.WorkspaceInside(), spec.Policy.Process.Env["HOME"])
+		}
 	}
 }

@@ -70,6 +70,9 @@ func checkInline(p *policy.Policy, trusted bool) error {
 	return nil
 }
 
+// workspaceMount is where a server sandbox's workspace appears inside.
+const workspaceMount = "/workspace"
+
 // checkImage checks that the server's image store has image (a
 // reference: "debian:bookworm"); "" is no image.
 func (s *Server) checkImage(ctx context.Context, image string) (string, error) {
@@ -161,11 +164,16 @@ func (s *Server) backendNames() string {
 // config when it has one.
 func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw *policy.Policy, root *images.Rootfs) (*policy.Policy, string, error) {
 	ws := filepath.Join(s.cfg.DataDir, "workspaces", id)
+	raw = raw.Clone() // nil: an empty policy
 	if root != nil {
-		raw = raw.Clone() // nil: an empty policy
 		if err := root.Apply(raw); err != nil {
 			return nil, "", fmt.Errorf("create sandbox: %w", err)
 		}
+	}
+	// Every server sandbox has its workspace (and home) at a stable path,
+	// so that nothing it or its tenant sees names the server's layout.
+	if raw.Filesystem.WorkspaceMount == "" {
+		raw.Filesystem.WorkspaceMount = workspaceMount
 	}
 	pol, err := s.cfg.Policies.Resolve(raw, profile, ws, "")
 	if err != nil {
@@ -174,12 +182,16 @@ func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw
 	if pol.Backend != "" && pol.Backend != "auto" && pol.Backend != backend.Name() {
 		return nil, "", fmt.Errorf("create sandbox: policy names backend %q, request %q: %w", pol.Backend, backend.Name(), sandbox.ErrInvalid)
 	}
+	if pol.Process.Env["HOME"] == ws {
+		pol.Process.Env["HOME"] = pol.Filesystem.WorkspaceInside()
+	}
 	return pol, ws, nil
 }
 
 // coldCreate makes a new sandbox (not from a pool). On error nothing is left.
 func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Backend, profile string, pol *policy.Policy, ws string, root *images.Rootfs) (*live, []byte, error) {
-	polJSON, err := json.Marshal(pol)
+	// What the API shows of the policy: the sandbox's view, no host paths.
+	polJSON, err := json.Marshal(pol.SandboxView())
 	if err != nil {
 		return nil, nil, fmt.Errorf("create sandbox: encode policy: %w", err)
 	}

@@ -76,19 +76,6 @@ func HostSource[M any](path string, ms []M, bind func(M) (src, dst string, ok bo
 	return filepath.Join(bestSrc, strings.TrimPrefix(path, bestDst)), true
 }
 
-// Inside is where host path p shows in a sandbox of filesystem policy f:
-// below the workspace's mount point when p is in a workspace mounted
-// elsewhere (workspace_mount), else at p.
-func Inside(f *policy.Filesystem, p string) string {
-	ws, in := f.WorkspacePath(), f.WorkspaceInside()
-	if ws == "" || ws == in {
-		return p
-	}
-	if p == ws {
-		return in
-	}
-	if rest, ok := strings.CutPrefix(p, ws+"/"); ok {
-		return in + "/" + rest
-	}
-	return p
-}
+// Inside is where host path p shows in a sandbox of filesystem policy f
+// (policy.Filesystem.Inside).
+func Inside(f *policy.Filesystem, p string) string { return f.Inside(p) }
