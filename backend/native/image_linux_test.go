@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -135,5 +136,50 @@ func TestImageExecUser(t *testing.T) {
 	}
 	if _, err := run("nosuch"); !errors.Is(err, sandbox.ErrNotFound) || !strings.Contains(err.Error(), "/etc/passwd") {
 		t.Errorf("unknown user: %v", err)
+	}
+}
+
+// A sandbox cannot change the image for anyone else: what it writes,
+// truncates, removes or re-modes in its root lands in its own writable
+// layer; the shared layer on the host and a second sandbox of the image
+// are untouched. Set-id bits and hard links into the workspace are
+// refused as everywhere.
+func TestImageLayerTamper(t *testing.T) {
+	b := testBackend(t)
+	b.cfg.WritableDir = t.TempDir()
+	ctx := context.Background()
+	layer := imagestest.BusyboxRoot(t).Layers[0]
+	sum := func() string {
+		out, err := exec.Command("sh", "-c", "cd "+layer+" && find . -type f -exec sha256sum {} + | sort | sha256sum; find . | wc -l; stat -c '%a %u' bin/busybox etc/passwd").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(out)
+	}
+	before := sum()
+	ws := workspace(t)
+	a, err := b.Create(ctx, imageSpec(t, ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Destroy(ctx)
+	_, out := sh(t, a, `: > /bin/busybox.copy; echo 'evil::0:0::/:/bin/sh' >> /etc/passwd; rm -f /etc/group; chmod 777 /etc/passwd;
+chmod u+s /etc/passwd 2>&1 || echo setuid-refused; ln /etc/passwd /workspace/pw 2>&1 || echo link-refused; echo done`)
+	if !strings.Contains(out, "setuid-refused") || !strings.Contains(out, "link-refused") || !strings.Contains(out, "done") {
+		t.Errorf("tamper run: %q", out)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "pw")); err == nil {
+		t.Error("hard link from the image root into the workspace")
+	}
+	c, err := b.Create(ctx, imageSpec(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destroy(ctx)
+	if _, out := sh(t, c, "grep -c evil /etc/passwd; ls /etc/group; stat -c %a /etc/passwd"); out != "0\n/etc/group\n644" {
+		t.Errorf("second sandbox sees the first one's changes: %q", out)
+	}
+	if after := sum(); after != before {
+		t.Errorf("the shared layer changed on the host:\nbefore %s\nafter  %s", before, after)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/airlock-dev/airlock/backend/gvisor"
 	"github.com/airlock-dev/airlock/backend/native"
 	"github.com/airlock-dev/airlock/backend/wasm"
+	"github.com/airlock-dev/airlock/images/imagestest"
 )
 
 // cgroupParent is unique per test process: Cleanup sweeps everything under
@@ -26,10 +27,15 @@ func cgroupParent(backend string) string {
 func backendsUnderTest(t *testing.T, f *fixture) []backendUnderTest {
 	wasmTmp := filepath.Join(f.root, "wasm-tmp")
 	must(t, os.MkdirAll(wasmTmp, 0o755))
+	bb := imagestest.BusyboxRoot(t)
 	list := []backendUnderTest{
 		{b: native.New(native.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-native"), CgroupParent: cgroupParent("native")})},
 		{b: gvisor.New(gvisor.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-gvisor"), CgroupParent: cgroupParent("gvisor")})},
 		{b: wasm.New(wasm.Config{TempDir: wasmTmp}), wasm: true},
+		// The same attacks in image sandboxes (each backend with its
+		// own state, cgroup parent and writable layers).
+		{b: native.New(native.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-native-image"), CgroupParent: cgroupParent("native-image"), WritableDir: filepath.Join(f.root, "rw-native")}), image: bb},
+		{b: gvisor.New(gvisor.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-gvisor-image"), CgroupParent: cgroupParent("gvisor-image"), WritableDir: filepath.Join(f.root, "rw-gvisor")}), image: bb},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
