@@ -176,7 +176,7 @@ func (u *unpacker) entry(hdr *tar.Header, r io.Reader) error {
 		}
 		u.dirs = append(u.dirs, dirMeta{rel: rel, mode: mode, uid: hdr.Uid, gid: hdr.Gid, mtime: hdr.ModTime})
 		return nil
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg: // the reader reports the old \x00 type as TypeReg
 		if err := u.replace(parent, base); err != nil {
 			return err
 		}
