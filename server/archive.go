@@ -10,9 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"os"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/airlock-dev/airlock/audit"
@@ -178,19 +176,12 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	tmp, err := os.CreateTemp(filepath.Join(s.cfg.DataDir), "upload-*.tar")
+	tmp, done, err := s.spoolUpload(w, r, "upload-*.tar")
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("archive upload: spool: %w", err))
+		s.writeError(w, r, fmt.Errorf("archive upload: %w", err))
 		return
 	}
-	defer func() {
-		tmp.Close()
-		os.Remove(tmp.Name())
-	}()
-	if err := spoolArchive(tmp, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload), s.cfg.MaxUpload); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+	defer done()
 	// Pass 1: validate.
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		s.writeError(w, r, err)

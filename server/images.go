@@ -43,6 +43,14 @@ func apiImage(im *images.Image) api.Image {
 	return out
 }
 
+func apiImages(ims []*images.Image) api.ImageList {
+	out := api.ImageList{Images: []api.Image{}}
+	for _, im := range ims {
+		out.Images = append(out.Images, apiImage(im))
+	}
+	return out
+}
+
 // imageStore returns the store, or answers that there is none.
 func (s *Server) imageStore(w http.ResponseWriter, r *http.Request, operator bool) *images.Store {
 	if s.cfg.Images == nil {
@@ -66,11 +74,7 @@ func (s *Server) handleImageList(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.ImageList{Images: []api.Image{}}
-	for _, im := range ims {
-		out.Images = append(out.Images, apiImage(im))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, apiImages(ims))
 }
 
 func (s *Server) handleImageGet(w http.ResponseWriter, r *http.Request) {
@@ -115,33 +119,37 @@ func (s *Server) handleImageImport(w http.ResponseWriter, r *http.Request) {
 	if st == nil {
 		return
 	}
-	tmp, err := os.CreateTemp(filepath.Join(s.cfg.DataDir), "image-*.tar")
+	tmp, done, err := s.spoolUpload(w, r, "image-*.tar")
 	if err != nil {
-		s.writeError(w, r, fmt.Errorf("import image: spool: %w", err))
+		s.writeError(w, r, fmt.Errorf("import image: %w", err))
 		return
 	}
-	defer func() {
-		tmp.Close()
-		os.Remove(tmp.Name())
-	}()
-	if err := spoolArchive(tmp, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload), s.cfg.MaxUpload); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := tmp.Sync(); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
+	defer done()
 	ims, err := st.Import(r.Context(), tmp.Name(), images.ImportOptions{Tag: r.URL.Query().Get("tag")})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	out := api.ImageList{Images: []api.Image{}}
-	for _, im := range ims {
-		out.Images = append(out.Images, apiImage(im))
+	writeJSON(w, http.StatusCreated, apiImages(ims))
+}
+
+// spoolUpload copies a request's tar body (plain or gzip, bounded by the
+// upload limit) into a private temp file of the data directory; done
+// closes and removes it.
+func (s *Server) spoolUpload(w http.ResponseWriter, r *http.Request, pattern string) (*os.File, func(), error) {
+	tmp, err := os.CreateTemp(filepath.Join(s.cfg.DataDir), pattern)
+	if err != nil {
+		return nil, nil, fmt.Errorf("spool: %w", err)
 	}
-	writeJSON(w, http.StatusCreated, out)
+	done := func() {
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}
+	if err := spoolArchive(tmp, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload), s.cfg.MaxUpload); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return tmp, done, nil
 }
 
 func (s *Server) handleImageDelete(w http.ResponseWriter, r *http.Request) {

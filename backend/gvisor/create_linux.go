@@ -85,23 +85,13 @@ func (b *Backend) prepare(ctx context.Context, spec sandbox.Spec) (*prepared, er
 	if p.pol == nil {
 		return nil, p.wrap("nil policy: %w", sandbox.ErrInvalid)
 	}
-	if err := imageroot.Check(spec); err != nil {
+	var err error
+	if p.pol, err = imageroot.Policy(spec); err != nil {
 		return nil, p.wrap("%w", err)
-	}
-	switch {
-	case spec.Root != nil && p.pol.Filesystem.Image == "":
-		p.pol = p.pol.Clone()
-		p.pol.Filesystem.Image = spec.Image
-		if p.pol.Filesystem.Image == "" {
-			p.pol.Filesystem.Image = "(image)"
-		}
-	case spec.Root == nil && p.pol.Filesystem.Image != "":
-		return nil, p.wrap("policy names image %q but the spec has no root for it (resolve it through the image store): %w", p.pol.Filesystem.Image, sandbox.ErrInvalid)
 	}
 	if ws := p.pol.Filesystem.WorkspacePath(); ws != "" && !filepath.IsAbs(ws) {
 		return nil, p.wrap("workspace %q is not absolute (policy not resolved): %w", ws, sandbox.ErrInvalid)
 	}
-	var err error
 	if p.uid, p.gid, err = p.pol.Process.Credentials(os.Getuid(), os.Getgid()); err != nil {
 		return nil, p.wrap("%w", err)
 	}

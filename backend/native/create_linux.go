@@ -114,18 +114,9 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 	if p.pol == nil {
 		return nil, p.wrap("nil policy: %w", sandbox.ErrInvalid)
 	}
-	if err := imageroot.Check(spec); err != nil {
+	var err error
+	if p.pol, err = imageroot.Policy(spec); err != nil {
 		return nil, p.wrap("%w", err)
-	}
-	switch {
-	case spec.Root != nil && p.pol.Filesystem.Image == "":
-		p.pol = p.pol.Clone()
-		p.pol.Filesystem.Image = spec.Image
-		if p.pol.Filesystem.Image == "" {
-			p.pol.Filesystem.Image = "(image)"
-		}
-	case spec.Root == nil && p.pol.Filesystem.Image != "":
-		return nil, p.wrap("policy names image %q but the spec has no root for it (resolve it through the image store): %w", p.pol.Filesystem.Image, sandbox.ErrInvalid)
 	}
 	p.log = spec.Log
 	if p.log == nil {
@@ -166,7 +157,6 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 			return nil, err
 		}
 	}
-	var err error
 	if useSeccomp {
 		if p.filter, err = buildFilter(feats.SeccompUserNotif, p.mediate); err != nil {
 			return nil, p.wrap("%v: %w", err, sandbox.ErrUnavailable)

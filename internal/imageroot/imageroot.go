@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/internal/fsutil"
+	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -24,6 +25,28 @@ import (
 // sandbox changed) and Work (overlayfs's scratch).
 type Writable struct {
 	Dir, Upper, Work string
+}
+
+// Policy checks spec's image (Check) and returns the policy a backend
+// enforces: the spec's, naming the image when the spec has a root for
+// one and the policy does not. A policy naming an image the spec has no
+// root for is refused.
+func Policy(spec sandbox.Spec) (*policy.Policy, error) {
+	if err := Check(spec); err != nil {
+		return nil, err
+	}
+	pol := spec.Policy
+	switch {
+	case spec.Root != nil && pol.Filesystem.Image == "":
+		pol = pol.Clone()
+		pol.Filesystem.Image = spec.Image
+		if pol.Filesystem.Image == "" {
+			pol.Filesystem.Image = "(image)"
+		}
+	case spec.Root == nil && pol.Filesystem.Image != "":
+		return nil, fmt.Errorf("policy names image %q but the spec has no root for it (resolve it through the image store): %w", pol.Filesystem.Image, sandbox.ErrInvalid)
+	}
+	return pol, nil
 }
 
 // Check refuses a spec whose image a layer-mounting backend cannot use:
