@@ -183,3 +183,23 @@ chmod u+s /etc/passwd 2>&1 || echo setuid-refused; ln /etc/passwd /workspace/pw 
 		t.Errorf("the shared layer changed on the host:\nbefore %s\nafter  %s", before, after)
 	}
 }
+
+// The Debian image (mmdebstrap, minbase) runs: bash, dpkg, apt, its own
+// libc; nothing of the host's /usr.
+func TestImageDebian(t *testing.T) {
+	b := testBackend(t)
+	b.cfg.WritableDir = t.TempDir()
+	ctx := context.Background()
+	p, _ := policy.Profile("default")
+	spec := imagestest.Spec(t, imagestest.DebianRoot(t), p, workspace(t))
+	spec.ID = newID(t)
+	sb, err := b.Create(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	st, out := sh(t, sb, `cat /etc/debian_version; bash -c 'echo bash $BASH_VERSINFO'; dpkg-query -W -f='${Package}\n' dpkg; apt-get --version | head -1; pwd; ls /usr/bin/go 2>&1`)
+	if st.Code != 0 && !strings.Contains(out, "No such file") || !strings.HasPrefix(out, "12.") || !strings.Contains(out, "bash 5") || !strings.Contains(out, "\ndpkg\n") || !strings.Contains(out, "apt ") || !strings.Contains(out, "/workspace") || !strings.Contains(out, "No such file") {
+		t.Errorf("debian image: %d %q", st.Code, out)
+	}
+}
