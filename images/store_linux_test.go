@@ -424,3 +424,35 @@ func TestApplyConfig(t *testing.T) {
 		t.Errorf("group from a whited-out /etc/group: %v", err)
 	}
 }
+
+// What a killed pull left (a staging dir whose lock nobody holds) is
+// swept by the next Open; one still in use is not.
+func TestStaleTempSwept(t *testing.T) {
+	testutil.RequireLinux(t)
+	root := filepath.Join(t.TempDir(), "store")
+	if _, err := images.Open(root, images.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(root, "tmp", "layer-dead")
+	os.MkdirAll(filepath.Join(stale, "layer", "fs", "usr"), 0o755)
+	os.WriteFile(stale+".lock", nil, 0o600)
+	live := filepath.Join(root, "tmp", "layer-live")
+	os.MkdirAll(live, 0o755)
+	f, err := os.OpenFile(live+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := images.Open(root, images.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("stale staging dir kept: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("staging dir in use removed: %v", err)
+	}
+}

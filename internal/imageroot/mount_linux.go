@@ -1,7 +1,6 @@
 package imageroot
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -60,15 +59,12 @@ func Attach(fd int, dst string) error {
 	return unix.MoveMount(fd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
 }
 
-// fsLog reads what the kernel said about a failed fsconfig (its message
-// log on the fs context), for the error.
+// fsLog reads what the kernel said about a failed fsconfig (the fs
+// context's message log), for the error.
 func fsLog(fd int) string {
 	buf := make([]byte, 512)
 	n, err := unix.Read(fd, buf)
 	if err != nil || n <= 0 {
-		if errors.Is(err, unix.ENODATA) {
-			return ""
-		}
 		return ""
 	}
 	return " (" + string(buf[:n]) + ")"
