@@ -3,7 +3,6 @@ package gvisor
 import (
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
@@ -41,7 +40,9 @@ type Config struct {
 	// under which runsc makes one cgroup per sandbox. Empty: "airlock-gvisor".
 	CgroupParent string
 	// WritableDir holds image sandboxes' writable layers (see
-	// internal/imageroot). Empty: DataDir/gvisor/rw.
+	// internal/imageroot); one WritableDir belongs to one StateDir (Cleanup
+	// sweeps it). Empty: StateDir/rw, or DataDir/gvisor/rw with the
+	// default state dir.
 	WritableDir string
 	// Log is the backend's logger; nil discards.
 	Log *slog.Logger
@@ -69,15 +70,16 @@ func New(cfg Config) *Backend {
 			cfg.AgentBinary = p
 		}
 	}
+	if cfg.WritableDir == "" {
+		cfg.WritableDir = hostfs.WritableDir(Name, cfg.StateDir) // before StateDir's default: not under /run
+	}
 	if cfg.StateDir == "" {
 		cfg.StateDir = hostfs.StateDir(Name)
 	}
 	if cfg.CgroupParent == "" {
 		cfg.CgroupParent = "airlock-gvisor"
 	}
-	if cfg.WritableDir == "" {
-		cfg.WritableDir = filepath.Join(hostfs.DataDir(Name), "rw")
-	}
+
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}

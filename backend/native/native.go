@@ -2,7 +2,6 @@ package native
 
 import (
 	"log/slog"
-	"path/filepath"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 )
@@ -23,8 +22,11 @@ type Config struct {
 	// own cgroup on v2, "airlock" at each v1 controller's root.
 	CgroupParent string
 	// WritableDir holds image sandboxes' writable layers, one directory
-	// each (see internal/imageroot). Empty: DataDir/native/rw
-	// (/var/lib/airlock/native/rw as root): on disk, not in memory.
+	// each (see internal/imageroot). Cleanup removes those of sandboxes
+	// not alive in StateDir, so one WritableDir belongs to one StateDir.
+	// Empty: StateDir/rw when StateDir is given, else the default
+	// state's own, DataDir/native/rw (/var/lib/airlock/native/rw as
+	// root: on disk, not in memory).
 	WritableDir string
 }
 
@@ -51,11 +53,11 @@ func New(cfg Config) *Backend {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.WritableDir == "" {
+		cfg.WritableDir = hostfs.WritableDir(Name, cfg.StateDir) // before StateDir's default: not under /run
+	}
 	if cfg.StateDir == "" {
 		cfg.StateDir = hostfs.StateDir(Name)
-	}
-	if cfg.WritableDir == "" {
-		cfg.WritableDir = filepath.Join(hostfs.DataDir(Name), "rw")
 	}
 	return &Backend{cfg: cfg, log: cfg.Log.With("backend", Name), features: HostFeatures}
 }

@@ -41,11 +41,11 @@ func TestImageCLI(t *testing.T) {
 		t.Errorf("inspect: %q vs %q", out, id)
 	}
 	// The image's cmd (sh) reads the script from stdin.
-	if out, _, code := runIn(t, ws, "echo $IMAGE_VAR; pwd; exit 3", "run", "--image", "bb:1"); code != 3 || out != "from-image\n/workspace\n" {
-		t.Errorf("run the image's cmd: %d %q", code, out)
+	if out, errs, code := runIn(t, ws, "echo $IMAGE_VAR; pwd; exit 3", "run", "--image", "bb:1"); code != 3 || out != "from-image\n/workspace\n" {
+		t.Errorf("run the image's cmd: %d %q %q", code, out, errs)
 	}
-	if out, _, code := runIn(t, ws, "", "run", "--image", "bb:1", "--", "cat", "/etc/hostname"); code != 0 || out != "busybox\n" {
-		t.Errorf("run a command: %d %q", code, out)
+	if out, errs, code := runIn(t, ws, "", "run", "--image", "bb:1", "--", "cat", "/etc/hostname"); code != 0 || out != "busybox\n" {
+		t.Errorf("run a command: %d %q %q", code, out, errs)
 	}
 	if _, errs, code := runIn(t, ws, "", "run", "--image", "127.0.0.1:1/nothing:1", "--", "true"); code != 125 || !strings.Contains(errs, "not in the store") {
 		t.Errorf("missing image: %d %q", code, errs)

@@ -35,3 +35,14 @@ func DataDir(backend string) string {
 	}
 	return filepath.Join(os.TempDir(), "airlock-"+strconv.Itoa(os.Geteuid()), "data", backend)
 }
+
+// WritableDir is the default directory of image sandboxes' writable
+// layers for a backend whose state dir is stateDir ("" for the default):
+// beside that state (a backend's Cleanup sweeps the layers its own state
+// does not know, so no two state dirs may share one), on disk.
+func WritableDir(backend, stateDir string) string {
+	if stateDir != "" {
+		return filepath.Join(stateDir, "rw")
+	}
+	return filepath.Join(DataDir(backend), "rw")
+}
