@@ -3,6 +3,7 @@ package native
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/images/imagestest"
+	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -201,5 +203,41 @@ func TestImageDebian(t *testing.T) {
 	st, out := sh(t, sb, `cat /etc/debian_version; bash -c 'echo bash $BASH_VERSINFO'; dpkg-query -W -f='${Package}\n' dpkg; apt-get --version | head -1; pwd; ls /usr/bin/go 2>&1`)
 	if st.Code != 0 && !strings.Contains(out, "No such file") || !strings.HasPrefix(out, "12.") || !strings.Contains(out, "bash 5") || !strings.Contains(out, "\ndpkg\n") || !strings.Contains(out, "apt ") || !strings.Contains(out, "/workspace") || !strings.Contains(out, "No such file") {
 		t.Errorf("debian image: %d %q", st.Code, out)
+	}
+}
+
+// Another backend's Cleanup (a server starting, another test) never
+// touches this one's writable layers: each state dir has its own.
+func TestImageCleanupOfAnotherStateKeepsLayers(t *testing.T) {
+	testutil.RequireRoot(t)
+	// Separate cgroup parents, as Cleanup's contract asks of independent
+	// backends; the writable dirs follow the state dirs by themselves.
+	a := New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(), CgroupParent: fmt.Sprintf("airlock-t-a-%d", os.Getpid())})
+	other := New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(), CgroupParent: fmt.Sprintf("airlock-t-b-%d", os.Getpid())})
+	t.Cleanup(func() {
+		for _, b := range []*Backend{a, other} {
+			h := hostCgroups()
+			if p := h.v2Parent(b.cfg.CgroupParent); p != "" {
+				os.Remove(p)
+			}
+			for c := range h.v1Mount {
+				os.Remove(h.v1Parent(c, b.cfg.CgroupParent))
+			}
+		}
+	})
+	if a.cfg.WritableDir == other.cfg.WritableDir {
+		t.Fatalf("two state dirs share the writable dir %s", a.cfg.WritableDir)
+	}
+	ctx := context.Background()
+	sb, err := a.Create(ctx, imageSpec(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Destroy(ctx)
+	if err := other.Cleanup(ctx, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	if st, out := sh(t, sb, "echo x > /root/after && cat /root/after /etc/hostname"); st.Code != 0 || out != "x\nbusybox" {
+		t.Errorf("after another backend's cleanup: %d %q", st.Code, out)
 	}
 }
