@@ -190,6 +190,11 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	st.start()
 	for {
 		wake := s.events.wait()
+		if rec.State == StateStopped {
+			// The last pass: what the sandbox emitted may still be in the
+			// writer's buffer (a follow that starts after the destroy).
+			s.events.flush()
+		}
 		evs, err := s.store.Events(r.Context(), id, after, 1000)
 		if err != nil {
 			return
@@ -210,7 +215,6 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		if l == nil {
 			// Ended while we read: one more pass picks up the destroy event.
 			rec.State = StateStopped
-			s.events.flush()
 			continue
 		}
 		select {

@@ -532,6 +532,24 @@ func TestEventsFollowUntilDestroyed(t *testing.T) {
 	if strings.Join(types, ",") != "start,exec,destroy" {
 		t.Fatalf("followed events %v", types)
 	}
+	// A follow that starts after the destroy gets every event too, even
+	// those still on their way to the store.
+	for i := 0; i < 20; i++ {
+		sb, err := c.Create(ctx, api.CreateSandboxRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Delete(ctx, sb.ID); err != nil {
+			t.Fatal(err)
+		}
+		var late []string
+		if err := c.FollowEvents(ctx, sb.ID, 0, func(e api.Event) error { late = append(late, e.Type); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(late, ",") != "start,destroy" {
+			t.Fatalf("follow after destroy: %v", late)
+		}
+	}
 	// SSE framing for the same events.
 	resp, body := rawDoAccept(t, ts, "/v1/sandboxes/"+sb.ID+"/events", "text/event-stream")
 	if resp.Header.Get("Content-Type") != "text/event-stream" || strings.Count(string(body), "event: event\ndata: {") != 3 {
