@@ -41,6 +41,7 @@ func (c *Client) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Pro
 	}
 	er := &execRequest{
 		Args:    req.Args,
+		User:    req.User,
 		Dir:     req.Dir,
 		Stdin:   req.Stdin != nil,
 		Stdout:  req.Stdout != nil,

@@ -92,6 +92,14 @@ func (g *guest) exec(st *yamux.Stream, req *request, cfg *GuestConfig) {
 	if g.cgroup != nil {
 		sys.UseCgroupFD, sys.CgroupFD = true, int(g.cgroup.Fd())
 	}
+	if er.User != "" {
+		cred, err := g.userCredential(er.User, sys.Credential)
+		if err != nil {
+			respondErr(st, err)
+			return
+		}
+		sys.Credential = cred
+	}
 	attr := &syscall.ProcAttr{Dir: dir, Env: env, Files: stdio[:], Sys: sys}
 
 	var wait <-chan syscall.WaitStatus

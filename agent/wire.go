@@ -108,6 +108,8 @@ type execRequest struct {
 	Rows    uint16   `json:"rows,omitempty"`
 	Cols    uint16   `json:"cols,omitempty"`
 	Timeout int64    `json:"timeout_ns,omitempty"`
+	// User is USER[:GROUP], resolved by the guest in its own root.
+	User string `json:"user,omitempty"`
 }
 
 // response is the header the acceptor answers with.

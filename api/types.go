@@ -116,6 +116,9 @@ type ExecRequest struct {
 	Env     map[string]string `json:"env,omitempty"`
 	Dir     string            `json:"dir,omitempty"`
 	Timeout Duration          `json:"timeout,omitempty"`
+	// User runs the process as USER[:GROUP]: names from the sandbox's
+	// own /etc/passwd (an image's), or uid:gid. Empty: the sandbox's.
+	User string `json:"user,omitempty"`
 	// Stdin is the whole input (bytes, base64 in JSON). For streamed input
 	// start a background process with StdinStream and POST to its stdin.
 	Stdin []byte `json:"stdin,omitempty"`

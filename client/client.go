@@ -370,3 +370,10 @@ func (c *Client) FollowEvents(ctx context.Context, id string, after int64, fn fu
 		}
 	}
 }
+
+func decodeJSONBody(r io.Reader, out any) error {
+	if err := json.NewDecoder(r).Decode(out); err != nil {
+		return fmt.Errorf("airlock: decode answer: %w", err)
+	}
+	return nil
+}

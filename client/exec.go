@@ -22,6 +22,9 @@ type ExecOptions struct {
 	Env     map[string]string
 	Dir     string
 	Timeout time.Duration
+	// User runs the process as USER[:GROUP] (names from the sandbox's
+	// /etc/passwd, or uid:gid); empty: the sandbox's user.
+	User string
 	// Stdin, when set, is streamed to the process. Stdout and Stderr
 	// receive its output as it comes (nil discards).
 	Stdin  io.Reader
@@ -64,7 +67,7 @@ func (c *Client) RunRequest(ctx context.Context, id string, req api.ExecRequest)
 // streamed request; with Stdin it starts a background process, streams
 // stdin to it and follows its output.
 func (c *Client) Exec(ctx context.Context, id string, o ExecOptions) (api.ExitStatus, error) {
-	req := api.ExecRequest{Args: o.Args, Env: o.Env, Dir: o.Dir, Timeout: api.Duration(o.Timeout)}
+	req := api.ExecRequest{Args: o.Args, Env: o.Env, Dir: o.Dir, Timeout: api.Duration(o.Timeout), User: o.User}
 	if o.Stdin != nil {
 		return c.execWithStdin(ctx, id, req, o)
 	}
@@ -164,7 +167,7 @@ func (c *Client) execWithStdin(ctx context.Context, id string, req api.ExecReque
 // Start starts a background process; its output is kept (bounded) on the
 // server for Output. With o.Stdin set, stdin is streamed from it.
 func (c *Client) Start(ctx context.Context, id string, o ExecOptions) (*api.Process, error) {
-	req := api.ExecRequest{Args: o.Args, Env: o.Env, Dir: o.Dir, Timeout: api.Duration(o.Timeout), Background: true}
+	req := api.ExecRequest{Args: o.Args, Env: o.Env, Dir: o.Dir, Timeout: api.Duration(o.Timeout), User: o.User, Background: true}
 	if o.Stdin != nil {
 		req.StdinStream = true
 	}

@@ -18,6 +18,12 @@ var SecretPatterns = []string{
 	"DOCKER_HOST", "DOCKER_CONFIG", "VAULT_*", "NETRC",
 }
 
+// ImageOwnedEnv are variables an image sandbox takes from its image (or
+// the image user's passwd entry), never from the host: the host's PATH
+// and HOME mean nothing in another root filesystem. process.env still
+// sets them.
+var ImageOwnedEnv = map[string]bool{"PATH": true, "HOME": true, "USER": true, "LOGNAME": true, "SHELL": true}
+
 // IsSecretName reports whether a variable name matches SecretPatterns.
 func IsSecretName(name string) bool {
 	u := strings.ToUpper(name)
@@ -76,7 +82,7 @@ func (p *Policy) Environ(host []string) []string {
 		if !ok || !validEnvName(k) || strings.IndexByte(v, 0) >= 0 {
 			continue
 		}
-		if p.envAllowed(k) && !IsSecretName(k) {
+		if p.envAllowed(k) && !IsSecretName(k) && !(p.Filesystem.Image != "" && ImageOwnedEnv[k]) {
 			m[k] = v
 		}
 	}

@@ -42,6 +42,8 @@ func Merge(base, over *Policy) *Policy {
 
 	fs, ofs := &out.Filesystem, &o.Filesystem
 	str(&fs.Rootfs, ofs.Rootfs)
+	str(&fs.Image, ofs.Image)
+	str(&fs.WorkspaceMount, ofs.WorkspaceMount)
 	str(&fs.Workspace, ofs.Workspace)
 	fs.ReadOnly = append(fs.ReadOnly, ofs.ReadOnly...)
 	fs.ReadWrite = append(fs.ReadWrite, ofs.ReadWrite...)

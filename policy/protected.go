@@ -131,6 +131,36 @@ type ConfigGuard struct {
 	Pinned map[string]string
 }
 
+// Relocate moves the guard's paths below host (a host directory) to the
+// same place below inside (where the sandbox sees it): the workspace
+// mounted at a stable path (/workspace) is judged by the paths the
+// sandbox uses.
+func (g *ConfigGuard) Relocate(host, inside string) {
+	if host == inside || host == "" || inside == "" {
+		return
+	}
+	move := func(p string) string {
+		if p == host {
+			return inside
+		}
+		if rest, ok := strings.CutPrefix(p, host+"/"); ok {
+			return inside + "/" + rest
+		}
+		return p
+	}
+	for i, h := range g.Homes {
+		g.Homes[i] = move(h)
+	}
+	for i, w := range g.Writable {
+		g.Writable[i] = move(w)
+	}
+	pinned := make(map[string]string, len(g.Pinned))
+	for p, what := range g.Pinned {
+		pinned[move(p)] = what
+	}
+	g.Pinned = pinned
+}
+
 // anchors are directory names whose contents the rules protect: moving a
 // directory or a symlink to one of these names is refused.
 var anchors = []string{".git", ".vscode", ".idea", ".claude", ".codex", ".cursor", ".gemini", ".devcontainer"}

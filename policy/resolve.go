@@ -171,7 +171,14 @@ func (r *resolver) filesystem() bool {
 		}
 	}
 
-	fs.ReadOnly = r.paths("filesystem.read_only", fs.ReadOnly, fs.Rootfs != "")
+	ownRoot := fs.Rootfs != "" || fs.Image != ""
+	if fs.Image != "" {
+		// The image has its own home: the profile's private home (a
+		// tmpfs at the caller's ~, there to hide the host's) would only
+		// hide the image's.
+		fs.Tmpfs = slices.DeleteFunc(slices.Clone(fs.Tmpfs), func(s string) bool { return s == "~" || s == "$HOME" || s == "${HOME}" })
+	}
+	fs.ReadOnly = r.paths("filesystem.read_only", fs.ReadOnly, ownRoot)
 	fs.ReadWrite = r.paths("filesystem.read_write", fs.ReadWrite, false)
 	fs.Deny = r.paths("filesystem.deny", fs.Deny, false)
 	fs.Tmpfs = r.paths("filesystem.tmpfs", fs.Tmpfs, false)
@@ -187,6 +194,12 @@ func (r *resolver) filesystem() bool {
 	}
 	fs.WritableConfig = r.writableConfig(fs.WritableConfig)
 	p.Caches = dedupe(p.Caches)
+	if fs.WorkspaceMount == "" && fs.Image != "" && fs.Workspace != "none" {
+		fs.WorkspaceMount = "/workspace"
+	}
+	if fs.WorkspaceMount != "" {
+		fs.WorkspaceMount = cleanPath(fs.WorkspaceMount)
+	}
 	return true
 }
 
@@ -207,7 +220,7 @@ func (r *resolver) network() {
 // directory and credentials.
 func (r *resolver) process() {
 	p := r.p
-	pr := &p.Process
+	fs, pr := &p.Filesystem, &p.Process
 	pr.EnvAllow = dedupe(pr.EnvAllow)
 	if r.env.Environ != nil {
 		// Capture the caller's allowed variables, so the resolved policy
@@ -223,8 +236,8 @@ func (r *resolver) process() {
 	switch {
 	case pr.Workdir != "":
 		pr.Workdir = r.expand("process.workdir", pr.Workdir)
-	case p.Filesystem.Workspace != "none":
-		pr.Workdir = p.Filesystem.Workspace
+	case fs.Workspace != "none":
+		pr.Workdir = fs.WorkspaceInside()
 	default:
 		pr.Workdir = "/"
 	}
@@ -393,6 +406,63 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// WorkspaceInside is where the workspace appears inside the sandbox:
+// WorkspaceMount, or its host path; "" when there is none.
+func (fs *Filesystem) WorkspaceInside() string {
+	if fs.Workspace == "none" || fs.Workspace == "" {
+		return ""
+	}
+	if fs.WorkspaceMount != "" {
+		return fs.WorkspaceMount
+	}
+	return fs.Workspace
+}
+
+// Inside is where host path p shows in the sandbox: below the
+// workspace's mount point when p is in a workspace mounted elsewhere
+// (workspace_mount), else at p (host paths are mounted at their own
+// place).
+func (fs *Filesystem) Inside(p string) string {
+	ws, in := fs.WorkspacePath(), fs.WorkspaceInside()
+	if ws == "" || ws == in {
+		return p
+	}
+	if p == ws {
+		return in
+	}
+	if rest, ok := strings.CutPrefix(p, ws+"/"); ok {
+		return in + "/" + rest
+	}
+	return p
+}
+
+// SandboxView is p as the sandbox sees it, for showing to those who
+// must not learn the host's layout (an API tenant): host paths under the
+// workspace become paths under its mount point, the root directory
+// (rootfs) is left out. It changes nothing the sandbox gets.
+func (p *Policy) SandboxView() *Policy {
+	v := p.Clone()
+	fs := &v.Filesystem
+	in := func(l []string) []string {
+		for i, s := range l {
+			l[i] = p.Filesystem.Inside(s)
+		}
+		return l
+	}
+	fs.ReadOnly, fs.ReadWrite, fs.Deny, fs.Tmpfs, fs.WritableConfig = in(fs.ReadOnly), in(fs.ReadWrite), in(fs.Deny), in(fs.Tmpfs), in(fs.WritableConfig)
+	if ws := p.Filesystem.WorkspaceInside(); ws != "" {
+		fs.Workspace, fs.WorkspaceMount = ws, ""
+	}
+	fs.Rootfs = ""
+	v.Process.Workdir = p.Filesystem.Inside(v.Process.Workdir)
+	for k, val := range v.Process.Env {
+		if isAbs(val) {
+			v.Process.Env[k] = p.Filesystem.Inside(val)
+		}
+	}
+	return v
 }
 
 // WorkspacePath returns the resolved workspace, or "" when there is none.

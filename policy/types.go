@@ -51,6 +51,16 @@ type Filesystem struct {
 	// Rootfs is a directory used as the sandbox's root instead of the host's
 	// system directories. Empty: the host's system directories, read-only.
 	Rootfs string `yaml:"rootfs,omitempty" json:"rootfs,omitempty"`
+	// Image names an OCI image of the image store (`airlock image pull`)
+	// used as the root: its layers read-only and shared, a writable layer
+	// private to the sandbox on top. Exclusive with Rootfs. Host system
+	// directories are not mounted; the image's config gives the
+	// environment, working directory, user and command defaults.
+	Image string `yaml:"image,omitempty" json:"image,omitempty"`
+	// WorkspaceMount is where the workspace appears inside: default its
+	// host path, or /workspace with an image (a stable path whatever the
+	// host's layout).
+	WorkspaceMount string `yaml:"workspace_mount,omitempty" json:"workspace_mount,omitempty"`
 	// Workspace is mounted read-write at the same path; "" means the current
 	// directory; "none" means no workspace.
 	Workspace string `yaml:"workspace,omitempty" json:"workspace,omitempty"`

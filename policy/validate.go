@@ -59,7 +59,7 @@ func (p *Policy) ValidateResolved() error {
 	if p.Filesystem.ProtectConfig == nil {
 		c.add("filesystem.protect_config", "unset in a resolved policy (Resolve sets it)")
 	}
-	for _, l := range [][]string{p.Filesystem.ReadOnly, p.Filesystem.ReadWrite, p.Filesystem.Deny, p.Filesystem.Tmpfs, {p.Filesystem.Rootfs, p.Filesystem.WorkspacePath(), p.Process.Workdir}} {
+	for _, l := range [][]string{p.Filesystem.ReadOnly, p.Filesystem.ReadWrite, p.Filesystem.Deny, p.Filesystem.Tmpfs, {p.Filesystem.Rootfs, p.Filesystem.WorkspacePath(), p.Filesystem.WorkspaceMount, p.Process.Workdir}} {
 		for _, s := range l {
 			if s != "" && cleanPath(s) != s {
 				c.add("filesystem", "%q is not clean in a resolved policy", s)
@@ -99,6 +99,27 @@ func (c *checker) filesystem() {
 	fs := &p.Filesystem
 	if fs.Rootfs != "" {
 		c.path("filesystem.rootfs", fs.Rootfs)
+	}
+	switch {
+	case fs.Image == "":
+	case fs.Rootfs != "":
+		c.add("filesystem.image", "image and rootfs are exclusive (a rootfs is a directory; an image comes from the image store)")
+	case len(fs.Image) > 512 || strings.ContainsAny(fs.Image, " \t\n\x00"):
+		c.add("filesystem.image", "%q is not an image reference (NAME[:TAG][@DIGEST])", fs.Image)
+	}
+	if m := fs.WorkspaceMount; m != "" {
+		switch {
+		case !isAbs(m) || strings.IndexByte(m, 0) >= 0:
+			c.add("filesystem.workspace_mount", "%q must be an absolute path inside the sandbox", m)
+		case cleanPath(m) == "/":
+			c.add("filesystem.workspace_mount", "the workspace cannot be mounted over /")
+		default:
+			for _, k := range []string{"/proc", "/dev", "/sys", "/tmp"} {
+				if cleanPath(m) == k || strings.HasPrefix(cleanPath(m), k+"/") {
+					c.add("filesystem.workspace_mount", "%q is under %s, which the sandbox gets fresh", m, k)
+				}
+			}
+		}
 	}
 	switch ws := fs.Workspace; {
 	case ws == "" || ws == "none":

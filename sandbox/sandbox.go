@@ -25,9 +25,17 @@ type Spec struct {
 	ID string
 	// Policy is the resolved policy. Must not be nil.
 	Policy *policy.Policy
-	// Image is a backend-specific root filesystem reference (a directory for
-	// native/gvisor, an image name for docker). Empty means the host's.
+	// Image names the image the sandbox runs, as the caller named it (a
+	// reference of the image store: "debian:bookworm"). Backends that
+	// mount layers themselves (native, gvisor) need Root with it; a
+	// directory here is refused (a root filesystem directory is the
+	// policy's filesystem.rootfs). Empty: no image.
 	Image string
+	// Root is Image resolved by the image store: what native and gvisor
+	// mount as the root (an overlay of the layers under a writable layer
+	// private to the sandbox). The caller holds the image (a store lease)
+	// until the sandbox is destroyed.
+	Root *ImageRoot
 	// Audit receives the sandbox's structured events. Nil discards them.
 	Audit audit.Sink
 	// Log is the component logger. Nil discards.
@@ -61,6 +69,20 @@ type Spec struct {
 	// directory, so that they count against the same quota. Removed by
 	// the caller after Destroy.
 	Scratch string
+}
+
+// ImageRoot is an image's root filesystem for one sandbox.
+type ImageRoot struct {
+	// Layers are the image's unpacked layer trees (overlayfs form:
+	// whiteouts are 0/0 character devices, opaque directories carry
+	// user.overlay.opaque), lowest first. Shared with other sandboxes and
+	// never written: every write goes to the sandbox's own layer.
+	Layers []string
+	// Writable, when set, is a writable layer the caller made (with
+	// imageroot.Make) and keeps: the backend uses it and leaves it (an
+	// image build reads the step's changes from it). Empty: the backend
+	// makes the sandbox's own and removes it with the sandbox.
+	Writable string
 }
 
 // Bind is a host directory Src made visible read-write at Dst inside.
@@ -153,6 +175,11 @@ type ExecRequest struct {
 	Cols   uint16
 	// Timeout bounds this process's wall time; zero means the policy's.
 	Timeout time.Duration
+	// User runs the process as USER[:GROUP]: names from the sandbox's own
+	// /etc/passwd and /etc/group, or numbers (uid:gid). Empty: the
+	// sandbox's user. A user the sandbox cannot switch to is
+	// ErrPermission, never silently the default.
+	User string
 }
 
 // Syncer is implemented by sandboxes whose writes to host paths are held

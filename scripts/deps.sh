@@ -62,3 +62,5 @@ fi
 if [ ! sdk/typescript/node_modules/.package-lock.json -nt sdk/typescript/package-lock.json ]; then
 	(cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# The Debian test image of the image store's tests (cached per machine).
+./scripts/test-images.sh

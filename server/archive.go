@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -209,7 +208,7 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	tmp, err := os.CreateTemp(filepath.Join(s.cfg.DataDir), "upload-*.tar")
+	tmp, err := os.CreateTemp(s.cfg.DataDir, "upload-*.tar")
 	if err != nil {
 		s.writeError(w, r, fmt.Errorf("archive upload: spool: %w", err))
 		return

@@ -76,7 +76,10 @@ func (s *Server) execRequest(l *live, req *api.ExecRequest) (sandbox.ExecRequest
 	if t == 0 {
 		t = s.cfg.ExecTimeout
 	}
-	return sandbox.ExecRequest{Args: req.Args, Env: env, Dir: req.Dir, Timeout: t}, nil
+	if len(req.User) > 256 || strings.ContainsAny(req.User, "\x00\n") {
+		return sandbox.ExecRequest{}, errBadRequest("user %.40q: want USER[:GROUP]", req.User)
+	}
+	return sandbox.ExecRequest{Args: req.Args, Env: env, Dir: req.Dir, Timeout: t, User: req.User}, nil
 }
 
 // handleExec runs a command: buffered JSON by default, NDJSON frames with

@@ -150,6 +150,7 @@ func (s *Server) destroy(l *live, reason string) error {
 	if err != nil {
 		s.log.Error("destroy sandbox", "sandbox", id, "err", err)
 	}
+	l.image.Release()
 	if rerr := s.releaseDisk(l.disk); rerr != nil && err == nil {
 		err = fmt.Errorf("destroy sandbox %q: remove workspace: %w", id, rerr)
 	}

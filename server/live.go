@@ -8,6 +8,8 @@ import (
 
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/sandbox"
+
+	"github.com/airlock-dev/airlock/images"
 )
 
 // live is a sandbox this server process created and still holds.
@@ -20,9 +22,10 @@ type live struct {
 	workdir   string // default working directory inside
 	memory    int64
 	pooled    bool
-	proxy     *egress.Proxy // the sandbox's egress proxy; rules change only through the API
-	netless   bool          // created with network mode none: no in-sandbox egress listener
-	protect   *protection   // protected workspace paths, checked before file operations
+	proxy     *egress.Proxy  // the sandbox's egress proxy; rules change only through the API
+	netless   bool           // created with network mode none: no in-sandbox egress listener
+	protect   *protection    // protected workspace paths, checked before file operations
+	image     *images.Rootfs // the image held for the sandbox (nil: none), released at destroy
 
 	mu        sync.Mutex
 	rec       *Record // nil while pooled

@@ -68,7 +68,7 @@ func TestMessagesSayWhatIsWrong(t *testing.T) {
 	}
 	// Protected workspace configuration: 403 naming the rule, whatever the
 	// backend's pinning would answer.
-	ws := ts.srv.liveByID(sb.ID).workspace
+	ws := sb.Workdir // the workspace where the sandbox sees it (/workspace)
 	check("write .git/hooks", c.WriteFile(ctx, sb.ID, path.Join(ws, ".git/hooks/pre-commit"), strings.NewReader("x"), 0), errdefs.ErrPermission, ".git/hooks", "git runs hooks")
 	check("mkdir .git/hooks", c.Mkdir(ctx, sb.ID, path.Join(ws, ".git/hooks/x"), 0, true), errdefs.ErrPermission, ".git/hooks")
 	check("rename onto .vscode/settings.json", c.Rename(ctx, sb.ID, "/tmp/f", path.Join(ws, "a/.vscode/settings.json")), errdefs.ErrPermission, ".vscode", "editor")

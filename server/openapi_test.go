@@ -31,7 +31,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	if err := yaml.Unmarshal(api.OpenAPI, &doc); err != nil {
 		t.Fatal(err)
 	}
-	ts := newTestServer(t, nil)
+	ts := newTestServer(t, withImages(t))
 	ctx := context.Background()
 	c := ts.local(t)
 	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
@@ -64,6 +64,9 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"POST /v1/sandboxes/{id}/processes/{pid}/stdin":  `x`,
 		"POST /v1/sandboxes/{id}/browser/navigate":       `{"url":"about:blank"}`,
 		"POST /v1/sandboxes/{id}/browser/screenshot":     `{}`,
+		"POST /v1/images/pull":                           `{"ref":"127.0.0.1:1/nothing:1"}`,
+		"POST /v1/images/prune":                          `{}`,
+		"POST /v1/images/import":                         `not a tarball`,
 	}
 	queries := map[string]string{
 		"/v1/sandboxes/{id}/files":      "?path=/tmp/f",

@@ -155,13 +155,13 @@ func (p *pool) addOne() error {
 	if d := &p.s.cfg.Ceilings.Default; d.hasDefaults() {
 		raw = d.withDefaults(nil)
 	}
-	pol, ws, err := p.s.resolve(id, p.backend, p.key.profile, raw, "")
+	pol, ws, err := p.s.resolve(id, p.backend, p.key.profile, raw, nil)
 	if err != nil {
 		return err
 	}
 	p.s.cfg.Ceilings.Default.clampUnset(raw, pol)
 	p.s.cfg.Ceilings.Default.clampOpenFiles(raw, pol)
-	l, polJSON, err := p.s.coldCreate(p.s.ctx, id, p.backend, p.key.profile, pol, ws, "")
+	l, polJSON, err := p.s.coldCreate(p.s.ctx, id, p.backend, p.key.profile, pol, ws, nil, "")
 	if err != nil {
 		return err
 	}

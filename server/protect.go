@@ -17,7 +17,8 @@ import (
 // names the rule and why it exists. A server sandbox's workspace is a host
 // directory at the same path, so the decision is made on it.
 type protection struct {
-	ws    string
+	ws    string // the workspace on the host
+	in    string // where the sandbox sees it
 	guard *policy.ConfigGuard
 }
 
@@ -28,16 +29,33 @@ func newProtection(pol *policy.Policy) *protection {
 	if ws == "" {
 		return nil
 	}
-	return &protection{ws: ws, guard: pol.ConfigGuard(pol.Process.Env["HOME"])}
+	home := pol.Process.Env["HOME"]
+	if home == pol.Filesystem.WorkspaceInside() {
+		home = ws // the guard judges host paths
+	}
+	return &protection{ws: ws, in: pol.Filesystem.WorkspaceInside(), guard: pol.ConfigGuard(home)}
+}
+
+// host maps a path inside the sandbox's workspace to the host ("" when
+// it is not in the workspace).
+func (pr *protection) host(p string) string {
+	if p == pr.in {
+		return pr.ws
+	}
+	if within(p, pr.in) {
+		return pr.ws + p[len(pr.in):]
+	}
+	return ""
 }
 
 // check refuses op on p (a clean absolute path inside the sandbox) when
 // the rules do; paths outside the workspace are the backend's to decide.
 func (pr *protection) check(what string, op policy.GuardOp, p string) error {
-	if pr == nil || p == pr.ws || !within(p, pr.ws) {
+	if pr == nil || p == pr.in || !within(p, pr.in) {
 		return nil
 	}
-	d := pr.guard.Check(op, writeback.HostDir(path.Dir(p)), path.Base(p))
+	hp := pr.host(p)
+	d := pr.guard.Check(op, writeback.HostDir(path.Dir(hp)), path.Base(hp))
 	if d == nil {
 		return nil
 	}
@@ -58,7 +76,7 @@ func (pr *protection) checkWrite(what, p string) error {
 	switch {
 	case what == "mkdir":
 		op = policy.OpMkdir
-	case exists(p):
+	case pr.host(p) != "" && exists(pr.host(p)):
 		op = policy.OpWrite
 	}
 	return pr.check(what, op, p)
@@ -74,7 +92,7 @@ func (pr *protection) checkRename(from, to string) error {
 		return nil
 	}
 	op := policy.OpRenameFile
-	if fi, err := os.Lstat(from); err == nil {
+	if fi, err := os.Lstat(pr.host(from)); pr.host(from) != "" && err == nil {
 		switch {
 		case fi.IsDir():
 			op = policy.OpRenameDir

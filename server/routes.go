@@ -82,7 +82,7 @@ type route struct {
 // apiRoutes lists every authenticated endpoint; a test checks each is in
 // api/openapi.yaml (and the document's are all answered).
 func (s *Server) apiRoutes() []route {
-	return []route{
+	return append([]route{
 		{"POST /v1/sandboxes", s.needsStorage(s.handleCreate)},
 		{"GET /v1/sandboxes", s.handleList},
 		{"GET /v1/sandboxes/{id}", s.handleGet},
@@ -114,7 +114,7 @@ func (s *Server) apiRoutes() []route {
 		{"PUT /v1/sandboxes/{id}/archive", s.needsStorage(s.handleArchivePut)},
 
 		{"GET /v1/sandboxes/{id}/events", s.handleEvents},
-	}
+	}, s.imageRoutes()...)
 }
 
 // publicRoutes need no key.

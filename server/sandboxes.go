@@ -1,14 +1,12 @@
 package server
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/egress"
+	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -70,25 +69,25 @@ func checkInline(p *policy.Policy, trusted bool, ceil *Ceiling) error {
 	return nil
 }
 
-// resolveImage maps an image name to a root filesystem directory.
-func (s *Server) resolveImage(image string, trusted bool) (string, error) {
+// workspaceMount is where a server sandbox's workspace appears inside.
+const workspaceMount = "/workspace"
+
+// checkImage checks that the server's image store has image (a
+// reference: "debian:bookworm"); "" is no image.
+func (s *Server) checkImage(ctx context.Context, image string) (string, error) {
 	if image == "" {
 		return "", nil
 	}
-	if trusted && filepath.IsAbs(image) {
-		return filepath.Clean(image), nil
+	if filepath.IsAbs(image) {
+		return "", fmt.Errorf("create sandbox: image %q is a directory: images come from the server's image store now (airlock image import/pull, or POST /v1/images/pull), not a directory of root filesystems: %w", image, sandbox.ErrInvalid)
 	}
-	if s.cfg.ImageDir == "" {
-		return "", fmt.Errorf("create sandbox: image %q: this server has no image directory: %w", image, sandbox.ErrInvalid)
+	if s.cfg.Images == nil {
+		return "", fmt.Errorf("create sandbox: image %q: this server has no image store: %w", image, sandbox.ErrInvalid)
 	}
-	if strings.ContainsAny(image, "/\\\x00") || image == "." || image == ".." || len(image) > 128 {
-		return "", fmt.Errorf("create sandbox: image %q: want a plain name: %w", image, sandbox.ErrInvalid)
+	if _, err := s.cfg.Images.Inspect(ctx, image); err != nil {
+		return "", fmt.Errorf("create sandbox: %w", err)
 	}
-	dir := filepath.Join(s.cfg.ImageDir, image)
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return "", fmt.Errorf("create sandbox: image %q: %w", image, sandbox.ErrNotFound)
-	}
-	return dir, nil
+	return image, nil
 }
 
 // checkImageRef accepts a docker image reference: name[:tag][@digest]
@@ -102,14 +101,14 @@ func checkImageRef(ref string) error {
 
 // createPlan is a validated create request.
 type createPlan struct {
-	req     api.CreateSandboxRequest
-	backend sandbox.Backend
-	raw     *policy.Policy // inline policy or nil
-	rootfs  string
-	image   string // a docker image reference (docker backend only)
-	timeout time.Duration
-	ceil    *Ceiling       // nil for the trusted socket
-	asked   *policy.Policy // the inline policy as the request sent it (nil: none)
+	req         api.CreateSandboxRequest
+	backend     sandbox.Backend
+	raw         *policy.Policy // inline policy or nil
+	image       string         // a store image reference or ""
+	dockerImage string         // a docker daemon image reference (docker backend only)
+	timeout     time.Duration
+	ceil        *Ceiling       // nil for the trusted socket
+	asked       *policy.Policy // the inline policy as the request sent it (nil: none)
 }
 
 func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan, error) {
@@ -174,14 +173,21 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 		if err := checkImageRef(req.Image); err != nil {
 			return nil, err
 		}
-		p.image = req.Image
+		p.dockerImage = req.Image
 		return p, nil
 	}
-	rootfs, err := s.resolveImage(req.Image, c.trusted)
+	image := req.Image
+	if p.raw != nil && p.raw.Filesystem.Image != "" {
+		if image != "" && image != p.raw.Filesystem.Image {
+			return nil, fmt.Errorf("create sandbox: policy names image %q, request %q: %w", p.raw.Filesystem.Image, image, sandbox.ErrInvalid)
+		}
+		image = p.raw.Filesystem.Image
+	}
+	img, err := s.checkImage(context.Background(), image)
 	if err != nil {
 		return nil, err
 	}
-	p.rootfs = rootfs
+	p.image = img
 	return p, nil
 }
 
@@ -193,22 +199,38 @@ func (s *Server) backendNames() string {
 	return strings.Join(n, ", ")
 }
 
-// resolve resolves the policy of a new sandbox id.
-func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw *policy.Policy, rootfs string) (*policy.Policy, string, error) {
+// resolve resolves the policy of a new sandbox id, with the image's
+// config when it has one.
+func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw *policy.Policy, root *images.Rootfs) (*policy.Policy, string, error) {
 	ws := s.workspacePath(id)
-	pol, err := s.cfg.Policies.Resolve(raw, profile, ws, rootfs)
+	raw = raw.Clone() // nil: an empty policy
+	if root != nil {
+		if err := root.Apply(raw); err != nil {
+			return nil, "", fmt.Errorf("create sandbox: %w", err)
+		}
+	}
+	// Every server sandbox has its workspace (and home) at a stable path,
+	// so that nothing it or its tenant sees names the server's layout.
+	if raw.Filesystem.WorkspaceMount == "" {
+		raw.Filesystem.WorkspaceMount = workspaceMount
+	}
+	pol, err := s.cfg.Policies.Resolve(raw, profile, ws, "")
 	if err != nil {
 		return nil, "", fmt.Errorf("create sandbox: policy: %w", err)
 	}
 	if pol.Backend != "" && pol.Backend != "auto" && pol.Backend != backend.Name() {
 		return nil, "", fmt.Errorf("create sandbox: policy names backend %q, request %q: %w", pol.Backend, backend.Name(), sandbox.ErrInvalid)
 	}
+	if pol.Process.Env["HOME"] == ws {
+		pol.Process.Env["HOME"] = pol.Filesystem.WorkspaceInside()
+	}
 	return pol, ws, nil
 }
 
 // coldCreate makes a new sandbox (not from a pool). On error nothing is left.
-func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Backend, profile string, pol *policy.Policy, ws, rootfs string) (*live, []byte, error) {
-	polJSON, err := json.Marshal(pol)
+func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Backend, profile string, pol *policy.Policy, ws string, root *images.Rootfs, dockerImage string) (*live, []byte, error) {
+	// What the API shows of the policy: the sandbox's view, no host paths.
+	polJSON, err := json.Marshal(pol.SandboxView())
 	if err != nil {
 		return nil, nil, fmt.Errorf("create sandbox: encode policy: %w", err)
 	}
@@ -230,7 +252,10 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 	defer cancel()
 	start := time.Now()
-	spec := sandbox.Spec{ID: id, Policy: pol, Image: rootfs, Audit: sink, Log: log, OwnWorkspace: true, Scratch: dsk.scratch}
+	spec := sandbox.Spec{ID: id, Policy: pol, Image: dockerImage, Audit: sink, Log: log, OwnWorkspace: true, Scratch: dsk.scratch}
+	if root != nil {
+		spec.Image, spec.Root = pol.Filesystem.Image, root.SandboxRoot()
+	}
 	// Every server sandbox gets its own proxy, so that the rules of one
 	// created with a network can be changed later, from outside only.
 	proxy.Attach(&spec, s.cfg.CABundle)
@@ -242,10 +267,11 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	s.metrics.backendCreate.WithLabelValues(backend.Name()).Observe(time.Since(start).Seconds())
 	workdir := pol.Process.Workdir
 	if workdir == "" {
-		workdir = ws
+		workdir = pol.Filesystem.WorkspaceInside()
 	}
 	l := newLive(sb, backend.Name(), profile, ws, workdir, int64(pol.Limits.Memory))
 	l.disk = dsk
+	l.image = root
 	l.proxy = proxy
 	l.netless = pol.Network.Mode == "" || pol.Network.Mode == policy.NetworkNone
 	l.protect = newProtection(pol)
@@ -280,6 +306,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		l.sb.Destroy(dctx)
 		cancel()
+		l.image.Release()
 		s.releaseDisk(l.disk)
 		s.writeError(w, r, err)
 		return
@@ -316,7 +343,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	if profile == "" {
 		profile = "default"
 	}
-	if plan.raw == nil && plan.rootfs == "" && plan.image == "" {
+	if plan.raw == nil && plan.image == "" && plan.dockerImage == "" {
 		s.mu.Lock()
 		pl := s.pools[poolKey{plan.backend.Name(), profile}]
 		s.mu.Unlock()
@@ -334,8 +361,16 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 		}
 	}
 	id := newID("sb-")
-	pol, ws, err := s.resolve(id, plan.backend, profile, plan.raw, plan.rootfs)
+	var root *images.Rootfs
+	if plan.image != "" {
+		var err error
+		if root, err = s.cfg.Images.Acquire(ctx, plan.image, id, images.AcquireOptions{}); err != nil {
+			return nil, nil, nil, fmt.Errorf("create sandbox: %w", err)
+		}
+	}
+	pol, ws, err := s.resolve(id, plan.backend, profile, plan.raw, root)
 	if err != nil {
+		root.Release()
 		return nil, nil, nil, err
 	}
 	if err := s.fit(plan.ceil, c.tenant, plan.asked, pol); err != nil {
@@ -343,10 +378,12 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	}
 	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), int64(pol.Limits.Memory))
 	if err != nil {
+		root.Release()
 		return nil, nil, nil, err
 	}
-	l, polJSON, err := s.coldCreate(ctx, id, plan.backend, profile, pol, ws, cmp.Or(plan.image, plan.rootfs))
+	l, polJSON, err := s.coldCreate(ctx, id, plan.backend, profile, pol, ws, root, plan.dockerImage)
 	if err != nil {
+		root.Release()
 		release()
 		return nil, nil, nil, err
 	}

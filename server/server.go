@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/egress"
+	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -50,9 +51,10 @@ type Config struct {
 	// RunDir holds the volumes' mount points (RunDir/volumes/ID): a
 	// directory on a path every host id can search (default: DataDir).
 	RunDir string
-	// ImageDir holds root filesystems that requests name by "image".
-	ImageDir string
-	Log      *slog.Logger
+	// Images is the image store requests name images from ("image" of a
+	// create request; /v1/images). Nil: the server offers no images.
+	Images *images.Store
+	Log    *slog.Logger
 	// EgressConfig, when set, adjusts each sandbox's egress proxy config
 	// (tests plug a resolver or dialer in here).
 	EgressConfig func(*egress.Config)
@@ -272,9 +274,11 @@ func (s *Server) reconcile(ctx context.Context) error {
 	if err := os.Chmod(s.cfg.DataDir, 0o711); err != nil {
 		errs = append(errs, fmt.Errorf("reconcile: data dir: %w", err))
 	}
-	// Spooled uploads of a server before the fix of issue 11 (they are
-	// unlinked at once now).
-	if stale, _ := filepath.Glob(filepath.Join(s.cfg.DataDir, "upload-*.tar")); len(stale) > 0 {
+	// Spooled uploads a crash left: image imports (named while the store
+	// reads them) and archives of a server before the fix of issue 11
+	// (those are unlinked at once now).
+	for _, pattern := range []string{"upload-*.tar", "image-*.tar"} {
+		stale, _ := filepath.Glob(filepath.Join(s.cfg.DataDir, pattern))
 		for _, f := range stale {
 			os.Remove(f)
 		}

@@ -22,8 +22,10 @@ import (
 // config.json. dir must exist and be empty.
 func writeBundle(dir string, spec *ociSpec, plan *mountPlan) error {
 	root := filepath.Join(dir, bundleRootfs)
-	if err := os.Mkdir(root, 0o755); err != nil {
-		return err
+	if !plan.Image { // an image's root is mounted there already
+		if err := os.Mkdir(root, 0o755); err != nil {
+			return err
+		}
 	}
 	for name, target := range plan.Links {
 		if err := os.Symlink(target, filepath.Join(root, name)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -64,9 +65,17 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 		if err := hostfs.RemovePlaceholders(readPlaceholders(dir)); err != nil {
 			errs = append(errs, fmt.Errorf("cleanup sandbox %q: placeholders: %w", id, err))
 		}
+		if err := b.unmountImageRoot(dir, id); err != nil {
+			errs = append(errs, fmt.Errorf("cleanup sandbox %q: %w", id, err))
+		}
 		if err := os.RemoveAll(dir); err != nil {
 			errs = append(errs, fmt.Errorf("cleanup sandbox %q: %w", id, err))
 		}
+	}
+	// Writable layers whose sandbox left nothing else (killed between
+	// making the layer and the bundle).
+	if err := imageroot.Sweep(b.cfg.WritableDir, keep, func(id string) bool { return ids[id] && keep[id] }); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/airlock-dev/airlock/backend/internal/prep"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/internal/logtail"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -78,6 +79,14 @@ func (p *prepared) wrap(format string, args ...any) error {
 
 // prepare validates the spec and finds runsc and the agent binary.
 func (b *Backend) prepare(ctx context.Context, spec sandbox.Spec) (*prepared, error) {
+	if spec.Policy != nil {
+		// An image sandbox's policy names its image (imageroot.Policy).
+		pol, err := imageroot.Policy(spec)
+		if err != nil {
+			return nil, prep.Wrap(spec.ID, "%w", err)
+		}
+		spec.Policy = pol
+	}
 	c, err := prep.Check(spec, b.cfg.AgentBinary, b.log)
 	if err != nil {
 		return nil, err
@@ -107,10 +116,6 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 	}
 	dir := p.dir
 	u.Push(func() { os.RemoveAll(dir) })
-	rootfs := p.spec.Image
-	if rootfs == "" {
-		rootfs = p.pol.Filesystem.Rootfs
-	}
 	if b.cfg.HostIDs != nil && os.Geteuid() == 0 {
 		if p.uid >= idmap.Size || p.gid >= idmap.Size {
 			return fmt.Errorf("uid/gid %d/%d: a sandbox with a host id range has ids 0..%d: %w", p.uid, p.gid, idmap.Size-1, sandbox.ErrInvalid)
@@ -124,7 +129,7 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 			return err
 		}
 	}
-	plan, err := planMounts(planInput{Policy: p.pol, Rootfs: rootfs, Files: p.spec.Files, Bundle: p.dir, UID: p.uid, GID: p.gid, Guard: p.guard, Unmapped: p.lease != nil})
+	plan, err := planMounts(planInput{Policy: p.pol, Rootfs: p.pol.Filesystem.Rootfs, Files: p.spec.Files, Bundle: p.dir, UID: p.uid, GID: p.gid, Guard: p.guard, Unmapped: p.lease != nil})
 	if err != nil {
 		return err
 	}
@@ -144,7 +149,16 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 			}
 		}
 	}
+	if p.spec.Root != nil {
+		if _, err := b.mountImageRoot(p); err != nil {
+			return err
+		}
+		id := p.spec.ID
+		u.Push(func() { b.unmountImageRoot(dir, id) }) // before the bundle goes (pushed earlier, run later)
+		plan.Image = true
+	}
 	oci := buildSpec(specInput{ID: p.spec.ID, Policy: p.pol, UID: p.uid, GID: p.gid, Mounts: plan.Mounts, Lease: p.lease})
+	oci.Root.Readonly = !plan.Image
 	if err := writeBundle(p.dir, oci, plan); err != nil {
 		return fmt.Errorf("write bundle: %v: %w", err, sandbox.ErrInvalid)
 	}
@@ -281,7 +295,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, r *running, u *undo.
 		bundle: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, lease: p.lease, started: p.t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
 	}
 	if p.plan.Overlay {
-		s.syncRoots, s.syncSkip = p.plan.OverlayRoots, p.plan.OverlaySkip
+		s.syncRoots, s.syncSkip, s.syncInside = p.plan.OverlayRoots, p.plan.OverlaySkip, p.plan.OverlayInside
 	}
 	if t := pol.Limits.Timeout.D(); t > 0 {
 		s.timer.Store(time.AfterFunc(t, s.timeout))

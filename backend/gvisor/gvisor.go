@@ -40,6 +40,11 @@ type Config struct {
 	// CgroupParent is the cgroup path (relative to each hierarchy's root)
 	// under which runsc makes one cgroup per sandbox. Empty: "airlock-gvisor".
 	CgroupParent string
+	// WritableDir holds image sandboxes' writable layers (see
+	// internal/imageroot); one WritableDir belongs to one StateDir (Cleanup
+	// sweeps it). Empty: StateDir/rw, or DataDir/gvisor/rw with the
+	// default state dir.
+	WritableDir string
 	// Log is the backend's logger; nil discards.
 	Log *slog.Logger
 	// HostIDs, when set, runs every sandbox in a user namespace whose ids
@@ -69,12 +74,16 @@ func New(cfg Config) *Backend {
 			cfg.AgentBinary = p
 		}
 	}
+	if cfg.WritableDir == "" {
+		cfg.WritableDir = hostfs.WritableDir(Name, cfg.StateDir) // before StateDir's default: not under /run
+	}
 	if cfg.StateDir == "" {
 		cfg.StateDir = hostfs.StateDir(Name)
 	}
 	if cfg.CgroupParent == "" {
 		cfg.CgroupParent = "airlock-gvisor"
 	}
+
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}

@@ -39,6 +39,13 @@ type mountPlan struct {
 	Overlay      bool
 	OverlayRoots []string
 	OverlaySkip  []string
+	// OverlayInside maps an overlay root (a host path) to where the
+	// sandbox sees it, when that is elsewhere (the workspace at
+	// workspace_mount).
+	OverlayInside map[string]string
+	// Image: the root is an image's overlay, mounted at the bundle's
+	// rootfs by the backend (writable), not a skeleton.
+	Image bool
 }
 
 // planInput is what planMounts needs besides the policy.
@@ -108,7 +115,7 @@ func planMounts(in planInput) (*mountPlan, error) {
 		}
 	}
 	for _, ro := range f.ReadOnly {
-		if err := bind(ro, ro, true, "read_only path", in.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
+		if err := bind(ro, hostfs.Inside(&f, ro), true, "read_only path", in.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
 			return nil, err
 		}
 	}
@@ -130,12 +137,12 @@ func planMounts(in planInput) (*mountPlan, error) {
 		if !filepath.IsAbs(ws) {
 			return nil, fmt.Errorf("workspace %q: %w: not absolute", ws, sandbox.ErrInvalid)
 		}
-		if err := bind(ws, ws, false, "workspace", false); err != nil {
+		if err := bind(ws, f.WorkspaceInside(), false, "workspace", false); err != nil {
 			return nil, err
 		}
 	}
 	for _, rw := range f.ReadWrite {
-		if err := bind(rw, rw, false, "read_write path", false); err != nil {
+		if err := bind(rw, hostfs.Inside(&f, rw), false, "read_write path", false); err != nil {
 			return nil, err
 		}
 	}
@@ -160,7 +167,7 @@ func planMounts(in planInput) (*mountPlan, error) {
 	}
 	p.Mounts = append(p.Mounts, bindMount("", AgentPath, true)) // source filled in by the caller
 	for _, d := range f.Deny {
-		if !hostfs.Under(d, binds) {
+		if !hostfs.Under(hostfs.Inside(&f, d), binds) {
 			continue // not visible in the sandbox at all
 		}
 		fi, err := os.Stat(d)
@@ -177,7 +184,7 @@ func planMounts(in planInput) (*mountPlan, error) {
 		if fi.IsDir() {
 			src = filepath.Join(in.Bundle, bundleDenyDir)
 		}
-		p.Mounts = append(p.Mounts, denyMount(src, d))
+		p.Mounts = append(p.Mounts, denyMount(src, hostfs.Inside(&f, d)))
 	}
 	if err := p.protect(in, ws); err != nil {
 		return nil, err
@@ -204,7 +211,7 @@ func (p *mountPlan) protect(in planInput, ws string) error {
 	for path := range g.Pinned {
 		if hostfs.Under(path, roots) {
 			if _, err := os.Lstat(path); err == nil {
-				p.Mounts = append(p.Mounts, bindMount(path, path, true))
+				p.Mounts = append(p.Mounts, bindMount(path, hostfs.Inside(&in.Policy.Filesystem, path), true))
 				pinned = true
 			}
 		}
@@ -214,8 +221,13 @@ func (p *mountPlan) protect(in planInput, ws string) error {
 	}
 	p.Overlay = true
 	p.OverlayRoots = roots
+	inside := append([]string{}, roots...)
+	if in := in.Policy.Filesystem.WorkspaceInside(); ws != "" && in != ws {
+		inside[0] = in
+		p.OverlayInside = map[string]string{ws: in}
+	}
 	for _, m := range p.Mounts {
-		if hostfs.Under(m.Destination, roots) && !slices.Contains(roots, m.Destination) {
+		if hostfs.Under(m.Destination, inside) && !slices.Contains(inside, m.Destination) {
 			p.OverlaySkip = append(p.OverlaySkip, m.Destination)
 		}
 	}

@@ -35,14 +35,15 @@ type gvSandbox struct {
 	// Write-back of the overlay (plan.Overlay): the host paths, the
 	// sandbox's own mounts below them, the rules, the owner of what is
 	// written back, and when the sandbox started.
-	syncRoots []string
-	syncSkip  []string
-	guard     *policy.ConfigGuard
-	uid, gid  int
-	lease     *idmap.Lease // host ids of its user namespace (nil: none)
-	started   time.Time
-	oomBefore int64                      // the cgroup's OOM kills at start (always 0: the cgroup is new)
-	timer     atomic.Pointer[time.Timer] // the wall timeout (set after start, read by end)
+	syncRoots  []string
+	syncSkip   []string
+	syncInside map[string]string // host root -> its path inside, when elsewhere
+	guard      *policy.ConfigGuard
+	uid, gid   int
+	lease      *idmap.Lease // host ids of its user namespace (nil: none)
+	started    time.Time
+	oomBefore  int64                      // the cgroup's OOM kills at start (always 0: the cgroup is new)
+	timer      atomic.Pointer[time.Timer] // the wall timeout (set after start, read by end)
 
 	done     chan struct{}
 	teardown sync.Once
@@ -165,6 +166,9 @@ func (s *gvSandbox) end(why string) {
 		s.b.forceStop(s.id, s.cmd, s.waited)
 		var errs []error
 		if err := s.cg.remove(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.b.unmountImageRoot(s.bundle, s.id); err != nil {
 			errs = append(errs, err)
 		}
 		if err := os.RemoveAll(s.bundle); err != nil {

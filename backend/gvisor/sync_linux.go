@@ -19,8 +19,14 @@ func (s *gvSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	if s.closed.Load() {
 		return sandbox.SyncReport{}, s.errClosed("sync")
 	}
+	uid, gid := s.uid, s.gid
+	if s.lease != nil {
+		// What is written back belongs to the sandbox's user as the host
+		// knows it: inside its leased range.
+		uid, gid = s.lease.UID+uid, s.lease.GID+gid
+	}
 	return syncback.Run(ctx, s.client, syncback.Sandbox{
-		ID: s.id, Agent: AgentPath, Roots: s.syncRoots, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid,
+		ID: s.id, Agent: AgentPath, Roots: s.syncRoots, Inside: s.syncInside, Skip: s.syncSkip, Guard: s.guard, UID: uid, GID: gid,
 		Started: s.started, Audit: s.audit, Log: s.log,
 	})
 }

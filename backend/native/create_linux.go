@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -122,10 +123,9 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 	if p.pol == nil {
 		return nil, p.wrap("nil policy: %w", sandbox.ErrInvalid)
 	}
-	if spec.Image != "" && p.pol.Filesystem.Rootfs != spec.Image {
-		// For native, an image is a root filesystem directory.
-		p.pol = p.pol.Clone()
-		p.pol.Filesystem.Rootfs = spec.Image
+	var err error
+	if p.pol, err = imageroot.Policy(spec); err != nil {
+		return nil, p.wrap("%w", err)
 	}
 	p.log = spec.Log
 	if p.log == nil {
@@ -166,7 +166,6 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 			return nil, err
 		}
 	}
-	var err error
 	if useSeccomp {
 		if p.filter, err = buildFilter(feats.SeccompUserNotif, p.mediate); err != nil {
 			return nil, p.wrap("%v: %w", err, sandbox.ErrUnavailable)
@@ -185,6 +184,8 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 	if exe, err := os.Executable(); err == nil {
 		p.guard.Pinned[exe] = "the airlock binary"
 	}
+	// The mediator sees the workspace where the sandbox does.
+	p.guard.Relocate(p.pol.Filesystem.WorkspacePath(), p.pol.Filesystem.WorkspaceInside())
 	if !p.mediate {
 		// Nothing can keep a writable path from rewriting a pinned file:
 		// refuse to start rather than let the sandbox edit its own policy.
@@ -231,13 +232,29 @@ type started struct {
 	chInit   *os.File
 	stderr   *boundedBuffer
 	lock     *os.File
-	tCgroup  time.Time
-	tForked  time.Time
-	tPrepare time.Time
+	writable *imageroot.Writable // an image sandbox's writable layer
+	// keepWritable: the caller's layer (Spec.Root.Writable), left alone.
+	keepWritable bool
+	overlay      *os.File // the image root made by the host (root callers), for the init
+	tCgroup      time.Time
+	tForked      time.Time
+	tPrepare     time.Time
+}
+
+// ownWritable is the writable layer the sandbox removes at its end (nil
+// when the caller keeps it).
+func (st *started) ownWritable() *imageroot.Writable {
+	if st.keepWritable {
+		return nil
+	}
+	return st.writable
 }
 
 // closeChildEnds closes the descriptors only the init needed.
 func (st *started) closeChildEnds() {
+	if st.overlay != nil {
+		st.overlay.Close()
+	}
 	st.memfd.Close()
 	st.ctlInit.Close()
 	st.chInit.Close()
@@ -253,6 +270,38 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 	}
 	st.lock = lock
 	undo.Push(func() { b.unlockState(p.spec.ID, lock) })
+	switch {
+	case p.spec.Root != nil && p.spec.Root.Writable != "":
+		if st.writable, err = imageroot.Use(p.spec.Root.Writable); err != nil {
+			return nil, err
+		}
+		st.keepWritable = true
+	case p.spec.Root != nil:
+		// After the lock: a reclaimer never removes a live sandbox's layer.
+		// Its upper directory is the root directory the sandbox sees:
+		// owned by the sandbox's user, whose init makes its mount points
+		// there (phase 2's id mapping gives it to root inside instead).
+		owner, group := -1, -1
+		if !p.feats.Rootless {
+			owner, group = p.uid, p.gid
+		}
+		if st.writable, err = imageroot.Make(b.cfg.WritableDir, p.spec.ID, owner, group); err != nil {
+			return nil, err
+		}
+		w := st.writable
+		undo.Push(func() { _ = w.Remove() })
+	}
+	if st.writable != nil && !p.feats.Rootless {
+		// As root, the host makes the overlay (with its credentials: the
+		// image's files keep their owners whatever the sandbox's uid)
+		// and hands it over detached; rootless, the init mounts it in
+		// its own user namespace.
+		if st.overlay, err = imageroot.Detached(p.spec.Root.Layers, st.writable); err != nil {
+			return nil, err
+		}
+		ov := st.overlay
+		undo.Push(func() { ov.Close() }) // closing twice is harmless
+	}
 	st.cg = newCgroupV2(hostCgroups(), b.cfg.CgroupParent, p.spec.ID, p.lim)
 	undo.Push(func() { st.cg.kill(); _ = st.cg.remove() })
 	st.tCgroup = time.Now()
@@ -277,6 +326,9 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 	// for the all-threads capability drop to stop.
 	cmd.Env = []string{"GOMAXPROCS=1"}
 	cmd.ExtraFiles = []*os.File{st.memfd, st.ctlInit, st.chInit}
+	if st.overlay != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, st.overlay) // fdOverlay
+	}
 	if direct != nil {
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = direct.Stdin, direct.Stdout, direct.Stderr
 	} else {
@@ -310,12 +362,27 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 	if err != nil {
 		return nil, err
 	}
+	rootRule := llRule{Access: llReadDir, Path: "/"}
+	var overlay *overlayRoot
+	switch {
+	case st.overlay != nil:
+		overlay = &overlayRoot{FD: true}
+		rootRule.Access = llReadExec
+	case st.writable != nil:
+		dir, opts, err := imageroot.Options(p.spec.Root.Layers, st.writable)
+		if err != nil {
+			return nil, err
+		}
+		overlay = &overlayRoot{Chdir: dir, Options: opts}
+		rootRule.Access = llReadExec
+	}
 	cfg := initConfig{
 		ID:            p.spec.ID,
 		Hostname:      "airlock",
 		RootSize:      rootSize(p.spec.Files),
+		Overlay:       overlay,
 		Mounts:        plan.Mounts,
-		Landlock:      append(plan.Landlock, llRule{Access: llReadDir, Path: "/"}),
+		Landlock:      append(plan.Landlock, rootRule),
 		UseLandlock:   p.feats.LandlockABI > 0,
 		Seccomp:       p.filter.Prog,
 		SeccompNotify: p.feats.SeccompUserNotif,
@@ -355,7 +422,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 	// The supervisor's thread is prepared (with the sandbox's credentials
 	// for the write mediator) while the init sets up.
 	s := &nativeSandbox{
-		id: p.spec.ID, b: b, log: p.log, audit: p.sink, cmd: st.cmd, cg: st.cg, lock: st.lock, lease: p.lease, host: hostCreds(p),
+		id: p.spec.ID, b: b, log: p.log, audit: p.sink, cmd: st.cmd, cg: st.cg, lock: st.lock, lease: p.lease, host: hostCreds(p), writable: st.ownWritable(),
 		waited: st.waited, done: make(chan struct{}), stderr: st.stderr, denials: newDenials(p.sink, p.spec.ID, p.log),
 	}
 	var creds *fsguard.Creds

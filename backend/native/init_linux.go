@@ -139,6 +139,11 @@ func setupSandbox(cfg *initConfig, ctl *os.File) error {
 		}
 	}
 	if cfg.Workdir != "" {
+		if cfg.Overlay != nil {
+			// An image's working directory is made when missing, as
+			// Docker does (in the sandbox's own layer).
+			_ = os.MkdirAll(cfg.Workdir, 0o755)
+		}
 		if err := stage("chdir "+cfg.Workdir, unix.Chdir(cfg.Workdir)); err != nil {
 			return err
 		}

@@ -13,12 +13,28 @@ type initConfig struct {
 	Seccomp       []bpfInsn `json:"seccomp,omitempty"`
 	SeccompNotify bool      `json:"seccomp_notify"`
 	Rlimits       []rlimit  `json:"rlimits,omitempty"`
+	// Overlay, when set, makes the root an overlay of image layers with
+	// the sandbox's writable layer (instead of a tmpfs of binds); it
+	// stays writable.
+	Overlay *overlayRoot `json:"overlay,omitempty"`
 	// Exec, when set, makes the init run this command itself (stdio
 	// inherited) instead of serving the agent protocol: the backend's own
 	// tests use it to check confinement independently of the agent.
 	Exec    []string `json:"exec,omitempty"`
 	Env     []string `json:"env,omitempty"`
 	Workdir string   `json:"workdir,omitempty"`
+}
+
+// overlayRoot is the overlayfs mount of an image root: its options and
+// the directory to be in while mounting (layer paths may be relative to
+// it: see imageroot.Options).
+type overlayRoot struct {
+	// FD: the host made the overlay (a root host: with its credentials)
+	// and passed it, detached, as fdOverlay; else the init mounts it
+	// with Options (from Chdir).
+	FD      bool   `json:"fd,omitempty"`
+	Chdir   string `json:"chdir,omitempty"`
+	Options string `json:"options,omitempty"`
 }
 
 type rlimit struct {
@@ -43,4 +59,5 @@ const (
 	fdConfig  = 3 // memfd with the JSON initConfig
 	fdControl = 4 // SOCK_SEQPACKET to the host: "go" in, initStatus out
 	fdChannel = 5 // byte stream for the agent session
+	fdOverlay = 6 // an image root's overlay, detached (overlayRoot.FD)
 )

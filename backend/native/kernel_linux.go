@@ -66,7 +66,7 @@ type LandlockRule struct {
 func RestrictPaths(rules []LandlockRule) error {
 	rs := make([]llRule, len(rules))
 	for i, r := range rules {
-		rs[i] = llRule(r)
+		rs[i] = llRule{Access: r.Access, Path: r.Path}
 	}
 	return applyLandlock(rs)
 }

@@ -2,7 +2,12 @@ package native
 
 import (
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -45,10 +50,72 @@ const (
 // devNodes are the host device nodes bound into the sandbox's /dev.
 var devNodes = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
-// llRule grants Access beneath Path (a path inside the sandbox).
+// llRule grants Access beneath Path (a path inside the sandbox). With
+// Children it grants it beneath each entry of Path instead (not Path
+// itself: nothing may be created or renamed directly in it), splitting
+// any entry that holds one of Except (directories that must not inherit
+// the right: a write right on an ancestor of a mediated mount would let
+// a write the mediator continued land there). The init expands it once
+// the root is built, before anything untrusted runs; symlinks are
+// skipped (a rule on one would land on its target).
 type llRule struct {
-	Access uint64 `json:"a"`
-	Path   string `json:"p"`
+	Access   uint64   `json:"a"`
+	Path     string   `json:"p"`
+	Children bool     `json:"c,omitempty"`
+	Except   []string `json:"x,omitempty"`
+}
+
+// expandRules replaces Children rules with rules on the entries they
+// cover.
+func expandRules(rules []llRule) ([]llRule, error) {
+	var out []llRule
+	for _, r := range rules {
+		if !r.Children {
+			out = append(out, r)
+			continue
+		}
+		sub, err := childRules(r.Path, r.Access, r.Except)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub...)
+	}
+	return out, nil
+}
+
+func childRules(dir string, access uint64, except []string) ([]llRule, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("landlock: list %s: %w", dir, err)
+	}
+	var out []llRule
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if e.Type()&fs.ModeSymlink != 0 || slices.Contains(except, p) {
+			continue
+		}
+		holds := false
+		for _, x := range except {
+			if strings.HasPrefix(x, p+"/") {
+				holds = true
+			}
+		}
+		switch {
+		case holds && e.IsDir():
+			sub, err := childRules(p, access, except)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, sub...)
+		case holds:
+			// A non-directory cannot hold a mount point.
+		case e.IsDir():
+			out = append(out, llRule{Access: access, Path: p})
+		default:
+			out = append(out, llRule{Access: access & llFileRights, Path: p})
+		}
+	}
+	return out, nil
 }
 
 // landlockABI returns the kernel's Landlock ABI version (0: none).
@@ -64,6 +131,10 @@ func landlockABI() int {
 // best ABI the kernel has (rights it does not know are dropped; with no
 // Landlock at all the host has already failed closed or opted to degrade).
 func applyLandlock(rules []llRule) error {
+	rules, err := expandRules(rules)
+	if err != nil {
+		return err
+	}
 	byAccess := map[uint64][]string{}
 	for _, r := range rules {
 		byAccess[r.Access] = append(byAccess[r.Access], r.Path)

@@ -28,6 +28,13 @@ type Config struct {
 	// ever a host user (root included). Nil: the caller's uid and gid
 	// are mapped 1:1 (airlock run). Only for a root caller.
 	HostIDs *idmap.Source
+	// WritableDir holds image sandboxes' writable layers, one directory
+	// each (see internal/imageroot). Cleanup removes those of sandboxes
+	// not alive in StateDir, so one WritableDir belongs to one StateDir.
+	// Empty: StateDir/rw when StateDir is given, else the default
+	// state's own, DataDir/native/rw (/var/lib/airlock/native/rw as
+	// root: on disk, not in memory).
+	WritableDir string
 }
 
 // Name is the policy name of this backend.
@@ -52,6 +59,9 @@ func New(cfg Config) *Backend {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.WritableDir == "" {
+		cfg.WritableDir = hostfs.WritableDir(Name, cfg.StateDir) // before StateDir's default: not under /run
 	}
 	if cfg.StateDir == "" {
 		cfg.StateDir = hostfs.StateDir(Name)

@@ -76,6 +76,9 @@ func buildPlan(pol *policy.Policy, files []sandbox.File, caches []sandbox.Bind, 
 		}
 	}
 	p := pl.p
+	if pol.Filesystem.Image != "" {
+		pl.imageRoot()
+	}
 	sortMounts(p.Mounts)
 	for _, m := range p.Mounts {
 		if m.Kind != opBind && m.Kind != opSymlink && hostfs.Under(m.Dst, p.Mediated) {
@@ -128,7 +131,27 @@ func (pl *planner) bind(src, dst string, ro bool, field string, optional bool) e
 	return nil
 }
 
-// rootfs binds an image's top-level entries read-only (its symlinks as
+// imageRoot gives the image's overlay root its Landlock rules: read and
+// execute everywhere, and write everywhere too when no mediated mount is
+// there (host-backed writable binds without mediation are writable
+// anyway). With one (the workspace), write rights go
+// beneath every entry of the root except those holding such a mount
+// (only the mediator writes there: a right on an ancestor would let a
+// call it continued land there) and the sandbox's kernel filesystems
+// (their own rules): the root directory itself then takes no new entry.
+func (pl *planner) imageRoot() {
+	if len(pl.p.Mediated) == 0 {
+		pl.p.Landlock = append(pl.p.Landlock, llRule{Access: llReadWrite, Path: "/"})
+		return
+	}
+	except := append([]string{"/proc", "/dev", "/sys"}, pl.p.Mediated...)
+	pl.p.Landlock = append(pl.p.Landlock,
+		llRule{Access: llReadExec, Path: "/"},
+		llRule{Access: llReadWrite, Path: "/", Children: true, Except: except},
+	)
+}
+
+// rootfs binds a root directory's top-level entries read-only (its symlinks as
 // symlinks), leaving out what the sandbox gets fresh.
 func (pl *planner) rootfs() error {
 	root := pl.pol.Filesystem.Rootfs
@@ -163,7 +186,7 @@ func (pl *planner) rootfs() error {
 func (pl *planner) readOnly() error {
 	f := pl.pol.Filesystem
 	for _, ro := range f.ReadOnly {
-		if err := pl.bind(ro, ro, true, "read_only path", f.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
+		if err := pl.bind(ro, inside(&f, ro), true, "read_only path", f.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
 			return err
 		}
 	}
@@ -201,12 +224,12 @@ func (pl *planner) kernelAndTmp() error {
 func (pl *planner) writable(caches []sandbox.Bind) error {
 	f := pl.pol.Filesystem
 	if ws := f.WorkspacePath(); ws != "" {
-		if err := pl.bind(ws, ws, false, "workspace", false); err != nil {
+		if err := pl.bind(ws, f.WorkspaceInside(), false, "workspace", false); err != nil {
 			return err
 		}
 	}
 	for _, rw := range f.ReadWrite {
-		if err := pl.bind(rw, rw, false, "read_write path", false); err != nil {
+		if err := pl.bind(rw, inside(&f, rw), false, "read_write path", false); err != nil {
 			return err
 		}
 	}
@@ -242,6 +265,7 @@ func (pl *planner) deny(hostRoot bool) error {
 		deny = append(append([]string{}, deny...), rootOnlySecrets()...)
 	}
 	for _, d := range deny {
+		d = inside(&pl.pol.Filesystem, d)
 		src, ok := hostSource(d, pl.p.Mounts)
 		if !ok {
 			continue // not visible in the sandbox at all
@@ -258,6 +282,9 @@ func (pl *planner) deny(hostRoot bool) error {
 	}
 	return nil
 }
+
+// inside is where host path p shows in the sandbox (hostfs.Inside).
+func inside(f *policy.Filesystem, p string) string { return hostfs.Inside(f, p) }
 
 // rootOnlySecrets are host files only root may read that a sandbox running
 // as host root (no capabilities, but the owner) must not see either.

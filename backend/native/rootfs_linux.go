@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/imageroot"
 )
 
 const (
@@ -28,10 +30,14 @@ func buildRoot(cfg *initConfig) error {
 	if size <= 0 {
 		size = 8 << 20
 	}
-	// The base tmpfs goes on /tmp of our private mount namespace; after
-	// pivot_root it is "/" and the host's root (including the real /tmp)
-	// is visible under /oldroot until detached.
-	if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size="+strconv.FormatInt(size, 10)); err != nil {
+	// The base tmpfs (or the image's overlay) goes on /tmp of our private
+	// mount namespace; after pivot_root it is "/" and the host's root
+	// (including the real /tmp) is visible under /oldroot until detached.
+	if cfg.Overlay != nil {
+		if err := mountOverlay(cfg.Overlay); err != nil {
+			return stage("mount image root (overlayfs)", err)
+		}
+	} else if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size="+strconv.FormatInt(size, 10)); err != nil {
 		return stage("mount root tmpfs", err)
 	}
 	if err := os.Mkdir("/tmp"+oldRoot, 0o700); err != nil {
@@ -65,7 +71,10 @@ func buildRoot(cfg *initConfig) error {
 	if err := os.Remove(denyFile); err != nil {
 		return stage("remove deny file", err)
 	}
-	for _, p := range append(readOnly, "/") {
+	if cfg.Overlay == nil {
+		readOnly = append(readOnly, "/") // an image's root keeps its writable layer
+	}
+	for _, p := range readOnly {
 		if err := setattr(p, unix.MOUNT_ATTR_RDONLY, false); err != nil {
 			return stage("read-only "+p, err)
 		}
@@ -74,6 +83,25 @@ func buildRoot(cfg *initConfig) error {
 }
 
 func host(p string) string { return oldRoot + p }
+
+// mountOverlay mounts the image's overlay at /tmp (the future root): the
+// layers read-only below the sandbox's writable layer, nosuid and nodev.
+// It runs in the sandbox's user and mount namespaces, so the mount is
+// the sandbox's alone and goes away with it.
+func mountOverlay(o *overlayRoot) error {
+	if o.FD {
+		err := imageroot.Attach(fdOverlay, "/tmp")
+		unix.Close(fdOverlay)
+		return err
+	}
+	if o.Chdir != "" {
+		if err := unix.Chdir(o.Chdir); err != nil {
+			return err
+		}
+		defer unix.Chdir("/")
+	}
+	return unix.Mount("overlay", "/tmp", "overlay", unix.MS_NOSUID|unix.MS_NODEV, o.Options)
+}
 
 // setattr sets mount attributes on the mount at p (and below if rec).
 func setattr(p string, attrs uint64, rec bool) error {

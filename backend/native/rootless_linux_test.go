@@ -15,6 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/airlock-dev/airlock/images"
+	"github.com/airlock-dev/airlock/images/imagestest"
 	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -35,7 +40,9 @@ type rootlessResult struct {
 	UID       string `json:"uid"`
 	Wrote     bool   `json:"wrote"`
 	Shadow    string `json:"shadow"`
-	Err       string `json:"err,omitempty"`
+	// Image is what an image sandbox of a store this user owns printed.
+	Image string `json:"image"`
+	Err   string `json:"err,omitempty"`
 }
 
 // rootlessChild runs as an unprivileged user: it creates sandboxes through
@@ -89,7 +96,52 @@ func rootlessChild() int {
 	_, err = os.Stat(filepath.Join(ws, "from-sandbox"))
 	res.Wrote = err == nil
 	res.Shadow = run("/bin/sh", "-c", "cat /etc/passwd >/dev/null && echo passwd-ok; cat /etc/hostname /proc/1/environ 2>&1 | head -c 300")
+	res.Image = rootlessImage(ctx, b, ws)
 	return 0
+}
+
+// rootlessImage runs an image sandbox as this unprivileged user: a store
+// of its own (its files owned by it, whiteouts made without privilege),
+// the overlay mounted by the init in its user namespace.
+func rootlessImage(ctx context.Context, b *Backend, ws string) string {
+	s, err := images.Open(filepath.Join(ws, "..", "store"), images.Options{})
+	if err != nil {
+		return "open store: " + err.Error()
+	}
+	if _, err := s.Import(ctx, os.Getenv("BB_TAR"), images.ImportOptions{}); err != nil {
+		return "import: " + err.Error()
+	}
+	r, err := s.Acquire(ctx, "bb:1", "rootless-image", images.AcquireOptions{})
+	if err != nil {
+		return "acquire: " + err.Error()
+	}
+	defer r.Release()
+	p, _ := policy.Profile("default")
+	p.Filesystem.Workspace = ws
+	p.Limits = policy.Limits{OpenFiles: 1024}
+	p.Process.UID, p.Process.GID = nil, nil
+	if err := r.Apply(p); err != nil {
+		return "apply: " + err.Error()
+	}
+	uid, gid := os.Getuid(), os.Getgid()
+	p.Process.UID, p.Process.GID = &uid, &gid // one uid: the caller's
+	pol, err := p.Resolve(policy.ResolveEnv{Cwd: ws, Home: "/nonexistent", UID: uid, GID: gid})
+	if err != nil {
+		return "resolve: " + err.Error()
+	}
+	b.cfg.WritableDir = filepath.Join(ws, "..", "rw")
+	sb, err := b.Create(ctx, sandbox.Spec{ID: "rootless-image", Policy: pol, Image: "bb:1", Root: r.SandboxRoot()})
+	if err != nil {
+		return "create: " + err.Error()
+	}
+	defer sb.Destroy(ctx)
+	var out bytes.Buffer
+	pr, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", "cat /etc/hostname; pwd; echo x > /tmp/t && echo tmp-ok; echo $IMAGE_VAR"}, Stdout: &out, Stderr: &out})
+	if err != nil {
+		return "exec: " + err.Error()
+	}
+	pr.Wait(ctx)
+	return strings.TrimSpace(out.String())
 }
 
 // copyExecutable copies src to a world-readable directory.
@@ -127,13 +179,21 @@ func TestRootless(t *testing.T) {
 	ws := filepath.Join(dir, "ws")
 	os.Mkdir(ws, 0o755)
 	os.Chown(ws, nobody, nobody)
-	os.Mkdir(filepath.Join(dir, "state"), 0o755)
-	os.Chown(filepath.Join(dir, "state"), nobody, nobody)
+	for _, d := range []string{"state", "store", "rw"} {
+		os.Mkdir(filepath.Join(dir, d), 0o755)
+		os.Chown(filepath.Join(dir, d), nobody, nobody)
+	}
 
 	var stderr bytes.Buffer
 	cmd := exec.Command(self)
 	cmd.Dir = ws
-	cmd.Env = []string{childEnv + "=rootless", "AIRLOCK_BIN=" + bin, "WS=" + ws, "PATH=/usr/bin:/bin", "HOME=/nonexistent"}
+	bbTar := filepath.Join(dir, "bb.tar")
+	tg, _ := name.NewTag("bb:1")
+	if err := tarball.WriteToFile(bbTar, tg, imagestest.Busybox(t)); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(bbTar, 0o644)
+	cmd.Env = []string{childEnv + "=rootless", "AIRLOCK_BIN=" + bin, "WS=" + ws, "BB_TAR=" + bbTar, "PATH=/usr/bin:/bin", "HOME=/nonexistent"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{}}}
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -160,6 +220,9 @@ func TestRootless(t *testing.T) {
 	}
 	if !strings.Contains(res.Shadow, "passwd-ok") || strings.Contains(res.Shadow, "AIRLOCK") {
 		t.Errorf("unexpected view inside: %q", res.Shadow)
+	}
+	if res.Image != "busybox\n/workspace\ntmp-ok\nfrom-image" {
+		t.Errorf("rootless image sandbox: %q", res.Image)
 	}
 	ents, _ := os.ReadDir(ws)
 	for _, e := range ents {

@@ -19,26 +19,29 @@ import (
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/fsguard"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // nativeSandbox is one running native sandbox: the init process (pid 1 of
 // its namespaces), its cgroup, the seccomp supervisor and the agent client.
 type nativeSandbox struct {
-	id      string
-	b       *Backend
-	log     *slog.Logger
-	audit   audit.Sink
-	cmd     *exec.Cmd
-	cg      *sandboxCgroup
-	sup     *supervisor
-	client  *agent.Client
-	lock    *os.File      // the state lock, held while the sandbox lives
-	lease   *idmap.Lease  // the host id range, held while the sandbox lives (nil: ids 1:1)
-	host    fsguard.Creds // host uid/gid of the sandbox's processes
-	denials *denials
-	stderr  *boundedBuffer
-	timer   atomic.Pointer[time.Timer] // the wall timeout (set after start, read by end)
+	id     string
+	b      *Backend
+	log    *slog.Logger
+	audit  audit.Sink
+	cmd    *exec.Cmd
+	cg     *sandboxCgroup
+	sup    *supervisor
+	client *agent.Client
+	lock   *os.File      // the state lock, held while the sandbox lives
+	lease  *idmap.Lease  // the host id range, held while the sandbox lives (nil: ids 1:1)
+	host   fsguard.Creds // host uid/gid of the sandbox's processes
+	// writable is an image sandbox's writable layer, removed at the end.
+	writable *imageroot.Writable
+	denials  *denials
+	stderr   *boundedBuffer
+	timer    atomic.Pointer[time.Timer] // the wall timeout (set after start, read by end)
 
 	waited   <-chan struct{} // closed when the init has been reaped
 	done     chan struct{}   // closed when the sandbox has ended
@@ -186,6 +189,10 @@ func (s *nativeSandbox) end(why string) {
 			errs = append(errs, err)
 		}
 		tCgroup := time.Now()
+		// The overlay went with the init's mount namespace.
+		if err := s.writable.Remove(); err != nil {
+			errs = append(errs, err)
+		}
 		s.b.unlockState(s.id, s.lock)
 		s.lease.Release()
 		s.log.Debug("sandbox ended", "why", why, "reap", tReaped.Sub(t0), "cgroup", tCgroup.Sub(tReaped), "files", time.Since(tCgroup))

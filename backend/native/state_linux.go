@@ -12,6 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/internal/fsutil"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -92,6 +94,7 @@ func (b *Backend) reclaim(id string) bool {
 		return false // alive
 	}
 	b.removeCgroups(id)
+	_ = fsutil.RemoveAll(filepath.Join(b.cfg.WritableDir, id)) // an image sandbox's writable layer
 	// Only remove the file we locked: another reclaimer may have removed
 	// it and a new sandbox cannot reuse the name (IDs are unique).
 	var a, c unix.Stat_t
@@ -175,6 +178,9 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if err := imageroot.Sweep(b.cfg.WritableDir, keep, func(id string) bool { return alive[id] }); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("native cleanup: %w", errors.Join(append(errs, sandbox.ErrUnavailable)...))

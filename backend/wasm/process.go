@@ -60,6 +60,9 @@ func (s *wasmSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbo
 	if req.TTY {
 		return nil, fmt.Errorf("exec %q in %q: terminal: %w", name, s.id, sandbox.ErrNotSupported)
 	}
+	if req.User != "" {
+		return nil, fmt.Errorf("exec %q in %q as %q: WASI programs have no users: %w", name, s.id, req.User, sandbox.ErrNotSupported)
+	}
 	if s.isClosed() {
 		return nil, fmt.Errorf("exec %q in %q: %w", name, s.id, sandbox.ErrClosed)
 	}

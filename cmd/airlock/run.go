@@ -21,6 +21,7 @@ import (
 
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/egress"
+	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -42,6 +43,11 @@ type runFlags struct {
 	allowDegraded                                            bool
 	writableConfig, caches                                   listFlag
 	set                                                      map[string]bool // flags given on the command line
+	image                                                    string
+	// id names the sandbox (and its hold on the image); root is the
+	// image held for the run, when there is one.
+	id   string
+	root *images.Rootfs
 }
 
 // runResult is what --json prints: a machine-readable summary.
@@ -74,6 +80,7 @@ func runRun(args []string) int {
 	fs.StringVar(&f.workspace, "workspace", "", "workspace `DIR`, mounted read-write (default: current directory; none)")
 	fs.StringVar(&f.workdir, "workdir", "", "working `DIR` inside the sandbox")
 	fs.StringVar(&f.rootfs, "rootfs", "", "use `DIR` as the root filesystem instead of the host's")
+	fs.StringVar(&f.image, "image", "", "run in image `REF` of the image store (pulled when missing): its root (with a private writable layer), env, workdir, user and entrypoint/cmd; the workspace at /workspace")
 	fs.Var(&f.ro, "ro", "make host `PATH` visible read-only (repeatable)")
 	fs.Var(&f.rw, "rw", "make host `PATH` visible read-write (repeatable)")
 	fs.Var(&f.deny, "deny", "make `PATH` inaccessible (repeatable)")
@@ -99,10 +106,11 @@ func runRun(args []string) int {
 	f.set = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	argv := fs.Args()
-	if len(argv) == 0 {
+	if len(argv) == 0 && f.image == "" {
 		fmt.Fprintln(os.Stderr, "airlock run: no command given (usage: airlock run [flags] -- CMD [ARGS])")
 		return exitAirlock
 	}
+	f.id = newRunID()
 
 	// Notified, a write to a closed stdout or stderr returns EPIPE instead
 	// of killing airlock before it cleaned up (pipeWriter passes it on to
@@ -116,8 +124,17 @@ func runRun(args []string) int {
 	defer signal.Stop(pipes)
 
 	pol, err := f.policy()
+	defer f.root.Release()
 	if err != nil {
 		return fail("run", err)
+	}
+	if f.root != nil {
+		// Docker's rule: the image's entrypoint, then the command given
+		// or else the image's.
+		argv = f.root.Image.Config.Argv(argv)
+		if len(argv) == 0 {
+			return fail("run", fmt.Errorf("image %s has no entrypoint or command: give one (airlock run --image REF -- CMD): %w", f.image, sandbox.ErrInvalid))
+		}
 	}
 	if err := checkRunHost(pol.Backend); err != nil {
 		return fail("run", err)
@@ -160,6 +177,15 @@ func (f *runFlags) policy() (*policy.Policy, error) {
 	if err := f.apply(p); err != nil {
 		return nil, err
 	}
+	if ref := p.Filesystem.Image; ref != "" {
+		f.image = ref
+		if f.root, err = holdImage(context.Background(), ref, f.id); err != nil {
+			return nil, err
+		}
+		if err := f.root.Apply(p); err != nil {
+			return nil, err
+		}
+	}
 	cwd, err := os.Getwd()
 	if err != nil {
 		return nil, fmt.Errorf("get working directory: %w", err)
@@ -184,6 +210,9 @@ func (f *runFlags) apply(p *policy.Policy) error {
 	}
 	if f.rootfs != "" {
 		fsp.Rootfs = f.rootfs
+	}
+	if f.image != "" {
+		fsp.Image = f.image
 	}
 	if f.workdir != "" {
 		p.Process.Workdir = f.workdir
@@ -269,7 +298,10 @@ func (f *runFlags) apply(p *policy.Policy) error {
 // runSandbox is create + exec + destroy. It returns the result and the exit
 // code: the command's, or 125/126/127 when airlock or the exec failed.
 func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (runResult, int) {
-	res := runResult{Sandbox: newRunID()}
+	res := runResult{Sandbox: f.id}
+	if res.Sandbox == "" {
+		res.Sandbox = newRunID()
+	}
 	failRes := func(err error) (runResult, int) {
 		res.Error = err.Error()
 		res.DurationMS = ms(time.Since(start))
@@ -364,6 +396,9 @@ func errorOrNil(s string) error {
 // network.
 func (f *runFlags) spec(id string, pol *policy.Policy, sink audit.Sink, log *slog.Logger) (sandbox.Spec, *egress.Proxy, error) {
 	spec := sandbox.Spec{ID: id, Policy: pol, Audit: sink, Log: log, Pinned: f.pinned(pol)}
+	if f.root != nil {
+		spec.Image, spec.Root = f.image, f.root.SandboxRoot()
+	}
 	var err error
 	if spec.Caches, err = cacheBinds(pol); err != nil {
 		return spec, nil, err

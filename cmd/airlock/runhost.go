@@ -95,7 +95,7 @@ func cacheBinds(pol *policy.Policy) ([]sandbox.Bind, error) {
 // stays out.
 func homeFiles(pol *policy.Policy) ([]sandbox.File, error) {
 	home := pol.Process.Env["HOME"]
-	if home == "" || !filepath.IsAbs(home) || pol.Filesystem.Rootfs != "" {
+	if home == "" || !filepath.IsAbs(home) || pol.Filesystem.Rootfs != "" || pol.Filesystem.Image != "" {
 		return nil, nil
 	}
 	hostHome, _ := os.UserHomeDir()

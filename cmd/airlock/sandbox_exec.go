@@ -22,6 +22,7 @@ func sbExec(ctx context.Context, c *client.Client, args []string) int {
 	interactive := fs.Bool("i", false, "stream stdin to the command")
 	tty := fs.Bool("t", false, "run on a terminal (PTY)")
 	workdir := fs.String("workdir", "", "working directory inside")
+	user := fs.String("user", "", "run as `USER[:GROUP]` (names from the sandbox's /etc/passwd, or uid:gid)")
 	timeout := fs.Duration("timeout", 0, "wall-time limit")
 	var env stringList
 	fs.Var(&env, "env", "environment K=V (repeatable)")
@@ -54,10 +55,13 @@ func sbExec(ctx context.Context, c *client.Client, args []string) int {
 		return fail("sandbox exec", err)
 	}
 	var ex api.ExitStatus
+	if *tty && *user != "" {
+		return fail("sandbox exec", fmt.Errorf("--user with -t: a terminal runs as the sandbox's user: %w", sandbox.ErrNotSupported))
+	}
 	if *tty {
 		ex, err = sbExecTTY(ctx, c, id, client.PTYOptions{Args: cmd, Env: envm, Dir: *workdir, Timeout: *timeout})
 	} else {
-		o := client.ExecOptions{Args: cmd, Env: envm, Dir: *workdir, Timeout: *timeout, Stdout: os.Stdout, Stderr: os.Stderr}
+		o := client.ExecOptions{Args: cmd, Env: envm, Dir: *workdir, Timeout: *timeout, User: *user, Stdout: os.Stdout, Stderr: os.Stderr}
 		if *interactive {
 			o.Stdin = os.Stdin
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/airlock-dev/airlock/backend"
 	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/internal/volume"
+	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server"
@@ -61,7 +62,8 @@ func runServe(args []string) int {
 	tlsCert := fs.String("tls-cert", "", "TLS certificate for --listen")
 	tlsKey := fs.String("tls-key", "", "TLS key for --listen")
 	data := fs.String("data", defaultDataDir(), "data directory (SQLite store, workspaces)")
-	imageDir := fs.String("images", "", "directory of root filesystems that requests name by \"image\"")
+	imageDir := fs.String("images", "", "removed: images come from the image store (--image-store)")
+	imageStore := fs.String("image-store", "", "the image store requests name images from (default: DATA/images)")
 	var backends, pools stringList
 	fs.Var(&backends, "backend", "backend to offer (repeatable; default: every available one)")
 	defBackend := fs.String("default-backend", "", "backend for requests that name none (default: native, else the first)")
@@ -163,6 +165,17 @@ func runServe(args []string) int {
 		return fail("serve", fmt.Errorf("--tls-cert and --tls-key go together: %w", sandbox.ErrInvalid))
 	}
 
+	if *imageDir != "" {
+		return fail("serve", fmt.Errorf("--images %s: a directory of root filesystems is no longer how a server gets images: they live in its image store (--image-store, default %s); add each with `AIRLOCK_IMAGE_STORE=%s airlock image import` (a docker save tarball or an OCI layout) or pull them (airlock image pull, POST /v1/images/pull): %w",
+			*imageDir, filepath.Join(*data, "images"), filepath.Join(*data, "images"), sandbox.ErrInvalid))
+	}
+	if *imageStore == "" {
+		*imageStore = filepath.Join(*data, "images")
+	}
+	imgStore, err := images.Open(*imageStore, images.Options{Log: log.With("component", "images")})
+	if err != nil {
+		return fail("serve", err)
+	}
 	if *hostIDs == "none" {
 		if os.Geteuid() == 0 {
 			return fail("serve", fmt.Errorf("--host-ids none: a root server would run tenant code as host root; use auto or user:NAME: %w", sandbox.ErrInvalid))
@@ -204,7 +217,7 @@ func runServe(args []string) int {
 	defer store.Close()
 	srv, err := server.New(ctx, server.Config{
 		Backends: bs, DefaultBackend: *defBackend, Store: store, Policies: server.HostPolicies{},
-		DataDir: *data, RunDir: run, ImageDir: *imageDir, Log: log,
+		DataDir: *data, RunDir: run, Images: imgStore, Log: log,
 		DefaultTimeout: *defTimeout, MaxTimeout: *maxTimeout, IdleTimeout: *idle,
 		DefaultQuota: quota, Pools: poolCfg, Ceilings: ceilings,
 		DiskQuota: *diskQuota, MinFree: int64(free), WasmMemory: int64(wasmBytes), EventRate: *eventRate, PublicMetrics: *publicMetrics,

@@ -150,7 +150,11 @@ var hostPathHomes = map[string]string{
 	"internal/testutil/testutil.go":      "test support: the airlock binary built into its own temp dir",
 
 	// Paths the operator or user named, or the host's own fixed ones.
+	"internal/imageroot/":               "image sandboxes' writable layers, one directory per sandbox under a base the backend names",
+	"internal/fsutil/":                  "removal of trees airlock made itself (image layers, sandbox writable layers)",
+	"images/":                           "the image store's own directory (named by the operator), where it names every file itself; layer contents are unpacked with openat2 beneath the layer (unpack_linux.go)",
 	"bench/":                            "benchmark tools writing result files the operator names",
+	"cmd/airlock/image.go":              "the -o file of image export, named by the user",
 	"cmd/airlock/run.go":                "the --audit and --result files the user names",
 	"cmd/airlock/sandboxcmd.go":         "the --policy file the user names",
 	"cmd/airlock/oci_linux.go":          "the --log file containerd or dockerd names for the runtime",
@@ -165,6 +169,7 @@ var hostPathHomes = map[string]string{
 	"server/ceiling.go":                 "the ceilings file the operator names",
 	"server/disk.go":                    "a sandbox's volume and workspace under the data directory, named by the ID the server made",
 	"internal/volume/":                  "the volume images and mount points the server makes below its data directory, named by it",
+	"server/images.go":                  "uploads (archives, images) spooled in the server's data directory under names it makes",
 	"server/server.go":                  "the server's data directory (workspaces), named by the operator",
 	"server/store.go":                   "the store's directory, named by the operator",
 }

@@ -36,6 +36,7 @@ type Backend struct {
 	FailCreate error
 	// CreateDelay is slept in Create (to tell pooled from cold creates).
 	CreateDelay time.Duration
+	specs       map[string]sandbox.Spec
 }
 
 // New returns a fake backend called name.
@@ -76,8 +77,20 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbo
 		s.files[f.Path] = &node{data: f.Data, mode: 0o444}
 	}
 	b.live[spec.ID] = s
+	if b.specs == nil {
+		b.specs = map[string]sandbox.Spec{}
+	}
+	b.specs[spec.ID] = spec
 	b.Created.Add(1)
 	return s, nil
+}
+
+// Spec returns the spec sandbox id was created with.
+func (b *Backend) Spec(id string) (sandbox.Spec, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sp, ok := b.specs[id]
+	return sp, ok
 }
 
 // Cleanup implements sandbox.Backend: destroys every live sandbox not kept.

@@ -256,16 +256,18 @@ func (s *suite) runFilesChecks(t *testing.T) {
 }
 
 // hostPath maps a path inside the sandbox's workspace to the host, when the
-// workspace is a host directory mounted at the same path ("" otherwise).
+// workspace is a host directory (mounted at its own path or elsewhere:
+// workspace_mount); "" otherwise.
 func (s *suite) hostPath(bx *box, inside string) string {
-	ws := bx.spec.Policy.Filesystem.WorkspacePath()
+	fsp := bx.spec.Policy.Filesystem
+	ws := fsp.WorkspacePath()
 	if ws == "" || s.opts.HelperDir != "" {
 		return ""
 	}
 	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
 		return ""
 	}
-	if rel, err := filepath.Rel(ws, inside); err == nil && !strings.HasPrefix(rel, "..") {
+	if rel, err := filepath.Rel(fsp.WorkspaceInside(), inside); err == nil && !strings.HasPrefix(rel, "..") {
 		return filepath.Join(ws, rel)
 	}
 	return ""

@@ -174,7 +174,7 @@ func (s *suite) workspace(sp sandbox.Spec) string {
 	if s.opts.HelperDir != "" {
 		return s.opts.HelperDir
 	}
-	return sp.Policy.Filesystem.WorkspacePath()
+	return sp.Policy.Filesystem.WorkspaceInside()
 }
 
 // box is a created sandbox with the helper in place.
@@ -217,14 +217,11 @@ func (s *suite) create(t *testing.T, sp sandbox.Spec) *box {
 }
 
 func (s *suite) placeHelper(ctx context.Context, bx *box) error {
-	hostWS := bx.spec.Policy.Filesystem.WorkspacePath()
-	if s.opts.HelperDir == "" && hostWS != "" {
-		if fi, err := os.Stat(hostWS); err == nil && fi.IsDir() {
-			if err := os.Link(s.bin, bx.helper); err == nil {
-				return nil
-			}
-			return copyFile(s.bin, bx.helper)
+	if host := s.hostPath(bx, bx.helper); host != "" {
+		if err := os.Link(s.bin, host); err == nil {
+			return nil
 		}
+		return copyFile(s.bin, host)
 	}
 	f, err := os.Open(s.bin)
 	if err != nil {

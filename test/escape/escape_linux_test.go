@@ -13,6 +13,8 @@ import (
 
 	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/sandbox"
+
+	"github.com/airlock-dev/airlock/images"
 )
 
 // runner holds what every attack run needs.
@@ -27,6 +29,19 @@ type backendUnderTest struct {
 	b     sandbox.Backend
 	wasm  bool // runs WASI modules only
 	probe sandbox.Probe
+	// image runs the attacks in image sandboxes (the busybox image's
+	// overlay root, its writable layer) with the workspace at its host
+	// path, so that every attack means the same as on the host root.
+	image *images.Rootfs
+}
+
+// name is the backend's name in the scorecard: an image variant is
+// "native+image".
+func (bk backendUnderTest) name() string {
+	if bk.image != nil {
+		return bk.b.Name() + "+image"
+	}
+	return bk.b.Name()
 }
 
 // TestEscape runs every attack unconfined (the proof), then against every
@@ -61,7 +76,7 @@ func TestEscape(t *testing.T) {
 
 	only := os.Getenv("ESCAPE_BACKENDS") // development aid: "wasm,native"
 	for _, bk := range backendsUnderTest(t, r.f) {
-		name := bk.b.Name()
+		name := bk.name()
 		if only != "" && !strings.Contains(","+only+",", ","+name+",") {
 			t.Logf("backend %s not run: ESCAPE_BACKENDS=%s", name, only)
 			card.Filtered = true
@@ -72,7 +87,7 @@ func TestEscape(t *testing.T) {
 			t.Logf("backend %s unavailable: %s", name, bk.probe.Reason)
 			// native must run here, gvisor wherever runsc is installed: in
 			// CI that is a failure, not a skip (the other backends still run).
-			if (name == "native" || name == "gvisor" && haveRunsc() || name == "docker" && haveDockerd() || name == "microvm" && haveQEMU()) && testutil.InCI() {
+			if n := bk.b.Name(); (n == "native" || n == "gvisor" && haveRunsc() || n == "docker" && haveDockerd() || n == "microvm" && haveQEMU()) && testutil.InCI() {
 				t.Errorf("backend %s unavailable in CI: %s", name, bk.probe.Reason)
 			}
 			continue

@@ -24,6 +24,8 @@ import (
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+
+	"github.com/airlock-dev/airlock/images"
 )
 
 // Verdicts.
@@ -346,7 +348,7 @@ func openPTY() (*os.File, *os.File, error) {
 // With allowlist the sandbox gets network through its egress proxy (the
 // real one, Proxy.Attach) allowed to one outside name only: the network
 // attacks then have a proxy to bypass or abuse.
-func (r *runner) spec(t *testing.T, ws string, allowlist bool) sandbox.Spec {
+func (r *runner) spec(t *testing.T, ws string, allowlist bool, image *images.Rootfs) sandbox.Spec {
 	p, err := policy.Profile("default")
 	if err != nil {
 		t.Fatal(err)
@@ -354,11 +356,22 @@ func (r *runner) spec(t *testing.T, ws string, allowlist bool) sandbox.Spec {
 	if allowlist {
 		p.Network = policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"example.com:443"}}
 	}
+	if image != nil {
+		// The workspace where it is on the host: the attacks name their
+		// targets by host paths.
+		p.Filesystem.WorkspaceMount = ws
+		if err := image.Apply(p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rp, err := p.Resolve(policy.ResolveEnv{Cwd: ws, Home: r.f.home, Environ: r.f.baitEnviron(), UID: os.Getuid(), GID: os.Getgid()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	spec := sandbox.Spec{ID: randToken("esc-")[:16], Policy: rp}
+	if image != nil {
+		spec.Image, spec.Root = rp.Filesystem.Image, image.SandboxRoot()
+	}
 	if allowlist {
 		px, err := egress.New(egress.Config{SandboxID: spec.ID, Network: rp.Network, Secrets: rp.Secrets})
 		if err != nil {
@@ -376,7 +389,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	if bk.wasm && a.wasi != "yes" {
 		return result{Verdict: NA, Evidence: a.wasi}
 	}
-	dir := filepath.Join(f.root, "ws", bk.b.Name(), a.name)
+	dir := filepath.Join(f.root, "ws", bk.name(), a.name)
 	if err := prepareWorkspace(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +425,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 		}
 	}
 
-	spec := r.spec(t, dir, a.allowlist)
+	spec := r.spec(t, dir, a.allowlist, bk.image)
 	if a.pinned != nil {
 		spec.Pinned = map[string]string{a.pinned(s): "the policy file"}
 	}
@@ -593,7 +606,7 @@ func (r *runner) createReady(ctx context.Context, t *testing.T, bk backendUnderT
 	if err := copyFile(src, bin, 0o755); err != nil {
 		return nil, err
 	}
-	sb, err := bk.b.Create(ctx, r.spec(t, dir, false))
+	sb, err := bk.b.Create(ctx, r.spec(t, dir, false, bk.image))
 	if err != nil {
 		return nil, err
 	}

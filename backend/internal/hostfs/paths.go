@@ -75,3 +75,7 @@ func HostSource[M any](path string, ms []M, bind func(M) (src, dst string, ok bo
 	}
 	return filepath.Join(bestSrc, strings.TrimPrefix(path, bestDst)), true
 }
+
+// Inside is where host path p shows in a sandbox of filesystem policy f
+// (policy.Filesystem.Inside).
+func Inside(f *policy.Filesystem, p string) string { return f.Inside(p) }

@@ -39,8 +39,9 @@ type Inside interface {
 // Tree is one host path to bring back.
 type Tree struct {
 	Agent    string   // the airlock binary's path inside (runs `__walk`)
-	Root     string   // the host path, at the same path inside
-	Skip     []string // the sandbox's own mounts below Root: never synced
+	Root     string   // the host path
+	In       string   // where the sandbox sees Root ("": at Root)
+	Skip     []string // the sandbox's own mounts below it (inside paths): never synced
 	Guard    *policy.ConfigGuard
 	UID, GID int   // owner of what is written back (ignored unless root)
 	Since    int64 // when the sandbox started (UnixNano): later host changes are conflicts
@@ -51,9 +52,10 @@ type Tree struct {
 // Sandbox is one sandbox's write-back: the same rules for every root.
 type Sandbox struct {
 	ID       string
-	Agent    string   // the airlock binary's path inside
-	Roots    []string // host paths, at the same paths inside
-	Skip     []string // the sandbox's own mounts below them
+	Agent    string            // the airlock binary's path inside
+	Roots    []string          // host paths
+	Inside   map[string]string // a root's path inside, when not at its host path
+	Skip     []string          // the sandbox's own mounts below them (inside paths)
 	Guard    *policy.ConfigGuard
 	UID, GID int
 	Started  time.Time
@@ -71,7 +73,7 @@ func Run(ctx context.Context, in Inside, sb Sandbox) (sandbox.SyncReport, error)
 	}
 	trees := make([]Tree, 0, len(sb.Roots))
 	for _, root := range sb.Roots {
-		trees = append(trees, Tree{Agent: sb.Agent, Root: root, Skip: sb.Skip, Guard: sb.Guard, UID: sb.UID, GID: sb.GID,
+		trees = append(trees, Tree{Agent: sb.Agent, Root: root, In: sb.Inside[root], Skip: sb.Skip, Guard: sb.Guard, UID: sb.UID, GID: sb.GID,
 			Since: sb.Started.UnixNano(), Report: report, Log: sb.Log})
 	}
 	rep, err := Sync(ctx, in, trees)
@@ -104,7 +106,11 @@ func Sync(ctx context.Context, in Inside, trees []Tree) (sandbox.SyncReport, err
 func syncTree(ctx context.Context, in Inside, t Tree) (writeback.Result, error) {
 	out := limitBuffer{max: maxListing}
 	var errOut bytes.Buffer
-	p, err := in.Exec(ctx, sandbox.ExecRequest{Args: []string{t.Agent, "__walk", t.Root}, Stdout: &out, Stderr: &errOut})
+	at := t.In // where the sandbox sees the tree
+	if at == "" {
+		at = t.Root
+	}
+	p, err := in.Exec(ctx, sandbox.ExecRequest{Args: []string{t.Agent, "__walk", at}, Stdout: &out, Stderr: &errOut})
 	if err != nil {
 		return writeback.Result{}, fmt.Errorf("list %s inside: %w", t.Root, err)
 	}
@@ -120,7 +126,7 @@ func syncTree(ctx context.Context, in Inside, t Tree) (writeback.Result, error) 
 	if err != nil {
 		return writeback.Result{}, err
 	}
-	skip := func(rel string) bool { return hostfs.Under(path.Join(t.Root, rel), t.Skip) }
+	skip := func(rel string) bool { return hostfs.Under(path.Join(at, rel), t.Skip) }
 	changes := writeback.Plan(inside, host, skip)
 	uid, gid := t.UID, t.GID
 	if os.Geteuid() != 0 {
@@ -129,7 +135,7 @@ func syncTree(ctx context.Context, in Inside, t Tree) (writeback.Result, error) 
 	files := in.Files()
 	res := writeback.Apply(writeback.Target{
 		Root: t.Root, Guard: t.Guard, UID: uid, GID: gid, Since: t.Since,
-		Open:   func(rel string) (io.ReadCloser, error) { return files.ReadFile(ctx, path.Join(t.Root, rel)) },
+		Open:   func(rel string) (io.ReadCloser, error) { return files.ReadFile(ctx, path.Join(at, rel)) },
 		Report: t.Report,
 	}, host, changes)
 	if t.Log != nil {

@@ -137,7 +137,7 @@ class Commands:
         self._sb = sandbox
 
     def run(self, cmd: Union[str, Sequence[str]], *, background: bool = False, cwd: Optional[str] = None,
-            env: Optional[Mapping[str, str]] = None, timeout: Optional[Duration] = None,
+            env: Optional[Mapping[str, str]] = None, timeout: Optional[Duration] = None, user: Optional[str] = None,
             stdin: Union[None, bool, str, bytes] = None, on_stdout: Optional[OutputCallback] = None,
             on_stderr: Optional[OutputCallback] = None, check: bool = False) -> Any:
         """Runs cmd and returns a CommandResult once it ends.
@@ -146,7 +146,8 @@ class Commands:
         on_stdout/on_stderr receive output as it comes (text). With
         background=True the call returns a CommandHandle at once; pass
         stdin=True to stream its input later with send_stdin. With
-        check=True a non-zero exit raises CommandExitError.
+        check=True a non-zero exit raises CommandExitError. user runs it
+        as USER[:GROUP] (names from the sandbox's /etc/passwd, or uid:gid).
         """
         args = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         req: ExecRequest = {"args": args}
@@ -154,6 +155,8 @@ class Commands:
             req["env"] = dict(env)
         if cwd:
             req["dir"] = cwd
+        if user:
+            req["user"] = user
         if timeout is not None:
             req["timeout"] = _duration(timeout) or ""
         if isinstance(stdin, (str, bytes)):

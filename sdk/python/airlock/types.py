@@ -42,6 +42,7 @@ class ExecRequest(TypedDict, total=False):
     env: Dict[str, str]
     dir: str
     timeout: str
+    user: str
     stdin: str
     background: bool
     stdin_stream: bool

@@ -42,4 +42,10 @@ export const NOT_COVERED: Record<string, string> = {
   "GET /v1/sandboxes/{id}/pty": "an interactive terminal over a WebSocket: use the CLI (airlock sandbox exec -it) or the Go SDK",
   "GET /metrics": "Prometheus scrapes it directly",
   "GET /v1/openapi.yaml": "the document itself",
+  "GET /v1/images": "image management belongs to the operator (pull, import, rm and prune need the local socket) and the Go SDK and airlock image cover it; create a sandbox from an image with image=",
+  "POST /v1/images/pull": "image management belongs to the operator (pull, import, rm and prune need the local socket) and the Go SDK and airlock image cover it; create a sandbox from an image with image=",
+  "POST /v1/images/import": "image management belongs to the operator (pull, import, rm and prune need the local socket) and the Go SDK and airlock image cover it; create a sandbox from an image with image=",
+  "POST /v1/images/prune": "image management belongs to the operator (pull, import, rm and prune need the local socket) and the Go SDK and airlock image cover it; create a sandbox from an image with image=",
+  "GET /v1/images/{ref}": "image management belongs to the operator (pull, import, rm and prune need the local socket) and the Go SDK and airlock image cover it; create a sandbox from an image with image=",
+  "DELETE /v1/images/{ref}": "image management belongs to the operator (pull, import, rm and prune need the local socket) and the Go SDK and airlock image cover it; create a sandbox from an image with image=",
 };

@@ -62,6 +62,8 @@ function result(status: ExitStatus, out: Collector, err: Collector): CommandResu
 export interface RunOptions {
   cwd?: string;
   env?: Record<string, string>;
+  /** Run as USER[:GROUP]: names from the sandbox's /etc/passwd, or uid:gid. */
+  user?: string;
   /** Kill the command after this long. */
   timeout?: Duration;
   /** The whole input; or true (with background) to stream it with sendStdin. */
@@ -137,6 +139,7 @@ export class Commands {
     const req: ExecRequest = { args: typeof cmd === "string" ? ["/bin/sh", "-c", cmd] : [...cmd] };
     if (opts.env) req.env = opts.env;
     if (opts.cwd) req.dir = opts.cwd;
+    if (opts.user) req.user = opts.user;
     if (opts.timeout !== undefined) req.timeout = duration(opts.timeout);
     if (typeof opts.stdin === "string" || opts.stdin instanceof Uint8Array) req.stdin = b64(opts.stdin);
     const t = this.sb.transport;

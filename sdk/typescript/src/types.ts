@@ -33,6 +33,8 @@ export interface ExecRequest {
   env?: Record<string, string>;
   dir?: string;
   timeout?: string;
+  /** USER[:GROUP]: names from the sandbox's /etc/passwd, or uid:gid. */
+  user?: string;
   /** The whole input, base64. */
   stdin?: string;
   background?: boolean;

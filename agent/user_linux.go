@@ -1,0 +1,46 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/userspec"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// userCredential resolves an exec's user (USER[:GROUP]) with this root's
+// own /etc/passwd and /etc/group. A process can only run as a user the
+// sandbox is allowed to be: a sandbox whose processes hold no capability
+// to change users (every backend today; root inside with its own id
+// range is what would allow it) runs others' requests only when they
+// name its own user.
+func (g *guest) userCredential(spec string, def *syscall.Credential) (*syscall.Credential, error) {
+	read := func(p string) []byte {
+		fd, err := g.root.open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil
+		}
+		f := os.NewFile(uintptr(fd), p)
+		defer f.Close()
+		b, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+		return b
+	}
+	u, err := userspec.Resolve(spec, bytes.NewReader(read("/etc/passwd")), bytes.NewReader(read("/etc/group")))
+	if err != nil {
+		return nil, fmt.Errorf("exec as %q: %w", spec, err)
+	}
+	cur := def
+	if cur == nil {
+		cur = &syscall.Credential{Uid: uint32(os.Getuid()), Gid: uint32(os.Getgid())}
+	}
+	if uint32(u.UID) == cur.Uid && uint32(u.GID) == cur.Gid {
+		return def, nil // already who it asks for
+	}
+	return nil, fmt.Errorf("exec as %q (uid %d, gid %d): this sandbox runs as %d:%d and cannot switch users (it holds no capability over other ids; a sandbox with root inside and its own id range can): %w",
+		spec, u.UID, u.GID, cur.Uid, cur.Gid, sandbox.ErrPermission)
+}
