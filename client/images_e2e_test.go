@@ -59,6 +59,13 @@ func TestImageSandboxThroughServer(t *testing.T) {
 	if _, err := c.RunRequest(ctx, sb.ID, api.ExecRequest{Args: []string{"id"}, User: "user"}); !errors.Is(err, errdefs.ErrPermission) {
 		t.Errorf("user 1000 in a one-uid sandbox: %v, want permission denied", err)
 	}
+	// Root inside owns the image's root files (the layers are idmapped
+	// through the sandbox's namespace, whose root is a leased host uid):
+	// it edits /etc and makes files there as its own root.
+	r, err = c.Run(ctx, sb.ID, "sh", "-c", "set -e; echo x >> /etc/hostname; mkdir /etc/t; touch /etc/t/f; stat -c %u:%g /etc/t/f /etc/passwd")
+	if err != nil || r.Code != 0 || string(r.Stdout) != "0:0\n0:0\n" {
+		t.Errorf("root inside an image sandbox: %v: %q %q", err, r.Stdout, r.Stderr)
+	}
 	// The CLI, as a user would.
 	out, err := exec.Command(airlockBin, "sandbox", "--host", "unix://"+s.socket, "create", "--image", "bb:1").CombinedOutput()
 	if err != nil {

@@ -20,8 +20,8 @@ import (
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/prep"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
-	"github.com/airlock-dev/airlock/internal/logtail"
 	"github.com/airlock-dev/airlock/internal/imageroot"
+	"github.com/airlock-dev/airlock/internal/logtail"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )

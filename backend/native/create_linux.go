@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -235,7 +236,8 @@ type started struct {
 	writable *imageroot.Writable // an image sandbox's writable layer
 	// keepWritable: the caller's layer (Spec.Root.Writable), left alone.
 	keepWritable bool
-	overlay      *os.File // the image root made by the host (root callers), for the init
+	overlay      *os.File   // the image root made by the host (root callers), for the init
+	mapped       []*os.File // idmapped layers, writable layer last (mapOverlay), for the init
 	tCgroup      time.Time
 	tForked      time.Time
 	tPrepare     time.Time
@@ -252,6 +254,7 @@ func (st *started) ownWritable() *imageroot.Writable {
 
 // closeChildEnds closes the descriptors only the init needed.
 func (st *started) closeChildEnds() {
+	closeAll(st.mapped)
 	if st.overlay != nil {
 		st.overlay.Close()
 	}
@@ -291,11 +294,12 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 		w := st.writable
 		undo.Push(func() { _ = w.Remove() })
 	}
-	if st.writable != nil && !p.feats.Rootless {
+	if st.writable != nil && !p.feats.Rootless && p.lease == nil {
 		// As root, the host makes the overlay (with its credentials: the
 		// image's files keep their owners whatever the sandbox's uid)
 		// and hands it over detached; rootless, the init mounts it in
-		// its own user namespace.
+		// its own user namespace; with a host id range, the init mounts it
+		// in its namespace from layers the host idmaps (mapOverlay).
 		if st.overlay, err = imageroot.Detached(p.spec.Root.Layers, st.writable); err != nil {
 			return nil, err
 		}
@@ -365,6 +369,12 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 	rootRule := llRule{Access: llReadDir, Path: "/"}
 	var overlay *overlayRoot
 	switch {
+	case st.writable != nil && p.lease != nil && !p.feats.Rootless:
+		if err := mapOverlay(p, st); err != nil {
+			return nil, err
+		}
+		overlay = &overlayRoot{Mapped: len(p.spec.Root.Layers)}
+		rootRule.Access = llReadExec
 	case st.overlay != nil:
 		overlay = &overlayRoot{FD: true}
 		rootRule.Access = llReadExec
@@ -446,7 +456,8 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 	if err != nil {
 		return nil, err
 	}
-	listener, initTiming, err := handshake(hctx, st.ctlHost, st.waited)
+	listener, initTiming, err := handshake(hctx, st.ctlHost, st.waited, st.mapped)
+	closeAll(st.mapped)
 	if err != nil {
 		if errors.Is(err, errInitExited) {
 			<-st.waited
@@ -549,12 +560,47 @@ func hostCreds(p *prepared) fsguard.Creds {
 	return fsguard.Creds{UID: p.uid, GID: p.gid, Groups: []int{}}
 }
 
+// mapOverlay idmaps the image's layers and the writable layer through
+// the init's user namespace (imageroot.Mapped), for a sandbox with a host
+// id range; the init mounts its root from them. Its root then owns the
+// image's root files, and nothing it writes is stored as host root.
+func mapOverlay(p *prepared, st *started) error {
+	ns, err := os.Open(fmt.Sprintf("/proc/%d/ns/user", st.cmd.Process.Pid))
+	if err != nil {
+		return fmt.Errorf("image root: user namespace of the init: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	defer ns.Close()
+	if len(p.spec.Root.Layers)+1 > maxMapped {
+		return fmt.Errorf("image root: %d layers, at most %d with a host id range: %w", len(p.spec.Root.Layers), maxMapped-1, sandbox.ErrLimit)
+	}
+	st.mapped, err = imageroot.Mapped(append(slices.Clone(p.spec.Root.Layers), st.writable.Dir), ns)
+	return err
+}
+
+// maxMapped bounds the descriptors one "go" carries (SCM_MAX_FD is 253).
+const maxMapped = 250
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		f.Close()
+	}
+}
+
 var errInitExited = errors.New("init exited")
 
 // handshake lets the init proceed and reads its status; it returns the
 // seccomp listener fd, or -1.
-func handshake(ctx context.Context, ctl *net.UnixConn, waited <-chan struct{}) (int, map[string]int64, error) {
-	if _, err := ctl.Write([]byte("go")); err != nil {
+func handshake(ctx context.Context, ctl *net.UnixConn, waited <-chan struct{}, mapped []*os.File) (int, map[string]int64, error) {
+	var rights []byte
+	if len(mapped) > 0 {
+		// The idmapped layers (mapOverlay) ride with the "go".
+		fds := make([]int, len(mapped))
+		for i, f := range mapped {
+			fds[i] = int(f.Fd())
+		}
+		rights = unix.UnixRights(fds...)
+	}
+	if _, _, err := ctl.WriteMsgUnix([]byte("go"), rights, nil); err != nil {
 		return -1, nil, errInitExited
 	}
 	if dl, ok := ctx.Deadline(); ok {

@@ -104,11 +104,28 @@ func waitForHost(ctl *os.File) error {
 	// Nothing inside may read our memory or ptrace us (same uid).
 	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	buf := make([]byte, 16)
-	if _, err := ctl.Read(buf); err != nil {
+	oob := make([]byte, unix.CmsgSpace(4*maxMapped))
+	_, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if err != nil {
 		return stage("wait for host", err)
+	}
+	// The idmapped layers of an image root (mapOverlay) come with it.
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil {
+		return stage("wait for host", err)
+	}
+	for _, m := range msgs {
+		fds, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			return stage("wait for host", err)
+		}
+		receivedLayers = append(receivedLayers, fds...)
 	}
 	return nil
 }
+
+// receivedLayers are the descriptors the host sent with the "go".
+var receivedLayers []int
 
 // setupSandbox does, in order: root filesystem, network, hostname,
 // rlimits, Landlock, capabilities, no_new_privs, seccomp; and reports

@@ -32,7 +32,11 @@ type overlayRoot struct {
 	// FD: the host made the overlay (a root host: with its credentials)
 	// and passed it, detached, as fdOverlay; else the init mounts it
 	// with Options (from Chdir).
-	FD      bool   `json:"fd,omitempty"`
+	FD bool `json:"fd,omitempty"`
+	// Mapped: the number of image layers the host idmapped and sent with
+	// the "go" (lowest first, then the writable layer's directory); the
+	// init mounts the overlay from them in its own user namespace.
+	Mapped  int    `json:"mapped,omitempty"`
 	Chdir   string `json:"chdir,omitempty"`
 	Options string `json:"options,omitempty"`
 }

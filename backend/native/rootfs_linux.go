@@ -94,6 +94,9 @@ func mountOverlay(o *overlayRoot) error {
 		unix.Close(fdOverlay)
 		return err
 	}
+	if o.Mapped > 0 {
+		return mountMapped(o.Mapped)
+	}
 	if o.Chdir != "" {
 		if err := unix.Chdir(o.Chdir); err != nil {
 			return err
@@ -101,6 +104,45 @@ func mountOverlay(o *overlayRoot) error {
 		defer unix.Chdir("/")
 	}
 	return unix.Mount("overlay", "/tmp", "overlay", unix.MS_NOSUID|unix.MS_NODEV, o.Options)
+}
+
+// mountMapped mounts the overlay at /tmp from the idmapped layers the
+// host sent (n layers, then the writable layer's directory), in the
+// sandbox's user namespace: copy-ups carry its credentials.
+func mountMapped(n int) error {
+	fds := receivedLayers
+	receivedLayers = nil
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	if len(fds) != n+1 {
+		return fmt.Errorf("image root: %d layer descriptors from the host, want %d", len(fds), n+1)
+	}
+	// overlayfs takes private clones of its layers, which it may do only
+	// of mounts in our own namespace: attach them first, on a small tmpfs
+	// at /tmp that the overlay then covers (it goes with the old root).
+	if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,size=64k"); err != nil {
+		return fmt.Errorf("image root: staging tmpfs: %w", err)
+	}
+	paths := make([]string, len(fds))
+	for i, fd := range fds {
+		paths[i] = "/tmp/" + strconv.Itoa(i)
+		if err := os.Mkdir(paths[i], 0o700); err != nil {
+			return fmt.Errorf("image root: %w", err)
+		}
+		if err := imageroot.Attach(fd, paths[i]); err != nil {
+			return fmt.Errorf("image root: attach layer %d: %w", i, err)
+		}
+	}
+	w := &imageroot.Writable{Dir: paths[n], Upper: paths[n] + "/upper", Work: paths[n] + "/work"}
+	ov, err := imageroot.Detached(paths[:n], w)
+	if err != nil {
+		return err
+	}
+	defer ov.Close()
+	return imageroot.Attach(int(ov.Fd()), "/tmp")
 }
 
 // setattr sets mount attributes on the mount at p (and below if rec).

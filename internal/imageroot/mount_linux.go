@@ -53,6 +53,37 @@ func Detached(layers []string, w *Writable) (*os.File, error) {
 	return os.NewFile(uintptr(mfd), "overlay"), nil
 }
 
+// Mapped returns idmapped clones of dirs (open_tree + MOUNT_ATTR_IDMAP
+// through userns, a user namespace file): ids stored k appear as the
+// namespace's k. A sandbox's init, in that namespace, builds its image
+// root from them (Detached with their /proc/self/fd paths): overlayfs
+// cannot be idmapped itself but its layers can (Linux 5.19), and made
+// inside, its copy-ups carry the sandbox's own credentials, so a file the
+// image stores as root belongs to the sandbox's root and what the sandbox
+// writes is stored with the ids it has inside, never as host root.
+func Mapped(dirs []string, userns *os.File) (_ []*os.File, err error) {
+	out := make([]*os.File, 0, len(dirs))
+	defer func() {
+		if err != nil {
+			for _, f := range out {
+				f.Close()
+			}
+		}
+	}()
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns.Fd())}
+	for _, dir := range dirs {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err != nil {
+			return nil, fmt.Errorf("image root: clone %s: %v: %w", dir, err, sandbox.ErrUnavailable)
+		}
+		out = append(out, os.NewFile(uintptr(fd), dir))
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr); err != nil {
+			return nil, fmt.Errorf("image root: id-map %s (idmapped mounts: Linux 5.12+, a filesystem that supports them): %v: %w", dir, err, sandbox.ErrUnavailable)
+		}
+	}
+	return out, nil
+}
+
 // Attach attaches a detached mount (from Detached, inherited as fd) at
 // dst.
 func Attach(fd int, dst string) error {

@@ -13,3 +13,6 @@ func Detached([]string, *Writable) (*os.File, error) { return nil, sandbox.ErrNo
 
 // Attach needs Linux.
 func Attach(int, string) error { return sandbox.ErrNotSupported }
+
+// Mapped needs Linux.
+func Mapped([]string, *os.File) ([]*os.File, error) { return nil, sandbox.ErrNotSupported }
