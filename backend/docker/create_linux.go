@@ -375,7 +375,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, u *undo.Stack) (*doc
 		id: spec.ID, b: b, e: p.e, cid: p.cid, log: p.log, audit: p.sink, client: client, conn: p.conn,
 		exited: p.exited, cg: p.cg, state: p.dir, guard: p.guard, uid: p.uid, gid: p.gid,
 		started: p.t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
-		overlays: p.plan.Overlays, syncSkip: p.plan.SyncSkip,
+		overlays: p.plan.Overlays, inside: p.plan.Inside, syncSkip: p.plan.SyncSkip,
 	}
 	if t := pol.Limits.Timeout.D(); t > 0 {
 		s.timer.Store(time.AfterFunc(t, s.timeout))

@@ -39,6 +39,9 @@ type mountPlan struct {
 	// sandbox's own mounts below them.
 	Overlays []string
 	SyncSkip []string
+	// Inside maps an overlaid host directory to where the sandbox sees
+	// it, when not at its host path (the workspace's workspace_mount).
+	Inside map[string]string
 }
 
 // planInput is what planMounts needs besides the policy.
@@ -127,18 +130,19 @@ func planMounts(in planInput) (*mountPlan, error) {
 		if i == 0 && ws != "" {
 			what = "workspace"
 		}
+		dst := f.Inside(r)
 		fi, err := os.Stat(r)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w: %v", what, r, sandbox.ErrInvalid, err)
 		}
 		switch {
 		case !protect:
-			err = bind(r, r, false, what, false)
+			err = bind(r, dst, false, what, false)
 		case fi.IsDir():
-			err = p.overlay(in, r)
+			err = p.overlay(in, r, dst)
 		default:
 			d := in.Guard.Check(policy.OpWrite, hostfs.Dir(filepath.Dir(r)), filepath.Base(r))
-			err = bind(r, r, d != nil, what, false)
+			err = bind(r, dst, d != nil, what, false)
 		}
 		if err != nil {
 			return nil, err
@@ -158,7 +162,7 @@ func planMounts(in planInput) (*mountPlan, error) {
 	}
 	p.add(bindMount(in.Agent, AgentPath, true))
 	for _, d := range f.Deny {
-		if !hostfs.Under(d, dsts(hostBinds)) && !hostfs.Under(d, p.Overlays) {
+		if !hostfs.Under(d, srcs(hostBinds)) && !hostfs.Under(d, p.Overlays) {
 			continue // not visible in the sandbox at all
 		}
 		fi, err := os.Stat(d)
@@ -169,13 +173,13 @@ func planMounts(in planInput) (*mountPlan, error) {
 		if fi.IsDir() {
 			src = filepath.Join(in.State, stateDenyDir)
 		}
-		p.add(bindMount(src, d, true))
+		p.add(bindMount(src, f.Inside(d), true))
 	}
 	if in.Guard != nil {
 		for path := range in.Guard.Pinned {
 			if hostfs.Under(path, roots) {
 				if _, err := os.Lstat(path); err == nil {
-					p.add(bindMount(path, path, true))
+					p.add(bindMount(path, f.Inside(path), true))
 				}
 			}
 		}
@@ -183,13 +187,17 @@ func planMounts(in planInput) (*mountPlan, error) {
 	if err := p.checkMountPoints(hostBinds); err != nil {
 		return nil, err
 	}
+	inside := make([]string, len(p.Overlays)) // the overlays' inside paths
+	for i, o := range p.Overlays {
+		inside[i] = f.Inside(o)
+	}
 	for _, m := range p.Mounts {
-		if hostfs.Under(m.Target, p.Overlays) && !slices.Contains(p.Overlays, m.Target) {
+		if hostfs.Under(m.Target, inside) && !slices.Contains(inside, m.Target) {
 			p.SyncSkip = append(p.SyncSkip, m.Target)
 		}
 	}
 	for t := range p.Tmpfs {
-		if hostfs.Under(t, p.Overlays) && !slices.Contains(p.Overlays, t) {
+		if hostfs.Under(t, inside) && !slices.Contains(inside, t) {
 			p.SyncSkip = append(p.SyncSkip, t)
 		}
 	}
@@ -204,9 +212,9 @@ func (p *mountPlan) add(m mount.Mount) {
 	p.Mounts = append(p.Mounts, m)
 }
 
-// overlay mounts host directory dir through an overlay volume (see
+// overlay mounts host directory dir at dst through an overlay volume (see
 // planMounts). The layer directories are made by the caller.
-func (p *mountPlan) overlay(in planInput, dir string) error {
+func (p *mountPlan) overlay(in planInput, dir, dst string) error {
 	// The options are one comma-separated string: a path holding a comma
 	// or a colon cannot be written into it.
 	if strings.ContainsAny(dir, ",:") || strings.ContainsAny(in.State, ",:") {
@@ -216,8 +224,14 @@ func (p *mountPlan) overlay(in planInput, dir string) error {
 	layer := filepath.Join(in.State, stateOverlay, n)
 	opts := "lowerdir=" + dir + ",upperdir=" + layer + "/upper,workdir=" + layer + "/work"
 	p.Overlays = append(p.Overlays, dir)
+	if dst != dir {
+		if p.Inside == nil {
+			p.Inside = map[string]string{}
+		}
+		p.Inside[dir] = dst
+	}
 	p.add(mount.Mount{
-		Type: mount.TypeVolume, Target: dir,
+		Type: mount.TypeVolume, Target: dst,
 		VolumeOptions: &mount.VolumeOptions{
 			NoCopy: true, // never copy the image's files into it
 			Labels: in.Label,
@@ -266,10 +280,11 @@ func pinnedUnder(g *policy.ConfigGuard, roots []string) bool {
 	return false
 }
 
-func dsts(ms []mount.Mount) []string {
+// srcs returns the host sources of binds.
+func srcs(ms []mount.Mount) []string {
 	out := make([]string, len(ms))
 	for i, m := range ms {
-		out[i] = m.Target
+		out[i] = m.Source
 	}
 	return out
 }

@@ -39,6 +39,7 @@ type dockerSandbox struct {
 	// sandbox's own mounts below them, the rules, the owner of what is
 	// written back, and when the sandbox started.
 	overlays []string
+	inside   map[string]string // an overlay's inside path, when not its host path
 	syncSkip []string
 	guard    *policy.ConfigGuard
 	uid, gid int
@@ -115,7 +116,7 @@ func (s *dockerSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 		return sandbox.SyncReport{}, s.errClosed("sync")
 	}
 	return syncback.Run(ctx, s.client, syncback.Sandbox{
-		ID: s.id, Agent: AgentPath, Roots: s.overlays, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid,
+		ID: s.id, Agent: AgentPath, Roots: s.overlays, Inside: s.inside, Skip: s.syncSkip, Guard: s.guard, UID: s.uid, GID: s.gid,
 		Started: s.started, Audit: s.audit, Log: s.log,
 	})
 }

@@ -293,6 +293,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, vm VM, restored bool
 	}
 	if p.plan.Overlay {
 		s.syncRoots, s.syncSkip, s.syncLayers = p.plan.OverlayRoots, p.plan.OverlaySkip, p.plan.OverlayLayers
+		s.syncInside = p.plan.OverlayInside
 	}
 	if t := pol.Limits.Timeout.D(); t > 0 {
 		s.timer.Store(time.AfterFunc(t, s.timeout))

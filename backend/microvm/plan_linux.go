@@ -36,7 +36,10 @@ type vmPlan struct {
 	Boot         bootproto.Config
 	HostDeny     []string // denied host paths inside shared trees (hidden from the VMM too)
 	Overlay      bool
-	OverlayRoots []string
+	OverlayRoots []string // host paths
+	// OverlayInside maps an overlay root to its path inside, when not at
+	// its host path (the workspace's workspace_mount).
+	OverlayInside map[string]string
 	// OverlayLayers maps each overlay root to its writable layer's
 	// read-only view inside (guest.LayersDir/N).
 	OverlayLayers map[string]string
@@ -117,7 +120,7 @@ func planVM(in planInput) (*vmPlan, error) {
 		if !filepath.IsAbs(ws) {
 			return nil, fmt.Errorf("workspace %q: %w: not absolute", ws, sandbox.ErrInvalid)
 		}
-		if err := add(ws, ws, false, "workspace", false); err != nil {
+		if err := add(ws, f.WorkspaceInside(), false, "workspace", false); err != nil {
 			return nil, err
 		}
 	}
@@ -187,14 +190,15 @@ func planVM(in planInput) (*vmPlan, error) {
 			if p.OverlayLayers == nil {
 				p.OverlayLayers = map[string]string{}
 			}
-			p.OverlayLayers[m.Path] = guest.LayersDir + "/" + strconv.Itoa(i)
+			p.OverlayLayers[srcs[m.Path]] = guest.LayersDir + "/" + strconv.Itoa(i)
 		}
 	}
 	var shared []string
 	for _, m := range binds {
 		shared = append(shared, m.Path)
 	}
-	for _, d := range f.Deny {
+	for _, hd := range f.Deny {
+		d := f.Inside(hd) // where the sandbox sees it
 		src, ok := hostOf(d)
 		if !ok && image != "" {
 			src, ok = filepath.Join(image, d), true // inside the image root
@@ -224,9 +228,13 @@ func (p *vmPlan) protect(in planInput, roots []string, binds []bootproto.Mount, 
 	if g == nil || len(roots) == 0 {
 		return nil
 	}
+	hostRoots := make([]string, len(roots)) // roots are inside paths
+	for i, r := range roots {
+		hostRoots[i] = srcs[r]
+	}
 	pinned := false
 	for path := range g.Pinned {
-		if hostfs.Under(path, roots) {
+		if hostfs.Under(path, hostRoots) {
 			if _, err := os.Lstat(path); err == nil {
 				pinned = true
 			}
@@ -236,7 +244,15 @@ func (p *vmPlan) protect(in planInput, roots []string, binds []bootproto.Mount, 
 		return nil
 	}
 	p.Overlay = true
-	p.OverlayRoots = roots
+	p.OverlayRoots = hostRoots
+	for i, r := range roots {
+		if r != hostRoots[i] {
+			if p.OverlayInside == nil {
+				p.OverlayInside = map[string]string{}
+			}
+			p.OverlayInside[hostRoots[i]] = r
+		}
+	}
 	for i := range binds {
 		if slices.Contains(roots, binds[i].Path) {
 			binds[i].Overlay = true

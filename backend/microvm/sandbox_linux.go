@@ -34,6 +34,7 @@ type vmSandbox struct {
 	syncRoots  []string
 	syncSkip   []string
 	syncLayers map[string]string // root -> its writable layer inside
+	syncInside map[string]string // root -> its path inside, when not its host path
 	guard      *policy.ConfigGuard
 	uid, gid   int
 	started    time.Time

@@ -33,7 +33,7 @@ func (s *vmSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 		return sandbox.SyncReport{}, nil
 	}
 	return syncback.Run(ctx, s.client, syncback.Sandbox{
-		ID: s.id, Agent: guest.AgentPath, Roots: roots, Skip: s.syncSkip, Guard: s.guard,
+		ID: s.id, Agent: guest.AgentPath, Roots: roots, Inside: s.syncInside, Skip: s.syncSkip, Guard: s.guard,
 		UID: s.uid, GID: s.gid, Started: s.started, Audit: s.audit, Log: s.log,
 	})
 }

@@ -150,7 +150,7 @@ func (s *wasmSandbox) buildFS(spec sandbox.Spec) error {
 		if !filepath.IsAbs(ws) {
 			return fmt.Errorf("workspace %q: not absolute (policy not resolved): %w", ws, sandbox.ErrInvalid)
 		}
-		if err := s.mounts.add(ws, ws, rules); err != nil {
+		if err := s.mounts.add(fsp.WorkspaceInside(), ws, rules); err != nil {
 			return fmt.Errorf("open workspace: %w: %w", err, sandbox.ErrInvalid)
 		}
 	}
@@ -251,11 +251,11 @@ func (s *wasmSandbox) defaultWorkdir(p *policy.Policy) string {
 	if p.Process.Workdir != "" {
 		return path.Clean(p.Process.Workdir)
 	}
-	switch ws := p.Filesystem.WorkspacePath(); ws {
+	switch p.Filesystem.WorkspacePath() {
 	case "":
 		return "/workspace"
 	default:
-		return filepath.ToSlash(ws)
+		return filepath.ToSlash(p.Filesystem.WorkspaceInside())
 	}
 }
 

@@ -185,6 +185,7 @@ func (s *suite) runFilesChecks(t *testing.T) {
 			}
 		}
 	})
+	s.check(t, "files/workspace-mount", s.testWorkspaceMount)
 	s.check(t, "files/ops", func(t *testing.T) {
 		ctx := ctxT(t)
 		d := filepath.Join(base, "ops")
@@ -253,6 +254,59 @@ func (s *suite) runFilesChecks(t *testing.T) {
 			t.Errorf("stat after recursive remove: %v", err)
 		}
 	})
+}
+
+// testWorkspaceMount checks a workspace shown at a stable path inside
+// (workspace_mount, as every server sandbox has it): processes start
+// there, see what the host has in it, and what they write (or the Files
+// API writes) reaches the host directory.
+func (s *suite) testWorkspaceMount(t *testing.T) {
+	sp := s.spec(t)
+	fsp := &sp.Policy.Filesystem
+	host := fsp.WorkspacePath()
+	if host == "" || s.opts.HelperDir != "" {
+		t.Fatal("sandboxtest: files/workspace-mount needs a host workspace (declare it not applicable otherwise)")
+	}
+	pol := sp.Policy.Clone()
+	pol.Filesystem.WorkspaceMount = "/sbt-workspace"
+	if w := pol.Process.Workdir; w == "" || w == host || w == fsp.WorkspaceInside() {
+		pol.Process.Workdir = "/sbt-workspace"
+	}
+	sp.Policy = pol
+	if err := os.WriteFile(filepath.Join(host, "from-host"), []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bx := s.create(t, sp)
+	if bx.ws != "/sbt-workspace" {
+		t.Fatalf("workspace inside: %q", bx.ws)
+	}
+	if r := bx.run(t, nil, "pwd"); r.stdout != "/sbt-workspace" {
+		t.Errorf("working directory: %+v, want /sbt-workspace", r)
+	}
+	if r := bx.run(t, nil, "readfile", "/sbt-workspace/from-host"); r.stdout != "host" {
+		t.Errorf("the host's file at the inside path: %+v", r)
+	}
+	if r := bx.run(t, nil, "writefile", "/sbt-workspace/from-proc", "proc"); r.status.Code != 0 {
+		t.Fatalf("write in the workspace: %+v", r)
+	}
+	if err := bx.Files().WriteFile(ctxT(t), "/sbt-workspace/from-api", strings.NewReader("api"), 0o644, false); err != nil {
+		t.Fatalf("Files write at the inside path: %v", err)
+	}
+	// Backends that bring writes back at the end (overlay write-back) do
+	// it on Sync; the others have written in place already.
+	if sy, ok := bx.Sandbox.(sandbox.Syncer); ok {
+		if _, err := sy.Sync(ctxT(t)); err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+	}
+	for name, want := range map[string]string{"from-proc": "proc", "from-api": "api"} {
+		if got, err := os.ReadFile(filepath.Join(host, name)); err != nil || string(got) != want {
+			t.Errorf("host workspace %s: %q %v, want %q", name, got, err, want)
+		}
+	}
+	if _, err := os.Stat("/sbt-workspace"); err == nil {
+		t.Errorf("/sbt-workspace exists on the host")
+	}
 }
 
 // hostPath maps a path inside the sandbox's workspace to the host, when the

@@ -60,7 +60,7 @@ var Checks = []string{
 	"exec/stdin", "exec/stdin-stream", "exec/env-dir", "exec/pty", "exec/pty-resize", "exec/timeout",
 	"exec/large-output", "exec/binary-data", "exec/not-found", "exec/resize-no-tty", "exec/path-lookup",
 	"files/round-trip", "files/mode", "files/not-found", "files/invalid-path",
-	"files/traversal", "files/symlink-out", "files/ops",
+	"files/traversal", "files/symlink-out", "files/ops", "files/workspace-mount",
 	"limits/memory", "limits/pids", "limits/output",
 	"destroy/no-leaks", "concurrent/execs", "concurrent/sandboxes",
 }
