@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/backend/microvm"
 	"github.com/airlock-dev/airlock/backend/native"
 	"github.com/airlock-dev/airlock/backend/wasm"
+	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -38,7 +39,11 @@ type Options struct {
 	// (airlock run), "auto" uses airlock's reserved range, "user:NAME"
 	// NAME's /etc/subuid and /etc/subgid entries. Only as root.
 	HostIDs string
-	Log     *slog.Logger
+	// Images is airlock's image store: the docker backend loads an image
+	// from it into the daemon when a sandbox names one (nil: the
+	// daemon's images only).
+	Images *images.Store
+	Log    *slog.Logger
 }
 
 // Isolation levels, weakest first; `auto` picks the fastest backend meeting
@@ -69,7 +74,11 @@ func Open(name string, opts Options) (sandbox.Backend, error) {
 	case "docker":
 		// Owner plays the cgroup parent's part: Cleanup removes only the
 		// containers labelled with it.
-		return docker.New(docker.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "docker"), Owner: cgroupSub(opts.CgroupParent, "docker")}), nil
+		cfg := docker.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "docker"), Owner: cgroupSub(opts.CgroupParent, "docker")}
+		if opts.Images != nil {
+			cfg.Images = opts.Images
+		}
+		return docker.New(cfg), nil
 	case "wasm":
 		return wasm.New(wasm.Config{Log: opts.Log}), nil
 	case "microvm":

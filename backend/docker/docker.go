@@ -1,11 +1,15 @@
 package docker
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"sync"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/images"
 )
 
 // Name is the policy name of this backend.
@@ -37,8 +41,20 @@ type Config struct {
 	// Cleanup removes only those of its own owner. Give each independent
 	// airlock process (a server, a test) its own. Empty: "airlock".
 	Owner string
+	// Images is airlock's image store (images.Store): an image a sandbox
+	// names that the store holds is loaded from it into the daemon (once,
+	// under a tag of its own), so one name works on every backend. Nil:
+	// the daemon's images only.
+	Images ImageSource
 	// Log is the backend's logger; nil discards.
 	Log *slog.Logger
+}
+
+// ImageSource is where images that are not the daemon's come from:
+// airlock's image store (*images.Store).
+type ImageSource interface {
+	// V1Image returns the stored image ref names, or ErrNotFound.
+	V1Image(ctx context.Context, ref string) (v1.Image, *images.Image, error)
 }
 
 // Backend is the Docker sandbox backend. Create it with New. It is safe for
@@ -52,6 +68,7 @@ type Backend struct {
 	info *Info   // what the daemon offers, found once
 
 	baseOnce    sync.Mutex // serialises making the base image
+	loadMu      sync.Mutex // serialises loading store images into the daemon
 	reclaimOnce sync.Once  // dead sandboxes' containers, reclaimed at the first create
 }
 

@@ -9,9 +9,15 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/client"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -29,10 +35,10 @@ type resolved struct {
 }
 
 // resolveImage is the one place that turns Spec.Image into an image of the
-// daemon: "" is the base image (host system dirs), anything else an image
-// the daemon already has (by name or ID). Images from Airlock's own image
-// store are to be loaded into the daemon here, on demand, once that store
-// exists; today a name the daemon lacks is ErrNotFound.
+// daemon: "" is the base image (host system dirs); a name airlock's image
+// store holds is that image, loaded into the daemon on first use (so one
+// name means the same image on every backend); anything else an image the
+// daemon already has (by name or ID). Nothing is pulled.
 func (b *Backend) resolveImage(ctx context.Context, e *engine, ref string) (resolved, error) {
 	if ref == "" {
 		id, err := b.baseImage(ctx, e)
@@ -40,6 +46,18 @@ func (b *Backend) resolveImage(ctx context.Context, e *engine, ref string) (reso
 	}
 	if strings.ContainsAny(ref, "\x00\n") || len(ref) > 512 {
 		return resolved{}, fmt.Errorf("image %q: not an image reference: %w", ref, sandbox.ErrInvalid)
+	}
+	if b.cfg.Images != nil {
+		img, im, err := b.cfg.Images.V1Image(ctx, ref)
+		switch {
+		case err == nil:
+			if err := b.loadImage(ctx, e, img, im); err != nil {
+				return resolved{}, fmt.Errorf("image %q: %w", ref, err)
+			}
+			ref = im.ID
+		case !errors.Is(err, sandbox.ErrNotFound):
+			return resolved{}, fmt.Errorf("image %q: image store: %w", ref, err)
+		}
 	}
 	ins, err := e.ImageInspect(ctx, ref)
 	if err != nil {
@@ -53,6 +71,41 @@ func (b *Backend) resolveImage(ctx context.Context, e *engine, ref string) (reso
 		r.Env = ins.Config.Env
 	}
 	return r, nil
+}
+
+// loadImage loads a stored image into the daemon unless it has it (by ID,
+// the config's digest): untagged, so that no name of the daemon's own
+// changes meaning; the backend runs it by ID.
+func (b *Backend) loadImage(ctx context.Context, e *engine, img v1.Image, im *images.Image) error {
+	if _, err := e.ImageInspect(ctx, im.ID); err == nil {
+		return nil
+	}
+	b.loadMu.Lock()
+	defer b.loadMu.Unlock()
+	if _, err := e.ImageInspect(ctx, im.ID); err == nil {
+		return nil
+	}
+	d, err := name.NewDigest("airlock.invalid/store@" + im.Digest)
+	if err != nil {
+		return fmt.Errorf("load into the daemon: %v: %w", err, sandbox.ErrInvalid)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarball.MultiRefWrite(map[name.Reference]v1.Image{d: img}, pw)) }()
+	defer pr.Close()
+	t0 := time.Now()
+	resp, err := e.ImageLoad(ctx, pr, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return fmt.Errorf("load into the daemon: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	defer resp.Body.Close()
+	if err := readProgress(resp.Body); err != nil {
+		return fmt.Errorf("load into the daemon: %w", err)
+	}
+	if _, err := e.ImageInspect(ctx, im.ID); err != nil {
+		return fmt.Errorf("load into the daemon: the daemon does not show %s after loading it: %v: %w", im.ID, err, sandbox.ErrUnavailable)
+	}
+	b.log.Info("loaded an image of the store into the daemon", "id", im.ID, "names", im.Names, "took", time.Since(t0).Round(time.Millisecond))
+	return nil
 }
 
 // baseImage returns the ID of BaseImage, importing it when missing.

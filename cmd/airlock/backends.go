@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/airlock-dev/airlock/backend"
+	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -17,10 +18,12 @@ func openBackend(name string, log *slog.Logger) (sandbox.Backend, error) {
 }
 
 // openPolicyBackend is openBackend for a policy: "auto" picks the fastest
-// available backend meeting the policy's isolation.
-func openPolicyBackend(name, isolation string, log *slog.Logger) (sandbox.Backend, error) {
+// available backend meeting the policy's isolation; imgs (nil: none) is
+// the image store a docker backend loads the run's image from.
+func openPolicyBackend(name, isolation string, imgs *images.Store, log *slog.Logger) (sandbox.Backend, error) {
+	opts := backend.Options{Log: log, Images: imgs}
 	if name == "auto" {
-		return backend.Auto(context.Background(), isolation, backend.Options{Log: log})
+		return backend.Auto(context.Background(), isolation, opts)
 	}
-	return openBackend(name, log)
+	return backend.Open(name, opts)
 }

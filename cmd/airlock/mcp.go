@@ -192,7 +192,7 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 	if ids == "none" {
 		ids = ""
 	}
-	bs, err := openServeBackends(names, data, ids, log)
+	bs, err := openServeBackends(names, data, ids, nil, log)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)

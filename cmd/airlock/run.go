@@ -334,7 +334,13 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	denials := newDenialLog(sink, live)
 	counter := &audit.Counter{Next: denials}
 
-	b, err := openPolicyBackend(pol.Backend, pol.Isolation, log)
+	var imgs *images.Store // a docker backend loads the run's image from it
+	if f.image != "" {
+		if imgs, err = openImageStore(); err != nil {
+			return failRes(err)
+		}
+	}
+	b, err := openPolicyBackend(pol.Backend, pol.Isolation, imgs, log)
 	if err != nil {
 		return failRes(err)
 	}

@@ -193,7 +193,7 @@ func runServe(args []string) int {
 			return fail("serve", err)
 		}
 	}
-	bs, err := openServeBackends(backends, *data, *hostIDs, log)
+	bs, err := openServeBackends(backends, *data, *hostIDs, imgStore, log)
 	if err != nil {
 		return fail("serve", err)
 	}
@@ -323,7 +323,7 @@ func parsePools(specs []string) ([]server.PoolConfig, error) {
 
 // openServeBackends opens the named backends (each must work: fail closed),
 // or every available one when none is named.
-func openServeBackends(names []string, data, hostIDs string, log *slog.Logger) (map[string]sandbox.Backend, error) {
+func openServeBackends(names []string, data, hostIDs string, imgs *images.Store, log *slog.Logger) (map[string]sandbox.Backend, error) {
 	out := map[string]sandbox.Backend{}
 	explicit := len(names) > 0
 	if !explicit {
@@ -333,7 +333,7 @@ func openServeBackends(names []string, data, hostIDs string, log *slog.Logger) (
 		// Each server keeps its backends' state under its own data
 		// directory, so that its crash recovery (Cleanup) finds its own
 		// leftovers.
-		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(runDirFor(data), "backends"), CgroupParent: cgroupParentFor(data), HostIDs: hostIDs})
+		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(runDirFor(data), "backends"), CgroupParent: cgroupParentFor(data), HostIDs: hostIDs, Images: imgs})
 		if err == nil {
 			if p := b.Probe(context.Background()); !p.Available {
 				err = fmt.Errorf("backend %q: %s: %w", n, p.Reason, sandbox.ErrUnavailable)
