@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/backend/microvm/guest"
 	"github.com/airlock-dev/airlock/backend/microvm/internal/bootproto"
+	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -109,7 +110,12 @@ func (b *Backend) prepare(ctx context.Context, spec sandbox.Spec) (*prepared, er
 	if p.info = b.Info(ctx); p.info.Err != nil {
 		return nil, p.wrap("%w", p.info.Err)
 	}
-	p.plan, err = planVM(planInput{Policy: p.pol, Image: spec.Image, Files: spec.Files, Caches: spec.Caches, UID: p.uid, GID: p.gid, Guard: p.guard})
+	// An image comes from the image store as its layers (Spec.Root); a
+	// directory is the policy's rootfs.
+	if err := imageroot.Check(spec); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	p.plan, err = planVM(planInput{Policy: p.pol, Layers: rootLayers(spec), Files: spec.Files, Caches: spec.Caches, UID: p.uid, GID: p.gid, Guard: p.guard})
 	if err != nil {
 		return nil, p.wrap("%w", err)
 	}
@@ -372,4 +378,12 @@ func (b *Backend) initramfs(k kernelFiles) (string, error) {
 	}
 	b.initrd = path
 	return path, nil
+}
+
+// rootLayers returns the layers of spec's image root (nil: none).
+func rootLayers(spec sandbox.Spec) []string {
+	if spec.Root == nil {
+		return nil
+	}
+	return spec.Root.Layers
 }

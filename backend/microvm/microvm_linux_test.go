@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/images/imagestest"
 	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -294,8 +295,8 @@ func TestVMMJail(t *testing.T) {
 	}
 }
 
-// TestImageRoot: a root filesystem from an image directory (where an OCI
-// image's unpacked layers plug in) is the sandbox's root, read-only, with
+// TestImageRoot: a root filesystem directory (the policy's rootfs) is the
+// sandbox's root, read-only, with
 // the workspace shared as usual; the host's system directories are not
 // there, and nothing is written into the image on the host.
 func TestImageRoot(t *testing.T) {
@@ -317,8 +318,9 @@ func TestImageRoot(t *testing.T) {
 	ws := workspace(t)
 	pol := testPolicy(t, ws, false)
 	pol.Filesystem.ReadOnly = nil // the image is the whole root
+	pol.Filesystem.Rootfs = img
 	pol.Process.Env["PATH"] = "/bin"
-	s := create(t, b, sandbox.Spec{Policy: pol, Image: img})
+	s := create(t, b, sandbox.Spec{Policy: pol})
 	st, out := sh(t, s, "cat /etc/image-marker; echo; ls /usr 2>&1; echo x > /etc/new 2>&1 || echo refused; echo w > "+ws+"/w.txt && echo ok")
 	if st.Code != 0 || !strings.Contains(out, "from the image") || !strings.Contains(out, "refused") || !strings.HasSuffix(out, "ok") {
 		t.Fatalf("%+v %q", st, out)
@@ -331,5 +333,34 @@ func TestImageRoot(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(ws, "w.txt")); err != nil || string(b) != "w\n" {
 		t.Fatalf("workspace write: %q %v", b, err)
+	}
+}
+
+// TestStoreImage: an image of the image store (its unpacked layers,
+// Spec.Root) is the VM's root, each layer a read-only share overlaid in
+// the guest: the image's files, env and working directory, the workspace
+// at /workspace, writes in the guest's layer only.
+func TestStoreImage(t *testing.T) {
+	b := testBackend(t, false)
+	ws := workspace(t)
+	if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := policy.Profile("default")
+	r := imagestest.BusyboxRoot(t)
+	spec := imagestest.Spec(t, r, p, ws)
+	s := create(t, b, spec)
+	st, out := sh(t, s, "pwd; cat hello.txt; echo; echo $IMAGE_VAR; cat /etc/hostname; echo new > /etc/motd && cat /etc/motd; test -e /etc/debian_version && echo host || echo image")
+	if want := "/workspace\nfrom the host\nfrom-image\nbusybox\nnew\nimage"; st.Code != 0 || out != want {
+		t.Errorf("inside the image VM: %+v %q, want %q", st, out, want)
+	}
+	if _, err := os.Stat(filepath.Join(r.Layers[len(r.Layers)-1], "etc", "motd")); err == nil {
+		t.Error("a write reached the image's layer on the host")
+	}
+	// A name without its layers is refused before anything starts.
+	bad := spec
+	bad.ID, bad.Root = randID(), nil
+	if _, err := b.Create(context.Background(), bad); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("image name without layers: %v, want ErrInvalid", err)
 	}
 }

@@ -19,7 +19,7 @@ import (
 // planInput is what planVM needs besides the policy.
 type planInput struct {
 	Policy *policy.Policy
-	Image  string // Spec.Image: a root directory ("" = the host's system dirs)
+	Layers []string // an image's layers, lowest first (Spec.Root); nil: the policy's rootfs or the host's system dirs
 	Files  []sandbox.File
 	Caches []sandbox.Bind
 	UID    int
@@ -46,23 +46,38 @@ type vmPlan struct {
 	OverlaySkip   []string
 }
 
-// rootSource is the one place the sandbox's root filesystem comes from:
-// the image directory when one is given (Spec.Image, else the policy's
-// rootfs: an OCI image's unpacked layers plug in here), shared read-only
-// with a writable layer in the guest; "" when the root is the host's
-// system directories the policy lists read-only (bound on an empty root).
-func rootSource(spec string, pol *policy.Policy) (string, error) {
-	dir := spec
-	if dir == "" {
-		dir = pol.Filesystem.Rootfs
+// rootSource is the one place the sandbox's root filesystem comes from,
+// as directories lowest first: an image's unpacked layers (Spec.Root,
+// from the image store), else the policy's rootfs, each shared read-only
+// and overlaid in the guest under a writable layer; nil when the root is
+// the host's system directories the policy lists read-only (bound on an
+// empty root).
+func rootSource(layers []string, pol *policy.Policy) ([]string, error) {
+	if len(layers) == 0 && pol.Filesystem.Rootfs != "" {
+		layers = []string{pol.Filesystem.Rootfs}
 	}
-	if dir == "" {
-		return "", nil
+	for _, dir := range layers {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("rootfs %s: %w: not a directory (%v)", dir, sandbox.ErrInvalid, err)
+		}
 	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return "", fmt.Errorf("rootfs %s: %w: not a directory (%v)", dir, sandbox.ErrInvalid, err)
+	return layers, nil
+}
+
+// inImage returns the host path of p inside the topmost of layers that
+// has it ("" when none).
+func inImage(layers []string, p string) string {
+	for i := len(layers) - 1; i >= 0; i-- {
+		if h := filepath.Join(layers[i], p); exists(h) {
+			return h
+		}
 	}
-	return dir, nil
+	return ""
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
 }
 
 // planVM turns a resolved policy into a VM plan with the other backends'
@@ -101,17 +116,20 @@ func planVM(in planInput) (*vmPlan, error) {
 		srcs[dst] = src
 		return nil
 	}
-	image, err := rootSource(in.Image, in.Policy)
+	layers, err := rootSource(in.Layers, in.Policy)
 	if err != nil {
 		return nil, err
 	}
+	image := len(layers) > 0
 	disk := int64(in.Policy.Limits.DiskBytes)
-	if image != "" {
+	if image {
 		p.Boot.Root = &bootproto.Mount{Type: "9p", Path: "/", ReadOnly: true, Overlay: true, OverlaySize: disk, Cache: "loose"}
-		p.Shares = append(p.Shares, Share{Path: image, ReadOnly: true})
+		for _, l := range layers {
+			p.Shares = append(p.Shares, Share{Path: l, ReadOnly: true})
+		}
 	}
 	for _, ro := range f.ReadOnly {
-		if err := add(ro, ro, true, "read_only path", image == "" && hostfs.IsSystemDir(ro)); err != nil {
+		if err := add(ro, ro, true, "read_only path", !image && hostfs.IsSystemDir(ro)); err != nil {
 			return nil, err
 		}
 	}
@@ -173,10 +191,15 @@ func planVM(in planInput) (*vmPlan, error) {
 		}
 	}
 	if n := len(binds) + len(p.Shares); n > bootproto.MaxShares {
-		return nil, fmt.Errorf("policy shares %d host directories: %w: the microvm backend has %d share devices", n, sandbox.ErrInvalid, bootproto.MaxShares)
+		return nil, fmt.Errorf("policy shares %d host directories (an image's layers count one each: %d): %w: the microvm backend has %d share devices (flatten the image, or share fewer paths)", n, len(layers), sandbox.ErrInvalid, bootproto.MaxShares)
 	}
 	if p.Boot.Root != nil {
-		p.Shares[0].Tag, p.Boot.Root.Tag = "share0", "share0"
+		for i := range layers {
+			p.Shares[i].Tag = "share" + strconv.Itoa(i)
+			p.Boot.RootTags = append(p.Boot.RootTags, p.Shares[i].Tag)
+		}
+		p.Boot.Root.Tag = p.Shares[0].Tag
+		p.Boot.RootWritable = len(in.Layers) > 0
 	}
 	for i := range binds {
 		binds[i].Tag = "share" + strconv.Itoa(len(p.Shares))
@@ -200,10 +223,11 @@ func planVM(in planInput) (*vmPlan, error) {
 	for _, hd := range f.Deny {
 		d := f.Inside(hd) // where the sandbox sees it
 		src, ok := hostOf(d)
-		if !ok && image != "" {
-			src, ok = filepath.Join(image, d), true // inside the image root
+		if !ok && image {
+			src = inImage(layers, d) // inside the image root
+			ok = src != ""
 		}
-		if !ok || (!hostfs.Under(d, shared) && image == "") {
+		if !ok || (!hostfs.Under(d, shared) && !image) {
 			continue // not visible in the sandbox at all
 		}
 		fi, err := os.Stat(src)

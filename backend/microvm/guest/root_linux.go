@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -32,7 +33,7 @@ func buildRoot(cfg *bootproto.Config) error {
 	if cfg.Root != nil {
 		// An image: its share read-only under a writable layer (mount
 		// points and the image's own writes stay in the guest).
-		if err := overlayShare("root", *cfg.Root, sandboxRoot); err != nil {
+		if err := overlayShare("root", *cfg.Root, cfg.RootTags, sandboxRoot); err != nil {
 			return fmt.Errorf("image root: %w", err)
 		}
 	} else if err := unix.Mount("root", sandboxRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=1m"); err != nil {
@@ -109,8 +110,10 @@ func buildRoot(cfg *bootproto.Config) error {
 		if err := unix.Mount("", sandboxRoot, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=1m"); err != nil {
 			return fmt.Errorf("root read-only: %w", err)
 		}
-	} else if err := unix.Mount("", sandboxRoot, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-		return fmt.Errorf("root read-only: %w", err)
+	} else if !cfg.RootWritable {
+		if err := unix.Mount("", sandboxRoot, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			return fmt.Errorf("root read-only: %w", err)
+		}
 	}
 	return nil
 }
@@ -128,16 +131,17 @@ func mountShare(i int, m bootproto.Mount) error {
 		}
 		return mountAt(m.Tag, m.Path, "9p", flags, opts, true)
 	}
-	if err := overlayShare(strconv.Itoa(i), m, sandboxRoot+m.Path); err != nil {
+	if err := overlayShare(strconv.Itoa(i), m, nil, sandboxRoot+m.Path); err != nil {
 		return err
 	}
 	return bindRO(layersDir+"/"+strconv.Itoa(i)+"/rw/upper", LayersDir+"/"+strconv.Itoa(i), true)
 }
 
-// overlayShare mounts share m read-only at layersDir/name/lower, a tmpfs
+// overlayShare mounts share m (with tags: each of those layers, lowest
+// first, at lower, lower1, ...) read-only at layersDir/name/lower, a tmpfs
 // of m.OverlaySize bytes at layersDir/name/rw, and the overlay of both at
 // target (a full path; made when missing).
-func overlayShare(name string, m bootproto.Mount, target string) error {
+func overlayShare(name string, m bootproto.Mount, tags []string, target string) error {
 	opts := "trans=virtio,version=9p2000.L,msize=524288,access=client"
 	if m.Cache != "" {
 		opts += ",cache=" + m.Cache
@@ -145,13 +149,26 @@ func overlayShare(name string, m bootproto.Mount, target string) error {
 	flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV)
 	dir := filepath.Join(layersDir, name)
 	lower, rw := dir+"/lower", dir+"/rw"
-	for _, d := range []string{lower, rw} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+	if len(tags) == 0 {
+		tags = []string{m.Tag}
+	}
+	// Layers lowest first; overlayfs lists them topmost first.
+	lowers := make([]string, len(tags))
+	for i, tag := range tags {
+		l := lower
+		if i > 0 {
+			l += strconv.Itoa(i)
+		}
+		if err := os.MkdirAll(l, 0o700); err != nil {
 			return err
 		}
+		if err := unix.Mount(tag, l, "9p", flags|unix.MS_RDONLY, opts); err != nil {
+			return fmt.Errorf("mount %s (%s): %w", m.Path, tag, err)
+		}
+		lowers[len(tags)-1-i] = l
 	}
-	if err := unix.Mount(m.Tag, lower, "9p", flags|unix.MS_RDONLY, opts); err != nil {
-		return fmt.Errorf("mount %s (%s): %w", m.Path, m.Tag, err)
+	if err := os.MkdirAll(rw, 0o700); err != nil {
+		return err
 	}
 	size := ""
 	if m.OverlaySize > 0 {
@@ -167,13 +184,13 @@ func overlayShare(name string, m bootproto.Mount, target string) error {
 	}
 	// The upper dir takes the lower root's owner and mode (what the
 	// sandbox sees as the top of the share).
-	if st, err := os.Stat(lower); err == nil {
+	if st, err := os.Stat(lowers[0]); err == nil {
 		os.Chmod(rw+"/upper", st.Mode().Perm())
 		if s, ok := st.Sys().(*unix.Stat_t); ok {
 			os.Lchown(rw+"/upper", int(s.Uid), int(s.Gid))
 		}
 	}
-	o := "lowerdir=" + lower + ",upperdir=" + rw + "/upper,workdir=" + rw + "/work,redirect_dir=on"
+	o := "lowerdir=" + strings.Join(lowers, ":") + ",upperdir=" + rw + "/upper,workdir=" + rw + "/work,redirect_dir=on"
 	if err := os.MkdirAll(target, 0o755); err != nil {
 		return fmt.Errorf("mount point %s: %w", m.Path, err)
 	}

@@ -51,16 +51,24 @@ type Config struct {
 	// image directory): mounted read-only with a writable layer in the
 	// guest (mount points and the image's own writes stay in the VM).
 	// Nil: the root is an empty tmpfs holding mount points and Links.
-	Root      *Mount  `json:"root,omitempty"`
-	Mounts    []Mount `json:"mounts"`          // in order (parents first)
-	Links     []Link  `json:"links,omitempty"` // top-level symlinks (/bin -> usr/bin)
-	Files     []File  `json:"files,omitempty"`
-	Deny      []Deny  `json:"deny,omitempty"`
-	NoFile    uint64  `json:"nofile,omitempty"`  // RLIMIT_NOFILE of every process (0: kernel default)
-	Pids      int64   `json:"pids,omitempty"`    // pids.max of the sandbox's processes (0: none)
-	MemoryMax int64   `json:"mem_max,omitempty"` // memory.max of the sandbox's processes (0: none)
-	Loopback  bool    `json:"loopback"`          // bring lo up (the egress listener needs it)
-	Probe     bool    `json:"probe,omitempty"`   // KVM probe: answer 'S' and power off
+	Root *Mount `json:"root,omitempty"`
+	// RootTags are the shares of the root's layers, lowest first (an OCI
+	// image's): overlaid in that order under the writable layer. Empty:
+	// Root.Tag is the one layer.
+	RootTags []string `json:"root_tags,omitempty"`
+	// RootWritable leaves an image's root writable (its writable layer,
+	// as image sandboxes have on every backend); else it is read-only
+	// once built (a policy's rootfs).
+	RootWritable bool    `json:"root_rw,omitempty"`
+	Mounts       []Mount `json:"mounts"`          // in order (parents first)
+	Links        []Link  `json:"links,omitempty"` // top-level symlinks (/bin -> usr/bin)
+	Files        []File  `json:"files,omitempty"`
+	Deny         []Deny  `json:"deny,omitempty"`
+	NoFile       uint64  `json:"nofile,omitempty"`  // RLIMIT_NOFILE of every process (0: kernel default)
+	Pids         int64   `json:"pids,omitempty"`    // pids.max of the sandbox's processes (0: none)
+	MemoryMax    int64   `json:"mem_max,omitempty"` // memory.max of the sandbox's processes (0: none)
+	Loopback     bool    `json:"loopback"`          // bring lo up (the egress listener needs it)
+	Probe        bool    `json:"probe,omitempty"`   // KVM probe: answer 'S' and power off
 }
 
 // Mount is one 9p share or tmpfs mounted inside; the list is in mount
@@ -123,6 +131,14 @@ func (c *Config) Validate() error {
 	}
 	if r := c.Root; r != nil && (r.Type != "9p" || r.Path != "/" || !strings.HasPrefix(r.Tag, "share") || len(r.Tag) > 16) {
 		return fmt.Errorf("boot config: root share %+v: %w", *r, sandbox.ErrInvalid)
+	}
+	if len(c.RootTags) > MaxShares || (len(c.RootTags) > 0 && c.Root == nil) {
+		return fmt.Errorf("boot config: %d root layers: %w", len(c.RootTags), sandbox.ErrInvalid)
+	}
+	for _, t := range c.RootTags {
+		if !strings.HasPrefix(t, "share") || len(t) > 16 {
+			return fmt.Errorf("boot config: root layer tag %q: %w", t, sandbox.ErrInvalid)
+		}
 	}
 	for _, l := range c.Links {
 		if !ok(l.Path) || strings.Count(l.Path, "/") != 1 || strings.ContainsRune(l.Target, 0) {
