@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"runtime"
 	"sync"
@@ -162,3 +163,12 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 }
 
 func hostCPUs() int { return runtime.NumCPU() }
+
+// DialPort opens a stream to port on the guest's loopback through the
+// agent (the VM has no NIC). See sandbox.PortDialer.
+func (s *vmSandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
+	if s.closed.Load() {
+		return nil, s.errClosed("dial")
+	}
+	return s.client.Dial(ctx, port)
+}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -194,5 +196,44 @@ func (s *suite) testConcurrentSandboxes(t *testing.T) {
 				t.Errorf("leftovers of %s: %v", sp.ID, err)
 			}
 		}
+	}
+}
+
+// testDialPort reaches a server on the sandbox's own loopback from the
+// host through the agent (sandbox.PortDialer: port routes and the
+// browser use it): nothing listening is ErrUnavailable, a bad port
+// ErrInvalid, a listening one answers.
+func (s *suite) testDialPort(t *testing.T) {
+	bx := s.shared(t)
+	d, ok := bx.Sandbox.(sandbox.PortDialer)
+	if !ok {
+		t.Fatal("the sandbox is not a sandbox.PortDialer")
+	}
+	ctx := ctxT(t)
+	if _, err := d.DialPort(ctx, 18431); !errors.Is(err, sandbox.ErrUnavailable) {
+		t.Errorf("dial with nothing listening: %v, want ErrUnavailable", err)
+	}
+	if _, err := d.DialPort(ctx, 70000); !errors.Is(err, sandbox.ErrInvalid) {
+		t.Errorf("dial port 70000: %v, want ErrInvalid", err)
+	}
+	p, err := bx.Exec(ctx, sandbox.ExecRequest{Args: []string{bx.helper, "serve", "18431"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill(context.Background())
+	var line string
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		c, err := d.DialPort(ctx, 18431)
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(io.LimitReader(c, 100))
+		c.Close()
+		if line = string(b); line != "" {
+			break
+		}
+	}
+	if line != "hello from 18431\n" {
+		t.Errorf("through DialPort: %q", line)
 	}
 }

@@ -62,7 +62,7 @@ var Checks = []string{
 	"files/round-trip", "files/mode", "files/not-found", "files/invalid-path",
 	"files/traversal", "files/symlink-out", "files/ops", "files/workspace-mount",
 	"limits/memory", "limits/pids", "limits/output",
-	"destroy/no-leaks", "concurrent/execs", "concurrent/sandboxes",
+	"destroy/no-leaks", "concurrent/execs", "concurrent/sandboxes", "net/dial-port",
 }
 
 // opTimeout bounds each backend call so a hang fails instead of blocking the
@@ -107,6 +107,9 @@ func Run(t *testing.T, b sandbox.Backend, opts Options) {
 	})
 	t.Run("exec", s.runExecChecks)
 	t.Run("files", s.runFilesChecks)
+	t.Run("net", func(t *testing.T) {
+		s.check(t, "net/dial-port", s.testDialPort)
+	})
 	t.Run("limits", func(t *testing.T) {
 		s.check(t, "limits/memory", s.testMemoryLimit)
 		s.check(t, "limits/pids", s.testPidsLimit)

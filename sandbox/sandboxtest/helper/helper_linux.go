@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -13,6 +14,21 @@ import (
 )
 
 func init() {
+	commands["serve"] = func(a []string) int { // serve PORT: answer every connection with one line
+		l, err := net.Listen("tcp", "127.0.0.1:"+a[0])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return 1
+			}
+			fmt.Fprintf(c, "hello from %s\n", a[0])
+			c.Close()
+		}
+	}
 	commands["killself"] = func(a []string) int { // killself SIG
 		syscall.Kill(os.Getpid(), syscall.Signal(atoi(a[0])))
 		time.Sleep(10 * time.Second)
