@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -127,12 +126,9 @@ type mountPlanner struct {
 // bind binds host path src at dst (a symlink: what it names); optional
 // skips a src that does not exist.
 func (b *mountPlanner) bind(src, dst string, ro bool, what string, optional bool) error {
-	fi, err := os.Lstat(src)
-	if err != nil {
-		if optional && errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
+	fi, err := hostfs.LstatSource(src, what, optional)
+	if err != nil || fi == nil {
+		return err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		// A symlink (merged-/usr /bin): bind what it names, as the

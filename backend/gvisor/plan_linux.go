@@ -1,7 +1,6 @@
 package gvisor
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -115,12 +114,9 @@ type mountPlanner struct {
 // bind binds host path src at dst (a top-level symlink becomes a link);
 // optional skips a src that does not exist.
 func (b *mountPlanner) bind(src, dst string, ro bool, what string, optional bool) error {
-	fi, err := os.Lstat(src)
-	if err != nil {
-		if optional && errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
+	fi, err := hostfs.LstatSource(src, what, optional)
+	if err != nil || fi == nil {
+		return err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		if target, err := os.Readlink(src); err == nil && hostfs.TopLevel(dst) {

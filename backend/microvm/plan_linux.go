@@ -1,7 +1,6 @@
 package microvm
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -113,12 +112,9 @@ type vmPlanner struct {
 // add shares host directory src at dst (a top-level symlink becomes a
 // link in the guest); optional skips a src that does not exist.
 func (b *vmPlanner) add(src, dst string, ro bool, what string, optional bool) error {
-	fi, err := os.Lstat(src)
-	if err != nil {
-		if optional && errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
+	fi, err := hostfs.LstatSource(src, what, optional)
+	if err != nil || fi == nil {
+		return err
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
 		if target, err := os.Readlink(src); err == nil && hostfs.TopLevel(dst) {
