@@ -122,12 +122,10 @@ func (r *rootFS) walk(p string, flags int, mode uint32) (int, error) {
 			if links++; links > maxSymlinks {
 				return -1, errnoKind(unix.ELOOP)
 			}
-			buf := make([]byte, MaxPathLen)
-			n, err := unix.Readlinkat(cur, comp, buf)
+			target, err := readLinkAt(cur, comp)
 			if err != nil {
-				return -1, errnoKind(err)
+				return -1, err
 			}
-			target := string(buf[:n])
 			if strings.HasPrefix(target, "/") {
 				for _, fd := range stack[1:] {
 					unix.Close(fd)
@@ -141,31 +139,58 @@ func (r *rootFS) walk(p string, flags int, mode uint32) (int, error) {
 			return -1, errnoKind(err)
 		}
 		if len(todo) == 0 {
-			fd, err := unix.Openat(cur, comp, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
-			if err != nil {
-				return -1, errnoKind(err)
-			}
-			if flags&unix.O_PATH != 0 {
-				// O_PATH|O_NOFOLLOW opens a symlink swapped in meanwhile.
-				if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
-					unix.Close(fd)
-					return -1, fmt.Errorf("%s changed during resolution: %w", p, sandbox.ErrInvalid)
-				}
-			}
-			return fd, nil
+			return openLast(cur, comp, flags, mode, p)
 		}
-		next, err := unix.Openat(cur, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		next, err := openDirStep(cur, comp, p)
 		if err != nil {
-			return -1, errnoKind(err)
-		}
-		var nst unix.Stat_t
-		if unix.Fstat(next, &nst) != nil || nst.Mode&unix.S_IFMT != unix.S_IFDIR {
-			unix.Close(next)
-			return -1, fmt.Errorf("%s changed during resolution: %w", p, sandbox.ErrInvalid)
+			return -1, err
 		}
 		stack = append(stack, next)
 	}
 	return openDot(stack[len(stack)-1], flags)
+}
+
+// readLinkAt reads symlink comp in directory dir.
+func readLinkAt(dir int, comp string) (string, error) {
+	buf := make([]byte, MaxPathLen)
+	n, err := unix.Readlinkat(dir, comp, buf)
+	if err != nil {
+		return "", errnoKind(err)
+	}
+	return string(buf[:n]), nil
+}
+
+// openLast opens the walk's last component comp in dir with the caller's
+// flags, never following a symlink (p is the whole path, for errors).
+func openLast(dir int, comp string, flags int, mode uint32, p string) (int, error) {
+	fd, err := unix.Openat(dir, comp, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return -1, errnoKind(err)
+	}
+	if flags&unix.O_PATH != 0 {
+		// O_PATH|O_NOFOLLOW opens a symlink swapped in meanwhile.
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			unix.Close(fd)
+			return -1, fmt.Errorf("%s changed during resolution: %w", p, sandbox.ErrInvalid)
+		}
+	}
+	return fd, nil
+}
+
+// openDirStep opens directory comp in dir (O_PATH, not following a
+// symlink) and checks it is still a directory.
+func openDirStep(dir int, comp string, p string) (int, error) {
+	next, err := unix.Openat(dir, comp, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, errnoKind(err)
+	}
+	var nst unix.Stat_t
+	if unix.Fstat(next, &nst) != nil || nst.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(next)
+		return -1, fmt.Errorf("%s changed during resolution: %w", p, sandbox.ErrInvalid)
+	}
+	return next, nil
 }
 
 // openDot reopens a directory reached by the walk with the caller's flags.

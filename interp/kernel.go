@@ -183,37 +183,10 @@ type Kernel struct {
 // Start starts a kernel for o.Language through exec and waits until it is
 // ready. A missing interpreter is an error wrapping sandbox.ErrNotFound.
 func Start(ctx context.Context, exec Exec, o Options) (*Kernel, error) {
-	if o.Language == "" {
-		o.Language = Python
-	}
-	if o.MaxMessage <= 0 {
-		o.MaxMessage = DefaultMaxMessage
-	}
-	if o.StartTimeout <= 0 {
-		o.StartTimeout = DefaultStartTimeout
-	}
-	if o.InterruptGrace <= 0 {
-		o.InterruptGrace = DefaultInterruptGrace
-	}
-	env := map[string]string{}
-	var args []string
-	var binary string
-	switch o.Language {
-	case Python:
-		binary = "python3"
-		args = []string{"python3", "-c", pythonKernel}
-		env["PYTHONDONTWRITEBYTECODE"] = "1" // no __pycache__ in the user's files
-		env["PYTHONIOENCODING"] = "utf-8:backslashreplace"
-	case JavaScript:
-		binary = "node"
-		// Requests on fd 4, answers on fd 3; the cells' stdin is /dev/null
-		// and their fd 1 the kernel's stderr (see kernel.js).
-		args = []string{"/bin/sh", "-c", `exec node -e "$1" 3>&1 4<&0 0</dev/null 1>&2`, "airlock-kernel", javascriptKernel}
-	default:
-		return nil, fmt.Errorf("start interpreter: language %q: want %s: %w", o.Language, strings.Join(Languages(), " or "), sandbox.ErrInvalid)
-	}
-	for k, v := range o.Env {
-		env[k] = v
+	o.defaults()
+	binary, args, env, err := kernelCommand(o)
+	if err != nil {
+		return nil, err
 	}
 	pr, pw := io.Pipe()
 	k := &Kernel{lang: o.Language, opts: o, stdin: pw, msgs: make(chan *message, 1),
@@ -229,6 +202,53 @@ func Start(ctx context.Context, exec Exec, o Options) (*Kernel, error) {
 		return nil, fmt.Errorf("start %s interpreter: %w", o.Language, err)
 	}
 	k.proc = p
+	k.watch(p, pr)
+	return k.awaitReady(ctx)
+}
+
+// defaults fills in what o leaves zero.
+func (o *Options) defaults() {
+	if o.Language == "" {
+		o.Language = Python
+	}
+	if o.MaxMessage <= 0 {
+		o.MaxMessage = DefaultMaxMessage
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.InterruptGrace <= 0 {
+		o.InterruptGrace = DefaultInterruptGrace
+	}
+}
+
+// kernelCommand is the interpreter binary of o.Language, the command
+// line that runs its kernel, and its environment (o.Env last).
+func kernelCommand(o Options) (binary string, args []string, env map[string]string, err error) {
+	env = map[string]string{}
+	switch o.Language {
+	case Python:
+		binary = "python3"
+		args = []string{"python3", "-c", pythonKernel}
+		env["PYTHONDONTWRITEBYTECODE"] = "1" // no __pycache__ in the user's files
+		env["PYTHONIOENCODING"] = "utf-8:backslashreplace"
+	case JavaScript:
+		binary = "node"
+		// Requests on fd 4, answers on fd 3; the cells' stdin is /dev/null
+		// and their fd 1 the kernel's stderr (see kernel.js).
+		args = []string{"/bin/sh", "-c", `exec node -e "$1" 3>&1 4<&0 0</dev/null 1>&2`, "airlock-kernel", javascriptKernel}
+	default:
+		return "", nil, nil, fmt.Errorf("start interpreter: language %q: want %s: %w", o.Language, strings.Join(Languages(), " or "), sandbox.ErrInvalid)
+	}
+	for k, v := range o.Env {
+		env[k] = v
+	}
+	return binary, args, env, nil
+}
+
+// watch kills p once the kernel fails, and fails the kernel with how p
+// ended once it ends (closing pr, its stdin's reader).
+func (k *Kernel) watch(p sandbox.Process, pr *io.PipeReader) {
 	go func() {
 		// fail may run on the backend's output goroutine: the kill is
 		// done here, where p is known.
@@ -253,6 +273,12 @@ func Start(ctx context.Context, exec Exec, o Options) (*Kernel, error) {
 			k.fail(fmt.Errorf("the interpreter exited with code %d", ex.Code))
 		}
 	}()
+}
+
+// awaitReady waits for the kernel's ready message; on anything else it
+// fails the kernel (which kills its process) and says why.
+func (k *Kernel) awaitReady(ctx context.Context) (*Kernel, error) {
+	o := k.opts
 	timer := time.NewTimer(o.StartTimeout)
 	defer timer.Stop()
 	select {

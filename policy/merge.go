@@ -40,7 +40,24 @@ func Merge(base, over *Policy) *Policy {
 		"secrets":                    len(out.Secrets),
 	}
 
-	fs, ofs := &out.Filesystem, &o.Filesystem
+	mergeFilesystem(&out.Filesystem, &o.Filesystem)
+	out.Caches = append(out.Caches, o.Caches...)
+	str(&out.Network.Mode, o.Network.Mode)
+	out.Network.Allow = append(out.Network.Allow, o.Network.Allow...)
+	out.Network.Deny = append(out.Network.Deny, o.Network.Deny...)
+	mergeProcess(&out.Process, &o.Process)
+	mergeLimits(&out.Limits, &o.Limits)
+	out.Secrets = append(out.Secrets, o.Secrets...)
+	str(&out.Audit.File, o.Audit.File)
+
+	if o.src != nil {
+		out.src = o.src.shifted(off)
+	}
+	return out
+}
+
+// mergeFilesystem layers ofs over fs (see Merge).
+func mergeFilesystem(fs, ofs *Filesystem) {
 	str(&fs.Rootfs, ofs.Rootfs)
 	str(&fs.Image, ofs.Image)
 	str(&fs.WorkspaceMount, ofs.WorkspaceMount)
@@ -53,13 +70,10 @@ func Merge(base, over *Policy) *Policy {
 		fs.ProtectConfig = ofs.ProtectConfig
 	}
 	fs.WritableConfig = append(fs.WritableConfig, ofs.WritableConfig...)
-	out.Caches = append(out.Caches, o.Caches...)
+}
 
-	str(&out.Network.Mode, o.Network.Mode)
-	out.Network.Allow = append(out.Network.Allow, o.Network.Allow...)
-	out.Network.Deny = append(out.Network.Deny, o.Network.Deny...)
-
-	pr, opr := &out.Process, &o.Process
+// mergeProcess layers opr over pr (see Merge).
+func mergeProcess(pr, opr *Process) {
 	pr.EnvAllow = append(pr.EnvAllow, opr.EnvAllow...)
 	if len(opr.Env) > 0 {
 		if pr.Env == nil {
@@ -74,8 +88,10 @@ func Merge(base, over *Policy) *Policy {
 	if opr.GID != nil {
 		pr.GID = opr.GID
 	}
+}
 
-	l, ol := &out.Limits, &o.Limits
+// mergeLimits layers ol over l: each limit over sets overrides (see Merge).
+func mergeLimits(l, ol *Limits) {
 	if ol.Memory != 0 {
 		l.Memory = ol.Memory
 	}
@@ -97,14 +113,6 @@ func Merge(base, over *Policy) *Policy {
 	if ol.DiskBytes != 0 {
 		l.DiskBytes = ol.DiskBytes
 	}
-
-	out.Secrets = append(out.Secrets, o.Secrets...)
-	str(&out.Audit.File, o.Audit.File)
-
-	if o.src != nil {
-		out.src = o.src.shifted(off)
-	}
-	return out
 }
 
 func str(dst *string, v string) {

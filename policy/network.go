@@ -43,52 +43,11 @@ func ParseNetworkEntry(s string) (NetworkEntry, error) {
 		return e, invalidf("%q: want a host name, address or CIDR, not a URL", orig)
 	}
 	if i := strings.LastIndexByte(s, '/'); i >= 0 {
-		if j := strings.IndexByte(s[i:], ':'); j >= 0 {
-			n, ok := ParsePort(s[i+j+1:])
-			if !ok {
-				return e, invalidf("%q: bad port %q (want 1-65535)", orig, s[i+j+1:])
-			}
-			e.Port = n
-			s = s[:i+j]
-		}
-		pfx, err := netip.ParsePrefix(s)
-		if err != nil || pfx.Addr().Zone() != "" {
-			return e, invalidf("%q: bad CIDR (want e.g. 10.0.0.0/8 or 10.0.0.0/8:5432)", orig)
-		}
-		if pfx.Addr().Is4In6() {
-			// ::ffff:10.0.0.0/104 is 10.0.0.0/8: targets are unmapped.
-			if pfx.Bits() < 96 {
-				return e, invalidf("%q: IPv4-mapped CIDR shorter than /96", orig)
-			}
-			pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
-		}
-		e.Prefix = pfx.Masked()
-		return e, nil
+		return parseCIDREntry(orig, s, i)
 	}
-	host, port, hasPort := s, "", false
-	switch {
-	case strings.HasPrefix(s, "["):
-		end := strings.IndexByte(s, ']')
-		if end < 0 {
-			return e, invalidf("%q: missing ]", orig)
-		}
-		host = s[1:end]
-		rest := s[end+1:]
-		if rest != "" {
-			p, ok := strings.CutPrefix(rest, ":")
-			if !ok {
-				return e, invalidf("%q: junk after ]", orig)
-			}
-			port, hasPort = p, true
-		}
-		a, err := netip.ParseAddr(host)
-		if err != nil || !a.Is6() {
-			return e, invalidf("%q: bad IPv6 address in brackets", orig)
-		}
-	case strings.Count(s, ":") > 1:
-		// a bare IPv6 address (no port possible without brackets)
-	case strings.Contains(s, ":"):
-		host, port, hasPort = strings.Cut(s, ":")
+	host, port, hasPort, err := splitEntryPort(orig, s)
+	if err != nil {
+		return e, err
 	}
 	if hasPort {
 		n, ok := ParsePort(port)
@@ -108,6 +67,70 @@ func ParseNetworkEntry(s string) (NetworkEntry, error) {
 	if strings.Contains(host, ":") {
 		return e, invalidf("%q: bad address", orig)
 	}
+	return parseHostEntry(orig, host, e)
+}
+
+// parseCIDREntry parses a CIDR entry s (its last '/' at slash) with an
+// optional ":PORT" after the prefix length.
+func parseCIDREntry(orig, s string, slash int) (NetworkEntry, error) {
+	var e NetworkEntry
+	if j := strings.IndexByte(s[slash:], ':'); j >= 0 {
+		n, ok := ParsePort(s[slash+j+1:])
+		if !ok {
+			return e, invalidf("%q: bad port %q (want 1-65535)", orig, s[slash+j+1:])
+		}
+		e.Port = n
+		s = s[:slash+j]
+	}
+	pfx, err := netip.ParsePrefix(s)
+	if err != nil || pfx.Addr().Zone() != "" {
+		return e, invalidf("%q: bad CIDR (want e.g. 10.0.0.0/8 or 10.0.0.0/8:5432)", orig)
+	}
+	if pfx.Addr().Is4In6() {
+		// ::ffff:10.0.0.0/104 is 10.0.0.0/8: targets are unmapped.
+		if pfx.Bits() < 96 {
+			return e, invalidf("%q: IPv4-mapped CIDR shorter than /96", orig)
+		}
+		pfx = netip.PrefixFrom(pfx.Addr().Unmap(), pfx.Bits()-96)
+	}
+	e.Prefix = pfx.Masked()
+	return e, nil
+}
+
+// splitEntryPort splits a host or address entry from its port:
+// "[v6]:port", "host:port", or a bare IPv6 address (no port).
+func splitEntryPort(orig, s string) (host, port string, hasPort bool, err error) {
+	host = s
+	switch {
+	case strings.HasPrefix(s, "["):
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return "", "", false, invalidf("%q: missing ]", orig)
+		}
+		host = s[1:end]
+		rest := s[end+1:]
+		if rest != "" {
+			p, ok := strings.CutPrefix(rest, ":")
+			if !ok {
+				return "", "", false, invalidf("%q: junk after ]", orig)
+			}
+			port, hasPort = p, true
+		}
+		a, err := netip.ParseAddr(host)
+		if err != nil || !a.Is6() {
+			return "", "", false, invalidf("%q: bad IPv6 address in brackets", orig)
+		}
+	case strings.Count(s, ":") > 1:
+		// a bare IPv6 address (no port possible without brackets)
+	case strings.Contains(s, ":"):
+		host, port, hasPort = strings.Cut(s, ":")
+	}
+	return host, port, hasPort, nil
+}
+
+// parseHostEntry finishes e with host name host ("*." for a wildcard),
+// normalized as the proxy reads names.
+func parseHostEntry(orig, host string, e NetworkEntry) (NetworkEntry, error) {
 	if h, ok := strings.CutPrefix(host, "*."); ok {
 		e.Wildcard = true
 		host = h

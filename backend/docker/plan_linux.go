@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -77,46 +76,82 @@ type planInput struct {
 // read-write only when the guard would allow writing them, else read-only.
 func planMounts(in planInput) (*mountPlan, error) {
 	f := in.Policy.Filesystem
-	p := &mountPlan{Tmpfs: map[string]string{}}
-	var hostBinds []mount.Mount // binds of host paths (for the mount point check)
-	bind := func(src, dst string, ro bool, what string, optional bool) error {
-		fi, err := os.Lstat(src)
-		if err != nil {
-			if optional && errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			// A symlink (merged-/usr /bin): bind what it names, as the
-			// mount would follow it anyway.
-			if src, err = filepath.EvalSymlinks(src); err != nil {
-				return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
-			}
-		}
-		m := bindMount(src, dst, ro)
-		p.add(m)
-		hostBinds = append(hostBinds, m)
-		return nil
-	}
-
+	b := &mountPlanner{in: in, f: &f, p: &mountPlan{Tmpfs: map[string]string{}}}
 	for _, ro := range f.ReadOnly {
 		if !in.Host && hostfs.IsSystemDir(ro) {
 			continue // the image's own
 		}
-		if err := bind(ro, ro, true, "read_only path", in.Host && hostfs.IsSystemDir(ro)); err != nil {
+		if err := b.bind(ro, ro, true, "read_only path", in.Host && hostfs.IsSystemDir(ro)); err != nil {
 			return nil, err
 		}
 	}
 	disk := int64(in.Policy.Limits.DiskBytes)
-	p.Tmpfs["/tmp"] = tmpfsOptions(0o1777, disk, -1, -1)
+	b.p.Tmpfs["/tmp"] = tmpfsOptions(0o1777, disk, -1, -1)
 	for _, t := range f.Tmpfs {
 		if t != "/tmp" {
-			p.Tmpfs[t] = tmpfsOptions(0o755, disk, in.UID, in.GID)
+			b.p.Tmpfs[t] = tmpfsOptions(0o755, disk, in.UID, in.GID)
 		}
 	}
+	roots, err := b.writable()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range in.Cache {
+		if err := b.bind(c.Src, c.Dst, false, "cache", false); err != nil {
+			return nil, err
+		}
+	}
+	for i, file := range in.Files {
+		if !filepath.IsAbs(file.Path) || filepath.Clean(file.Path) != file.Path || file.Path == "/" {
+			return nil, fmt.Errorf("file %d path %q: %w: not absolute and clean", i, file.Path, sandbox.ErrInvalid)
+		}
+		b.p.Files = append(b.p.Files, file)
+		b.p.add(bindMount(filepath.Join(in.State, stateFiles, strconv.Itoa(i)), file.Path, true))
+	}
+	b.p.add(bindMount(in.Agent, AgentPath, true))
+	b.deny()
+	b.pinned(roots)
+	if err := b.p.checkMountPoints(b.hostBinds); err != nil {
+		return nil, err
+	}
+	b.p.syncSkip()
+	return b.p, nil
+}
+
+// mountPlanner is planMounts' state between its stages.
+type mountPlanner struct {
+	in        planInput
+	f         *policy.Filesystem
+	p         *mountPlan
+	hostBinds []mount.Mount // binds of host paths (for the mount point check)
+}
+
+// bind binds host path src at dst (a symlink: what it names); optional
+// skips a src that does not exist.
+func (b *mountPlanner) bind(src, dst string, ro bool, what string, optional bool) error {
+	fi, err := hostfs.LstatSource(src, what, optional)
+	if err != nil || fi == nil {
+		return err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		// A symlink (merged-/usr /bin): bind what it names, as the
+		// mount would follow it anyway.
+		if src, err = filepath.EvalSymlinks(src); err != nil {
+			return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
+		}
+	}
+	m := bindMount(src, dst, ro)
+	b.p.add(m)
+	b.hostBinds = append(b.hostBinds, m)
+	return nil
+}
+
+// writable mounts the workspace and the read_write paths: bound, or with
+// protection on an overlay (a directory) or bound read-only where the
+// guard refuses writing it (a file). It returns those host paths.
+func (b *mountPlanner) writable() (roots []string, err error) {
+	in, f := b.in, b.f
 	ws := f.WorkspacePath()
-	var roots []string // writable host paths
 	if ws != "" {
 		if !filepath.IsAbs(ws) {
 			return nil, fmt.Errorf("workspace %q: %w: not absolute", ws, sandbox.ErrInvalid)
@@ -137,59 +172,61 @@ func planMounts(in planInput) (*mountPlan, error) {
 		}
 		switch {
 		case !protect:
-			err = bind(r, dst, false, what, false)
+			err = b.bind(r, dst, false, what, false)
 		case fi.IsDir():
-			err = p.overlay(in, r, dst)
+			err = b.p.overlay(in, r, dst)
 		default:
 			d := in.Guard.Check(policy.OpWrite, hostfs.Dir(filepath.Dir(r)), filepath.Base(r))
-			err = bind(r, dst, d != nil, what, false)
+			err = b.bind(r, dst, d != nil, what, false)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
-	for _, c := range in.Cache {
-		if err := bind(c.Src, c.Dst, false, "cache", false); err != nil {
-			return nil, err
-		}
-	}
-	for i, file := range in.Files {
-		if !filepath.IsAbs(file.Path) || filepath.Clean(file.Path) != file.Path || file.Path == "/" {
-			return nil, fmt.Errorf("file %d path %q: %w: not absolute and clean", i, file.Path, sandbox.ErrInvalid)
-		}
-		p.Files = append(p.Files, file)
-		p.add(bindMount(filepath.Join(in.State, stateFiles, strconv.Itoa(i)), file.Path, true))
-	}
-	p.add(bindMount(in.Agent, AgentPath, true))
-	for _, d := range f.Deny {
-		if !hostfs.Under(d, srcs(hostBinds)) && !hostfs.Under(d, p.Overlays) {
+	return roots, nil
+}
+
+// deny covers the deny paths visible in the sandbox that exist.
+func (b *mountPlanner) deny() {
+	for _, d := range b.f.Deny {
+		if !hostfs.Under(d, srcs(b.hostBinds)) && !hostfs.Under(d, b.p.Overlays) {
 			continue // not visible in the sandbox at all
 		}
 		fi, err := os.Stat(d)
 		if err != nil {
 			continue // nothing there to hide
 		}
-		src := filepath.Join(in.State, stateDenyFile)
+		src := filepath.Join(b.in.State, stateDenyFile)
 		if fi.IsDir() {
-			src = filepath.Join(in.State, stateDenyDir)
+			src = filepath.Join(b.in.State, stateDenyDir)
 		}
-		p.add(bindMount(src, f.Inside(d), true))
+		b.p.add(bindMount(src, b.f.Inside(d), true))
 	}
-	if in.Guard != nil {
-		for path := range in.Guard.Pinned {
-			if hostfs.Under(path, roots) {
-				if _, err := os.Lstat(path); err == nil {
-					p.add(bindMount(path, f.Inside(path), true))
-				}
+}
+
+// pinned binds the pinned files in the writable paths read-only.
+func (b *mountPlanner) pinned(roots []string) {
+	if b.in.Guard == nil {
+		return
+	}
+	for path := range b.in.Guard.Pinned {
+		if hostfs.Under(path, roots) {
+			if _, err := os.Lstat(path); err == nil {
+				b.p.add(bindMount(path, b.f.Inside(path), true))
 			}
 		}
 	}
-	if err := p.checkMountPoints(hostBinds); err != nil {
-		return nil, err
-	}
+}
+
+// syncSkip lists the sandbox's own mounts below the overlays: Sync leaves
+// them alone.
+func (p *mountPlan) syncSkip() {
 	inside := make([]string, len(p.Overlays)) // the overlays' inside paths
 	for i, o := range p.Overlays {
-		inside[i] = f.Inside(o)
+		inside[i] = o
+		if in, ok := p.Inside[o]; ok {
+			inside[i] = in
+		}
 	}
 	for _, m := range p.Mounts {
 		if hostfs.Under(m.Target, inside) && !slices.Contains(inside, m.Target) {
@@ -201,7 +238,6 @@ func planMounts(in planInput) (*mountPlan, error) {
 			p.SyncSkip = append(p.SyncSkip, t)
 		}
 	}
-	return p, nil
 }
 
 // add appends m, replacing an earlier mount at the same target (Docker

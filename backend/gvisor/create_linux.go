@@ -102,33 +102,10 @@ func (b *Backend) prepare(ctx context.Context, spec sandbox.Spec) (*prepared, er
 // makeBundle writes the OCI bundle (mounts, spec, skeleton root) and
 // makes the cgroup with its limits.
 func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
-	for _, d := range []string{b.runscRoot(), b.bundleRoot()} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("state dir: %v: %w", err, sandbox.ErrUnavailable)
-		}
-	}
-	p.dir = b.bundleDir(p.spec.ID)
-	if err := os.Mkdir(p.dir, 0o700); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("bundle %s: %w", p.dir, sandbox.ErrExists)
-		}
-		return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
+	if err := b.makeBundleDir(p, u); err != nil {
+		return err
 	}
 	dir := p.dir
-	u.Push(func() { os.RemoveAll(dir) })
-	if b.cfg.HostIDs != nil && os.Geteuid() == 0 {
-		if p.uid >= idmap.Size || p.gid >= idmap.Size {
-			return fmt.Errorf("uid/gid %d/%d: a sandbox with a host id range has ids 0..%d: %w", p.uid, p.gid, idmap.Size-1, sandbox.ErrInvalid)
-		}
-		var err error
-		if p.lease, err = b.cfg.HostIDs.Lease(); err != nil {
-			return err
-		}
-		u.Push(p.lease.Release)
-		if err := hostfs.OwnWorkspace(p.spec, p.lease.UID+p.uid, p.lease.GID+p.gid); err != nil {
-			return err
-		}
-	}
 	plan, err := planMounts(planInput{Policy: p.pol, Rootfs: p.pol.Filesystem.Rootfs, Files: p.spec.Files, Bundle: p.dir, UID: p.uid, GID: p.gid, Guard: p.guard, Unmapped: p.lease != nil})
 	if err != nil {
 		return err
@@ -163,24 +140,8 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 		return fmt.Errorf("write bundle: %v: %w", err, sandbox.ErrInvalid)
 	}
 	if p.lease != nil {
-		// The gofer opens the deny objects to mount them: they are the
-		// range root's (mode 000 still: no process inside has a
-		// capability to override it).
-		for _, n := range []string{bundleDenyDir, bundleDenyFile} {
-			if err := os.Lchown(filepath.Join(p.dir, n), p.lease.UID, p.lease.GID); err != nil {
-				return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
-			}
-		}
-		// So is the skeleton root (mount points and links only): the
-		// gofer makes the mount points below the sandbox's own mounts.
-		err := filepath.WalkDir(filepath.Join(p.dir, bundleRootfs), func(path string, _ fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			return os.Lchown(path, p.lease.UID, p.lease.GID)
-		})
-		if err != nil {
-			return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
+		if err := chownBundle(p.dir, p.lease); err != nil {
+			return err
 		}
 	}
 	p.cg = newSandboxCgroup("/" + b.cfg.CgroupParent + "/" + p.spec.ID)
@@ -189,6 +150,66 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 	}
 	cg := p.cg
 	u.Push(func() { cg.remove() })
+	return nil
+}
+
+// makeBundleDir makes the state directories and the sandbox's bundle
+// directory (an existing one is ErrExists), removed on undo; with host id
+// ranges as root it leases the sandbox's range (released on undo) and
+// gives it the workspace.
+func (b *Backend) makeBundleDir(p *prepared, u *undo.Stack) error {
+	for _, d := range []string{b.runscRoot(), b.bundleRoot()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("state dir: %v: %w", err, sandbox.ErrUnavailable)
+		}
+	}
+	p.dir = b.bundleDir(p.spec.ID)
+	if err := os.Mkdir(p.dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("bundle %s: %w", p.dir, sandbox.ErrExists)
+		}
+		return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	dir := p.dir
+	u.Push(func() { os.RemoveAll(dir) })
+	if b.cfg.HostIDs != nil && os.Geteuid() == 0 {
+		if p.uid >= idmap.Size || p.gid >= idmap.Size {
+			return fmt.Errorf("uid/gid %d/%d: a sandbox with a host id range has ids 0..%d: %w", p.uid, p.gid, idmap.Size-1, sandbox.ErrInvalid)
+		}
+		var err error
+		if p.lease, err = b.cfg.HostIDs.Lease(); err != nil {
+			return err
+		}
+		u.Push(p.lease.Release)
+		if err := hostfs.OwnWorkspace(p.spec, p.lease.UID+p.uid, p.lease.GID+p.gid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chownBundle gives the sandbox's host id range what runsc's gofer, its
+// root, opens in the bundle.
+func chownBundle(dir string, lease *idmap.Lease) error {
+	// The gofer opens the deny objects to mount them: they are the
+	// range root's (mode 000 still: no process inside has a
+	// capability to override it).
+	for _, n := range []string{bundleDenyDir, bundleDenyFile} {
+		if err := os.Lchown(filepath.Join(dir, n), lease.UID, lease.GID); err != nil {
+			return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
+		}
+	}
+	// So is the skeleton root (mount points and links only): the
+	// gofer makes the mount points below the sandbox's own mounts.
+	err := filepath.WalkDir(filepath.Join(dir, bundleRootfs), func(path string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, lease.UID, lease.GID)
+	})
+	if err != nil {
+		return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
+	}
 	return nil
 }
 

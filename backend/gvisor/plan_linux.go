@@ -1,7 +1,6 @@
 package gvisor
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -75,122 +74,174 @@ type planInput struct {
 // read-only, so that writing them fails at once.
 func planMounts(in planInput) (*mountPlan, error) {
 	f := in.Policy.Filesystem
-	p := &mountPlan{Links: map[string]string{}}
-	var binds []string // destinations of host binds: deny paths outside them are moot
-	bind := func(src, dst string, ro bool, what string, optional bool) error {
-		fi, err := os.Lstat(src)
-		if err != nil {
-			if optional && errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if target, err := os.Readlink(src); err == nil && hostfs.TopLevel(dst) {
-				p.Links[dst[1:]] = target
-				return nil
-			}
-			if _, err := os.Stat(src); err != nil {
-				return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
-			}
-		}
-		p.Mounts = append(p.Mounts, bindMount(src, dst, ro))
-		binds = append(binds, dst)
-		return nil
+	b := &mountPlanner{in: in, f: &f, p: &mountPlan{Links: map[string]string{}}}
+	if err := b.rootfs(); err != nil {
+		return nil, err
 	}
-
-	if in.Rootfs != "" {
-		ents, err := os.ReadDir(in.Rootfs)
-		if err != nil {
-			return nil, fmt.Errorf("rootfs %s: %w: %v", in.Rootfs, sandbox.ErrInvalid, err)
-		}
-		for _, e := range ents {
-			switch e.Name() {
-			case "proc", "dev", "sys", "tmp", ".airlock":
-				continue
-			}
-			if err := bind(filepath.Join(in.Rootfs, e.Name()), "/"+e.Name(), true, "rootfs", false); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, ro := range f.ReadOnly {
-		if err := bind(ro, hostfs.Inside(&f, ro), true, "read_only path", in.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
+	for _, ro := range b.f.ReadOnly {
+		if err := b.bind(ro, hostfs.Inside(b.f, ro), true, "read_only path", in.Rootfs == "" && hostfs.IsSystemDir(ro)); err != nil {
 			return nil, err
 		}
 	}
-	disk := int64(in.Policy.Limits.DiskBytes)
-	p.Mounts = append(p.Mounts,
+	b.tmpfs()
+	ws, err := b.writable()
+	if err != nil {
+		return nil, err
+	}
+	if err := b.files(); err != nil {
+		return nil, err
+	}
+	if err := b.checkMountPoints(); err != nil {
+		return nil, err
+	}
+	b.p.Mounts = append(b.p.Mounts, bindMount("", AgentPath, true)) // source filled in by the caller
+	b.deny()
+	if err := b.p.protect(in, ws); err != nil {
+		return nil, err
+	}
+	sortMounts(b.p.Mounts)
+	return b.p, nil
+}
+
+// mountPlanner is planMounts' state between its stages.
+type mountPlanner struct {
+	in    planInput
+	f     *policy.Filesystem
+	p     *mountPlan
+	binds []string // destinations of host binds: deny paths outside them are moot
+}
+
+// bind binds host path src at dst (a top-level symlink becomes a link);
+// optional skips a src that does not exist.
+func (b *mountPlanner) bind(src, dst string, ro bool, what string, optional bool) error {
+	fi, err := hostfs.LstatSource(src, what, optional)
+	if err != nil || fi == nil {
+		return err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if target, err := os.Readlink(src); err == nil && hostfs.TopLevel(dst) {
+			b.p.Links[dst[1:]] = target
+			return nil
+		}
+		if _, err := os.Stat(src); err != nil {
+			return fmt.Errorf("%s %s: %w: %v", what, src, sandbox.ErrInvalid, err)
+		}
+	}
+	b.p.Mounts = append(b.p.Mounts, bindMount(src, dst, ro))
+	b.binds = append(b.binds, dst)
+	return nil
+}
+
+// rootfs binds the top-level entries of the rootfs directory, if any,
+// read-only.
+func (b *mountPlanner) rootfs() error {
+	if b.in.Rootfs == "" {
+		return nil
+	}
+	ents, err := os.ReadDir(b.in.Rootfs)
+	if err != nil {
+		return fmt.Errorf("rootfs %s: %w: %v", b.in.Rootfs, sandbox.ErrInvalid, err)
+	}
+	for _, e := range ents {
+		switch e.Name() {
+		case "proc", "dev", "sys", "tmp", ".airlock":
+			continue
+		}
+		if err := b.bind(filepath.Join(b.in.Rootfs, e.Name()), "/"+e.Name(), true, "rootfs", false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tmpfs adds /proc, /dev, /dev/shm, /tmp and the policy's tmpfs mounts.
+func (b *mountPlanner) tmpfs() {
+	disk := int64(b.in.Policy.Limits.DiskBytes)
+	b.p.Mounts = append(b.p.Mounts,
 		ociMount{Destination: "/proc", Type: "proc", Source: "proc", Options: []string{"nosuid", "noexec", "nodev"}},
 		ociMount{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "mode=755", "size=65536k"}},
 		ociMount{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: tmpfsOptions(01777, disk, -1, -1)},
 		ociMount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: tmpfsOptions(01777, disk, -1, -1)},
 	)
-	for _, t := range f.Tmpfs {
+	for _, t := range b.f.Tmpfs {
 		if t == "/tmp" {
 			continue
 		}
-		p.Mounts = append(p.Mounts, ociMount{Destination: t, Type: "tmpfs", Source: "tmpfs", Options: tmpfsOptions(0o755, disk, in.UID, in.GID)})
+		b.p.Mounts = append(b.p.Mounts, ociMount{Destination: t, Type: "tmpfs", Source: "tmpfs", Options: tmpfsOptions(0o755, disk, b.in.UID, b.in.GID)})
 	}
-	ws := f.WorkspacePath()
+}
+
+// writable binds the workspace and the read_write paths; it returns the
+// workspace's host path ("" without one).
+func (b *mountPlanner) writable() (string, error) {
+	ws := b.f.WorkspacePath()
 	if ws != "" {
 		if !filepath.IsAbs(ws) {
-			return nil, fmt.Errorf("workspace %q: %w: not absolute", ws, sandbox.ErrInvalid)
+			return "", fmt.Errorf("workspace %q: %w: not absolute", ws, sandbox.ErrInvalid)
 		}
-		if err := bind(ws, f.WorkspaceInside(), false, "workspace", false); err != nil {
-			return nil, err
-		}
-	}
-	for _, rw := range f.ReadWrite {
-		if err := bind(rw, hostfs.Inside(&f, rw), false, "read_write path", false); err != nil {
-			return nil, err
+		if err := b.bind(ws, b.f.WorkspaceInside(), false, "workspace", false); err != nil {
+			return "", err
 		}
 	}
-	for i, file := range in.Files {
+	for _, rw := range b.f.ReadWrite {
+		if err := b.bind(rw, hostfs.Inside(b.f, rw), false, "read_write path", false); err != nil {
+			return "", err
+		}
+	}
+	return ws, nil
+}
+
+// files binds the spec's files read-only from the bundle.
+func (b *mountPlanner) files() error {
+	for i, file := range b.in.Files {
 		if !filepath.IsAbs(file.Path) || filepath.Clean(file.Path) != file.Path || file.Path == "/" {
-			return nil, fmt.Errorf("file %d path %q: %w: not absolute and clean", i, file.Path, sandbox.ErrInvalid)
+			return fmt.Errorf("file %d path %q: %w: not absolute and clean", i, file.Path, sandbox.ErrInvalid)
 		}
-		p.Files = append(p.Files, file)
-		p.Mounts = append(p.Mounts, bindMount(filepath.Join(in.Bundle, bundleFiles, strconv.Itoa(i)), file.Path, true))
+		b.p.Files = append(b.p.Files, file)
+		b.p.Mounts = append(b.p.Mounts, bindMount(filepath.Join(b.in.Bundle, bundleFiles, strconv.Itoa(i)), file.Path, true))
 	}
-	// gVisor creates a missing mount point through the gofer, that is on
-	// the host: never let that happen inside a host directory.
-	for _, m := range p.Mounts {
-		if m.Type == "bind" && !strings.HasPrefix(m.Source, in.Bundle+"/") {
+	return nil
+}
+
+// checkMountPoints: gVisor creates a missing mount point through the
+// gofer, that is on the host: never let that happen inside a host
+// directory.
+func (b *mountPlanner) checkMountPoints() error {
+	for _, m := range b.p.Mounts {
+		if m.Type == "bind" && !strings.HasPrefix(m.Source, b.in.Bundle+"/") {
 			continue // a host path at the same place: it exists
 		}
-		if src, ok := hostPathOf(m.Destination, p.Mounts, in.Bundle); ok {
+		if src, ok := hostPathOf(m.Destination, b.p.Mounts, b.in.Bundle); ok {
 			if _, err := os.Lstat(src); err != nil {
-				return nil, fmt.Errorf("mount point %s: %w: it does not exist in the host directory mounted there (%s), and mounting there would create it on the host", m.Destination, sandbox.ErrInvalid, src)
+				return fmt.Errorf("mount point %s: %w: it does not exist in the host directory mounted there (%s), and mounting there would create it on the host", m.Destination, sandbox.ErrInvalid, src)
 			}
 		}
 	}
-	p.Mounts = append(p.Mounts, bindMount("", AgentPath, true)) // source filled in by the caller
-	for _, d := range f.Deny {
-		if !hostfs.Under(hostfs.Inside(&f, d), binds) {
+	return nil
+}
+
+// deny covers the deny paths visible in the sandbox that exist.
+func (b *mountPlanner) deny() {
+	for _, d := range b.f.Deny {
+		if !hostfs.Under(hostfs.Inside(b.f, d), b.binds) {
 			continue // not visible in the sandbox at all
 		}
 		fi, err := os.Stat(d)
 		if err != nil {
 			continue // nothing there to hide
 		}
-		if in.Unmapped && fi.Mode().Perm()&0o004 == 0 {
+		if b.in.Unmapped && fi.Mode().Perm()&0o004 == 0 {
 			// Host ids of its own: what others may not read stays
 			// unreadable anyway (and runsc's gofer, one of those ids,
 			// could not open it to cover it).
 			continue
 		}
-		src := filepath.Join(in.Bundle, bundleDenyFile)
+		src := filepath.Join(b.in.Bundle, bundleDenyFile)
 		if fi.IsDir() {
-			src = filepath.Join(in.Bundle, bundleDenyDir)
+			src = filepath.Join(b.in.Bundle, bundleDenyDir)
 		}
-		p.Mounts = append(p.Mounts, denyMount(src, hostfs.Inside(&f, d)))
+		b.p.Mounts = append(b.p.Mounts, denyMount(src, hostfs.Inside(b.f, d)))
 	}
-	if err := p.protect(in, ws); err != nil {
-		return nil, err
-	}
-	sortMounts(p.Mounts)
-	return p, nil
 }
 
 // protect decides the overlay and binds pinned files read-only; see

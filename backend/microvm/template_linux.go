@@ -114,15 +114,8 @@ func (b *Backend) makeTemplate(ctx context.Context, l layout, key string) (_ *Te
 	var rnd [4]byte
 	rand.Read(rnd[:])
 	id := "tmpl-" + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
-	for _, d := range []string{b.vmsDir(), b.emptyDir(), b.cfg.CacheDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
-		}
-	}
-	os.Chmod(b.emptyDir(), 0o555)
-	var fs unix.Statfs_t
-	if err := unix.Statfs(b.cfg.CacheDir, &fs); err == nil && (fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC) {
-		return nil, fmt.Errorf("template dir %s is tmpfs: a VM restored from a RAM file there would double its memory (set CacheDir to a disk-backed directory)", b.cfg.CacheDir)
+	if err := b.templateDirs(); err != nil {
+		return nil, err
 	}
 	// Made under temporary names, renamed into place RAM first, state
 	// last: a state file on disk always has its RAM file.
@@ -154,19 +147,8 @@ func (b *Backend) makeTemplate(ctx context.Context, l layout, key string) (_ *Te
 		return nil, err
 	}
 	defer vm.Kill()
-	conn, err := vm.Channel(ctx)
-	if err != nil {
+	if err := saveBooted(ctx, vm, t.StateFile); err != nil {
 		return nil, err
-	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	var r [1]byte
-	if _, err := io.ReadFull(conn, r[:]); err != nil || r[0] != bootproto.Ready {
-		return nil, fmt.Errorf("template boot: no ready byte (%v): %s", err, lastLines(vm.Output(), 4))
-	}
-	if err := vm.SaveState(ctx, t.StateFile); err != nil {
-		return nil, fmt.Errorf("template save: %w", err)
 	}
 	vm.Kill()
 	if st, err := os.Stat(t.StateFile); err == nil {
@@ -181,6 +163,42 @@ func (b *Backend) makeTemplate(ctx context.Context, l layout, key string) (_ *Te
 	final.BuildMillis = time.Since(t0).Milliseconds()
 	b.log.Debug("template made", "key", key, "state_bytes", final.StateSize, "ms", final.BuildMillis)
 	return final, nil
+}
+
+// templateDirs makes the directories a template is made in, and refuses
+// a template directory on tmpfs.
+func (b *Backend) templateDirs() error {
+	for _, d := range []string{b.vmsDir(), b.emptyDir(), b.cfg.CacheDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	os.Chmod(b.emptyDir(), 0o555)
+	var fs unix.Statfs_t
+	if err := unix.Statfs(b.cfg.CacheDir, &fs); err == nil && (fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC) {
+		return fmt.Errorf("template dir %s is tmpfs: a VM restored from a RAM file there would double its memory (set CacheDir to a disk-backed directory)", b.cfg.CacheDir)
+	}
+	return nil
+}
+
+// saveBooted waits for the booting vm's init to send its ready byte and
+// saves the VM's device state to file.
+func saveBooted(ctx context.Context, vm VM, file string) error {
+	conn, err := vm.Channel(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	var r [1]byte
+	if _, err := io.ReadFull(conn, r[:]); err != nil || r[0] != bootproto.Ready {
+		return fmt.Errorf("template boot: no ready byte (%v): %s", err, lastLines(vm.Output(), 4))
+	}
+	if err := vm.SaveState(ctx, file); err != nil {
+		return fmt.Errorf("template save: %w", err)
+	}
+	return nil
 }
 
 // Templates lists the templates this Backend made.

@@ -137,6 +137,26 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 	if p.sink == nil {
 		p.sink = audit.Discard
 	}
+	if err := p.checkHost(); err != nil {
+		return nil, err
+	}
+	if p.uid, p.gid, err = p.pol.Process.Credentials(os.Getuid(), os.Getgid()); err != nil {
+		return nil, p.wrap("%w", err)
+	}
+	if b.cfg.HostIDs != nil && !p.feats.Rootless && (p.uid >= idmap.Size || p.gid >= idmap.Size) {
+		return nil, p.wrap("uid/gid %d/%d: a sandbox with a host id range has ids 0..%d: %w", p.uid, p.gid, idmap.Size-1, sandbox.ErrInvalid)
+	}
+	if err := p.makeGuard(); err != nil {
+		return nil, err
+	}
+	p.env = sandbox.Environ(p.pol, os.Environ(), spec.Env)
+	p.lim = cgroupLimits{Memory: int64(p.pol.Limits.Memory), Pids: p.pol.Limits.Pids, CPUs: p.pol.Limits.CPUs}
+	return p, nil
+}
+
+// checkHost fails closed on what the policy needs and the host lacks
+// (or, with allow_degraded, records it) and builds the seccomp filter.
+func (p *prepared) checkHost() error {
 	feats := p.feats
 	need := func(ok bool, what string) error {
 		if ok {
@@ -149,37 +169,39 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 		return nil
 	}
 	if !feats.UserNamespaces {
-		return nil, p.wrap("user namespaces not available (%s): %w", feats.UserNamespacesReason, sandbox.ErrUnavailable)
+		return p.wrap("user namespaces not available (%s): %w", feats.UserNamespacesReason, sandbox.ErrUnavailable)
 	}
 	if err := need(feats.LandlockABI > 0, "landlock not supported by this kernel"); err != nil {
-		return nil, err
+		return err
 	}
 	useSeccomp := feats.Seccomp && feats.SeccompArch
 	if err := need(useSeccomp, "seccomp filter not available on this host"); err != nil {
-		return nil, err
+		return err
 	}
 	// Writes to host-backed paths go through the host's mediator, which
 	// enforces protected config, pinned files and set-id bits at every
 	// depth; without it (kernel < 5.14) they cannot be enforced.
-	if writesHost(p.pol, spec.Caches) {
+	if writesHost(p.pol, p.spec.Caches) {
 		p.mediate = useSeccomp && feats.SeccompAddFD && feats.LandlockABI > 0
 		if err := need(p.mediate, "write mediation for the workspace (seccomp user notification with ADDFD, Linux 5.14+): without it protected config, pinned files and set-id bits cannot be enforced"); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if useSeccomp {
+		var err error
 		if p.filter, err = buildFilter(feats.SeccompUserNotif, p.mediate); err != nil {
-			return nil, p.wrap("%v: %w", err, sandbox.ErrUnavailable)
+			return p.wrap("%v: %w", err, sandbox.ErrUnavailable)
 		}
 	}
-	if p.uid, p.gid, err = p.pol.Process.Credentials(os.Getuid(), os.Getgid()); err != nil {
-		return nil, p.wrap("%w", err)
-	}
-	if b.cfg.HostIDs != nil && !p.feats.Rootless && (p.uid >= idmap.Size || p.gid >= idmap.Size) {
-		return nil, p.wrap("uid/gid %d/%d: a sandbox with a host id range has ids 0..%d: %w", p.uid, p.gid, idmap.Size-1, sandbox.ErrInvalid)
-	}
+	return nil
+}
+
+// makeGuard builds the config guard: the policy's protected config and
+// pinned files, the spec's, and the airlock binary. Without write
+// mediation a pinned file in a writable path is refused.
+func (p *prepared) makeGuard() error {
 	p.guard = p.pol.ConfigGuard(p.pol.Process.Env["HOME"])
-	for k, v := range spec.Pinned {
+	for k, v := range p.spec.Pinned {
 		p.guard.Pinned[k] = v
 	}
 	if exe, err := os.Executable(); err == nil {
@@ -191,14 +213,12 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 		// Nothing can keep a writable path from rewriting a pinned file:
 		// refuse to start rather than let the sandbox edit its own policy.
 		for path, what := range p.guard.Pinned {
-			if w := writablePath(p.pol, spec.Caches, path); w != "" {
-				return nil, p.wrap("%s %s is inside the writable path %s and this host cannot protect it (no write mediation): move it out, or make %s read-only: %w", what, path, w, w, sandbox.ErrUnavailable)
+			if w := writablePath(p.pol, p.spec.Caches, path); w != "" {
+				return p.wrap("%s %s is inside the writable path %s and this host cannot protect it (no write mediation): move it out, or make %s read-only: %w", what, path, w, w, sandbox.ErrUnavailable)
 			}
 		}
 	}
-	p.env = sandbox.Environ(p.pol, os.Environ(), spec.Env)
-	p.lim = cgroupLimits{Memory: int64(p.pol.Limits.Memory), Pids: p.pol.Limits.Pids, CPUs: p.pol.Limits.CPUs}
-	return p, nil
+	return nil
 }
 
 // writesHost reports whether the sandbox gets a host-backed writable path.
@@ -273,56 +293,15 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 	}
 	st.lock = lock
 	undo.Push(func() { b.unlockState(p.spec.ID, lock) })
-	switch {
-	case p.spec.Root != nil && p.spec.Root.Writable != "":
-		if st.writable, err = imageroot.Use(p.spec.Root.Writable); err != nil {
-			return nil, err
-		}
-		st.keepWritable = true
-	case p.spec.Root != nil:
-		// After the lock: a reclaimer never removes a live sandbox's layer.
-		// Its upper directory is the root directory the sandbox sees:
-		// owned by the sandbox's user, whose init makes its mount points
-		// there (phase 2's id mapping gives it to root inside instead).
-		owner, group := -1, -1
-		if !p.feats.Rootless {
-			owner, group = p.uid, p.gid
-		}
-		if st.writable, err = imageroot.Make(b.cfg.WritableDir, p.spec.ID, owner, group); err != nil {
-			return nil, err
-		}
-		w := st.writable
-		undo.Push(func() { _ = w.Remove() })
-	}
-	if st.writable != nil && !p.feats.Rootless && p.lease == nil {
-		// As root, the host makes the overlay (with its credentials: the
-		// image's files keep their owners whatever the sandbox's uid)
-		// and hands it over detached; rootless, the init mounts it in
-		// its own user namespace; with a host id range, the init mounts it
-		// in its namespace from layers the host idmaps (mapOverlay).
-		if st.overlay, err = imageroot.Detached(p.spec.Root.Layers, st.writable); err != nil {
-			return nil, err
-		}
-		ov := st.overlay
-		undo.Push(func() { ov.Close() }) // closing twice is harmless
+	if err := b.imageLayer(p, st, undo); err != nil {
+		return nil, err
 	}
 	st.cg = newCgroupV2(hostCgroups(), b.cfg.CgroupParent, p.spec.ID, p.lim)
 	undo.Push(func() { st.cg.kill(); _ = st.cg.remove() })
 	st.tCgroup = time.Now()
-	if st.memfd, err = emptyConfigFile(); err != nil {
-		return nil, fmt.Errorf("init config: %v: %w", err, sandbox.ErrUnavailable)
+	if err := st.channels(undo); err != nil {
+		return nil, err
 	}
-	if st.ctlHost, st.ctlInit, err = socketpair(unix.SOCK_SEQPACKET); err != nil {
-		st.memfd.Close()
-		return nil, fmt.Errorf("control socket: %v: %w", err, sandbox.ErrUnavailable)
-	}
-	undo.Push(func() { st.ctlHost.Close() })
-	if st.chHost, st.chInit, err = socketpair(unix.SOCK_STREAM); err != nil {
-		st.memfd.Close()
-		st.ctlInit.Close()
-		return nil, fmt.Errorf("channel: %v: %w", err, sandbox.ErrUnavailable)
-	}
-	undo.Push(func() { st.chHost.Close() })
 
 	cmd := exec.Command(b.cfg.AgentBinary, InitCommand)
 	cmd.Args[0] = "airlock-init"
@@ -356,6 +335,67 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 		<-st.waited
 	})
 	return st, nil
+}
+
+// imageLayer gets an image sandbox's writable layer (the caller's, or
+// one of its own, removed on undo) and, as root, the overlay the host
+// mounts for the init.
+func (b *Backend) imageLayer(p *prepared, st *started, undo *undo.Stack) (err error) {
+	switch {
+	case p.spec.Root != nil && p.spec.Root.Writable != "":
+		if st.writable, err = imageroot.Use(p.spec.Root.Writable); err != nil {
+			return err
+		}
+		st.keepWritable = true
+	case p.spec.Root != nil:
+		// After the lock: a reclaimer never removes a live sandbox's layer.
+		// Its upper directory is the root directory the sandbox sees:
+		// owned by the sandbox's user, whose init makes its mount points
+		// there (phase 2's id mapping gives it to root inside instead).
+		owner, group := -1, -1
+		if !p.feats.Rootless {
+			owner, group = p.uid, p.gid
+		}
+		if st.writable, err = imageroot.Make(b.cfg.WritableDir, p.spec.ID, owner, group); err != nil {
+			return err
+		}
+		w := st.writable
+		undo.Push(func() { _ = w.Remove() })
+	}
+	if st.writable != nil && !p.feats.Rootless && p.lease == nil {
+		// As root, the host makes the overlay (with its credentials: the
+		// image's files keep their owners whatever the sandbox's uid)
+		// and hands it over detached; rootless, the init mounts it in
+		// its own user namespace; with a host id range, the init mounts it
+		// in its namespace from layers the host idmaps (mapOverlay).
+		if st.overlay, err = imageroot.Detached(p.spec.Root.Layers, st.writable); err != nil {
+			return err
+		}
+		ov := st.overlay
+		undo.Push(func() { ov.Close() }) // closing twice is harmless
+	}
+	return nil
+}
+
+// channels makes the init's config file and the control and channel
+// socket pairs; the host ends close on undo.
+func (st *started) channels(undo *undo.Stack) error {
+	var err error
+	if st.memfd, err = emptyConfigFile(); err != nil {
+		return fmt.Errorf("init config: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	if st.ctlHost, st.ctlInit, err = socketpair(unix.SOCK_SEQPACKET); err != nil {
+		st.memfd.Close()
+		return fmt.Errorf("control socket: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	undo.Push(func() { st.ctlHost.Close() })
+	if st.chHost, st.chInit, err = socketpair(unix.SOCK_STREAM); err != nil {
+		st.memfd.Close()
+		st.ctlInit.Close()
+		return fmt.Errorf("channel: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	undo.Push(func() { st.chHost.Close() })
+	return nil
 }
 
 // configure writes the init's configuration (mount plan, Landlock,

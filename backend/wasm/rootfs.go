@@ -110,34 +110,7 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 			return nil, experimentalsys.EPERM
 		}
 	}
-	f := 0
-	switch {
-	case flag&experimentalsys.O_RDWR != 0:
-		f = os.O_RDWR
-	case flag&experimentalsys.O_WRONLY != 0:
-		f = os.O_WRONLY
-	}
-	if flag&experimentalsys.O_CREAT != 0 {
-		f |= os.O_CREATE
-	}
-	if flag&experimentalsys.O_EXCL != 0 {
-		f |= os.O_EXCL
-	}
-	if flag&experimentalsys.O_TRUNC != 0 {
-		f |= os.O_TRUNC
-		if rules.active(a) {
-			// Truncating is a write: check the target before the open
-			// does it.
-			f &^= os.O_TRUNC
-		}
-	}
-	if flag&experimentalsys.O_APPEND != 0 {
-		f |= os.O_APPEND
-	}
-	if flag&(experimentalsys.O_SYNC|experimentalsys.O_DSYNC|experimentalsys.O_RSYNC) != 0 {
-		f |= os.O_SYNC
-	}
-	f = platformOflags(flag, f)
+	f := osOpenFlags(flag, rules.active(a))
 	if !r.fds.acquire() {
 		return nil, errTooManyFiles
 	}
@@ -178,6 +151,41 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 	}
 	rf.quota, rf.fds = r.m.quota, r.fds
 	return rf, 0
+}
+
+// osOpenFlags are the os.OpenFile flags of a WASI open. With checked (a
+// guarded or protected write) O_TRUNC is left out: the caller truncates
+// once it checked the opened file.
+func osOpenFlags(flag experimentalsys.Oflag, checked bool) int {
+	f := 0
+	switch {
+	case flag&experimentalsys.O_RDWR != 0:
+		f = os.O_RDWR
+	case flag&experimentalsys.O_WRONLY != 0:
+		f = os.O_WRONLY
+	}
+	if flag&experimentalsys.O_CREAT != 0 {
+		f |= os.O_CREATE
+	}
+	if flag&experimentalsys.O_EXCL != 0 {
+		f |= os.O_EXCL
+	}
+	if flag&experimentalsys.O_TRUNC != 0 {
+		f |= os.O_TRUNC
+		if checked {
+			// Truncating is a write: check the target before the open
+			// does it.
+			f &^= os.O_TRUNC
+		}
+	}
+	if flag&experimentalsys.O_APPEND != 0 {
+		f |= os.O_APPEND
+	}
+	if flag&(experimentalsys.O_SYNC|experimentalsys.O_DSYNC|experimentalsys.O_RSYNC) != 0 {
+		f |= os.O_SYNC
+	}
+	f = platformOflags(flag, f)
+	return f
 }
 
 func (r *rootFS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {

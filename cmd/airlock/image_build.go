@@ -41,17 +41,9 @@ func imageBuild(ctx context.Context, args []string) error {
 	if file == "" {
 		file = filepath.Join(dir, "Dockerfile")
 	}
-	bargs := map[string]string{}
-	for _, a := range buildArgs {
-		k, v, ok := strings.Cut(a, "=")
-		if !ok || k == "" {
-			if v, ok := os.LookupEnv(a); ok && a != "" {
-				bargs[a] = v
-				continue
-			}
-			return fmt.Errorf("--build-arg %q: want K=V: %w", a, sandbox.ErrInvalid)
-		}
-		bargs[k] = v
+	bargs, err := parseBuildArgs(buildArgs)
+	if err != nil {
+		return err
 	}
 	for i, a := range allow {
 		if _, err := policy.ParseNetworkEntry(a); err != nil {
@@ -98,4 +90,22 @@ func imageBuild(ctx context.Context, args []string) error {
 	}
 	printImageResult(im, quiet)
 	return nil
+}
+
+// parseBuildArgs turns the --build-arg flags into a map: K=V, or K alone
+// for the host's variable K.
+func parseBuildArgs(buildArgs []string) (map[string]string, error) {
+	bargs := map[string]string{}
+	for _, a := range buildArgs {
+		k, v, ok := strings.Cut(a, "=")
+		if !ok || k == "" {
+			if v, ok := os.LookupEnv(a); ok && a != "" {
+				bargs[a] = v
+				continue
+			}
+			return nil, fmt.Errorf("--build-arg %q: want K=V: %w", a, sandbox.ErrInvalid)
+		}
+		bargs[k] = v
+	}
+	return bargs, nil
 }

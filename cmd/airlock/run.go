@@ -74,32 +74,7 @@ func runRun(args []string) int {
 	start := time.Now()
 	var f runFlags
 	fs := newFlagSet("run")
-	fs.StringVar(&f.policyFile, "policy", "", "policy `FILE` (YAML, version 1)")
-	fs.StringVar(&f.profile, "profile", "", "built-in profile `NAME` (default, coding-agent, ...)")
-	fs.StringVar(&f.backend, "backend", "", "isolation backend: native, gvisor, wasm, auto")
-	fs.StringVar(&f.workspace, "workspace", "", "workspace `DIR`, mounted read-write (default: current directory; none)")
-	fs.StringVar(&f.workdir, "workdir", "", "working `DIR` inside the sandbox")
-	fs.StringVar(&f.rootfs, "rootfs", "", "use `DIR` as the root filesystem instead of the host's")
-	fs.StringVar(&f.image, "image", "", "run in image `REF` of the image store (pulled when missing): its root (with a private writable layer), env, workdir, user and entrypoint/cmd; the workspace at /workspace")
-	fs.Var(&f.ro, "ro", "make host `PATH` visible read-only (repeatable)")
-	fs.Var(&f.rw, "rw", "make host `PATH` visible read-write (repeatable)")
-	fs.Var(&f.deny, "deny", "make `PATH` inaccessible (repeatable)")
-	fs.Var(&f.tmpfs, "tmpfs", "mount a private tmpfs at `PATH` (repeatable)")
-	fs.Var(&f.env, "env", "set `K=V`, or pass host variable K (repeatable)")
-	fs.StringVar(&f.network, "network", "", "network mode: none, allowlist, open")
-	fs.Var(&f.allow, "allow", "allow egress to `HOST[:PORT]` or CIDR (repeatable; implies --network allowlist)")
-	fs.StringVar(&f.memory, "memory", "", "memory limit (`SIZE`, e.g. 512Mi)")
-	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit (`N` cores)")
-	fs.IntVar(&f.pids, "pids", 0, "process limit")
-	fs.IntVar(&f.openFiles, "open-files", 0, "open file limit")
-	fs.StringVar(&f.timeout, "timeout", "", "wall-clock limit (`DURATION`, e.g. 30s)")
-	fs.StringVar(&f.output, "output-limit", "", "stdout+stderr limit (`SIZE`)")
-	fs.BoolVar(&f.jsonOut, "json", false, "print a JSON result (exit status, duration, peak memory, violations) on stderr")
-	fs.StringVar(&f.resultFile, "result", "", "write the JSON result to `FILE`")
-	fs.StringVar(&f.auditFile, "audit", "", "write audit events as JSON lines to `FILE` (- for stderr)")
-	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "start even when a requested protection is unavailable (logged)")
-	fs.Var(&f.writableConfig, "writable-config", "let the sandbox write protected config (git hooks and config, .envrc, editor and agent settings) below `DIR` (repeatable)")
-	fs.Var(&f.caches, "cache", "keep tool cache `NAME` (go, npm, pip, cargo) between runs in airlock's own store (repeatable)")
+	f.register(fs)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -140,18 +115,55 @@ func runRun(args []string) int {
 		return fail("run", err)
 	}
 	res, code := runOnce(pol, f, argv, start)
-	if f.jsonOut || f.resultFile != "" {
-		b, _ := json.Marshal(res)
-		if f.jsonOut {
-			fmt.Fprintln(os.Stderr, string(b))
-		}
-		if f.resultFile != "" {
-			if err := os.WriteFile(f.resultFile, append(b, '\n'), 0o644); err != nil {
-				fmt.Fprintf(os.Stderr, "airlock run: write result %q: %v\n", f.resultFile, err)
-			}
+	f.writeResult(res)
+	return code
+}
+
+// writeResult prints the JSON result with --json and writes it to
+// --result.
+func (f *runFlags) writeResult(res runResult) {
+	if !f.jsonOut && f.resultFile == "" {
+		return
+	}
+	b, _ := json.Marshal(res)
+	if f.jsonOut {
+		fmt.Fprintln(os.Stderr, string(b))
+	}
+	if f.resultFile != "" {
+		if err := os.WriteFile(f.resultFile, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "airlock run: write result %q: %v\n", f.resultFile, err)
 		}
 	}
-	return code
+}
+
+// register defines the flags of `airlock run` on fs.
+func (f *runFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.policyFile, "policy", "", "policy `FILE` (YAML, version 1)")
+	fs.StringVar(&f.profile, "profile", "", "built-in profile `NAME` (default, coding-agent, ...)")
+	fs.StringVar(&f.backend, "backend", "", "isolation backend: native, gvisor, wasm, auto")
+	fs.StringVar(&f.workspace, "workspace", "", "workspace `DIR`, mounted read-write (default: current directory; none)")
+	fs.StringVar(&f.workdir, "workdir", "", "working `DIR` inside the sandbox")
+	fs.StringVar(&f.rootfs, "rootfs", "", "use `DIR` as the root filesystem instead of the host's")
+	fs.StringVar(&f.image, "image", "", "run in image `REF` of the image store (pulled when missing): its root (with a private writable layer), env, workdir, user and entrypoint/cmd; the workspace at /workspace")
+	fs.Var(&f.ro, "ro", "make host `PATH` visible read-only (repeatable)")
+	fs.Var(&f.rw, "rw", "make host `PATH` visible read-write (repeatable)")
+	fs.Var(&f.deny, "deny", "make `PATH` inaccessible (repeatable)")
+	fs.Var(&f.tmpfs, "tmpfs", "mount a private tmpfs at `PATH` (repeatable)")
+	fs.Var(&f.env, "env", "set `K=V`, or pass host variable K (repeatable)")
+	fs.StringVar(&f.network, "network", "", "network mode: none, allowlist, open")
+	fs.Var(&f.allow, "allow", "allow egress to `HOST[:PORT]` or CIDR (repeatable; implies --network allowlist)")
+	fs.StringVar(&f.memory, "memory", "", "memory limit (`SIZE`, e.g. 512Mi)")
+	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit (`N` cores)")
+	fs.IntVar(&f.pids, "pids", 0, "process limit")
+	fs.IntVar(&f.openFiles, "open-files", 0, "open file limit")
+	fs.StringVar(&f.timeout, "timeout", "", "wall-clock limit (`DURATION`, e.g. 30s)")
+	fs.StringVar(&f.output, "output-limit", "", "stdout+stderr limit (`SIZE`)")
+	fs.BoolVar(&f.jsonOut, "json", false, "print a JSON result (exit status, duration, peak memory, violations) on stderr")
+	fs.StringVar(&f.resultFile, "result", "", "write the JSON result to `FILE`")
+	fs.StringVar(&f.auditFile, "audit", "", "write audit events as JSON lines to `FILE` (- for stderr)")
+	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "start even when a requested protection is unavailable (logged)")
+	fs.Var(&f.writableConfig, "writable-config", "let the sandbox write protected config (git hooks and config, .envrc, editor and agent settings) below `DIR` (repeatable)")
+	fs.Var(&f.caches, "cache", "keep tool cache `NAME` (go, npm, pip, cargo) between runs in airlock's own store (repeatable)")
 }
 
 // policy loads the policy (file or profile), layers the flags on top and
@@ -244,6 +256,22 @@ func (f *runFlags) apply(p *policy.Policy) error {
 		}
 		p.Network.Allow = append(p.Network.Allow, f.allow...)
 	}
+	if err := f.applyLimits(p); err != nil {
+		return err
+	}
+	p.Filesystem.WritableConfig = append(p.Filesystem.WritableConfig, f.writableConfig...)
+	p.Caches = append(p.Caches, f.caches...)
+	if f.auditFile != "" {
+		p.Audit.File = f.auditFile
+	}
+	if f.allowDegraded {
+		p.AllowDegraded = true
+	}
+	return nil
+}
+
+// applyLimits layers the limit flags over p's limits.
+func (f *runFlags) applyLimits(p *policy.Policy) error {
 	if f.memory != "" {
 		n, err := policy.ParseByteSize(f.memory)
 		if err != nil {
@@ -283,14 +311,6 @@ func (f *runFlags) apply(p *policy.Policy) error {
 		if f.openFiles == 0 {
 			p.Limits.OpenFiles = policy.Unlimited
 		}
-	}
-	p.Filesystem.WritableConfig = append(p.Filesystem.WritableConfig, f.writableConfig...)
-	p.Caches = append(p.Caches, f.caches...)
-	if f.auditFile != "" {
-		p.Audit.File = f.auditFile
-	}
-	if f.allowDegraded {
-		p.AllowDegraded = true
 	}
 	return nil
 }
@@ -373,11 +393,18 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 		fmt.Fprint(os.Stderr, s)
 	}
 	res.DurationMS = ms(time.Since(start))
+	code := res.exit(st, err)
+	return auditDone(res, code)
+}
+
+// exit records how the command ended (or why the exec failed), says so
+// on stderr where it was a limit, and returns the exit code.
+func (res *runResult) exit(st sandbox.ExitStatus, err error) int {
 	if err != nil {
 		res.Error = err.Error()
 		fmt.Fprintf(os.Stderr, "airlock run: %v\n", err)
 		res.ExitCode = execExitCode(err)
-		return auditDone(res, res.ExitCode)
+		return res.ExitCode
 	}
 	res.ExitCode, res.Signal, res.TimedOut, res.OOM, res.OutputTruncated = st.Code, st.Signal, st.TimedOut, st.OOM, st.Truncated
 	if st.TimedOut {
@@ -386,7 +413,7 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	if st.OOM {
 		fmt.Fprintln(os.Stderr, "airlock run: command killed by the memory limit")
 	}
-	return auditDone(res, st.Code)
+	return st.Code
 }
 
 // errorOrNil turns a result's error text back into an error (nil for "").

@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -22,7 +21,6 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/backend"
-	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
@@ -55,204 +53,52 @@ func runServe(args []string) int {
 			return runServeQuota(args[1:])
 		}
 	}
-	fs := flag.NewFlagSet("airlock serve", flag.ContinueOnError)
-	socket := fs.String("socket", client.DefaultSocket(), "unix socket to listen on (mode 0660)")
-	socketGroup := fs.String("socket-group", "", "group owning the socket (like docker.sock's)")
-	listen := fs.String("listen", "", "also listen on this TCP address; every request there needs an API key")
-	tlsCert := fs.String("tls-cert", "", "TLS certificate for --listen")
-	tlsKey := fs.String("tls-key", "", "TLS key for --listen")
-	data := fs.String("data", defaultDataDir(), "data directory (SQLite store, workspaces)")
-	imageDir := fs.String("images", "", "removed: images come from the image store (--image-store)")
-	imageStore := fs.String("image-store", "", "the image store requests name images from (default: DATA/images)")
-	var backends, pools stringList
-	fs.Var(&backends, "backend", "backend to offer (repeatable; default: every available one)")
-	defBackend := fs.String("default-backend", "", "backend for requests that name none (default: native, else the first)")
-	fs.Var(&pools, "pool", "warm pool BACKEND/PROFILE=N (repeatable), e.g. native/default=4")
-	defTimeout := fs.Duration("default-timeout", 10*time.Minute, "sandbox lifetime when a request gives none")
-	maxTimeout := fs.Duration("max-timeout", 24*time.Hour, "longest lifetime a request may ask")
-	idle := fs.Duration("idle-timeout", 0, "destroy sandboxes unused through the API this long (0: never)")
-	maxSandboxes := fs.Int("max-sandboxes", 0, "default per-tenant limit of concurrent sandboxes (0: none)")
-	maxMemory := fs.String("max-memory", "", "default per-tenant limit of total sandbox memory, e.g. 16Gi")
-	retention := fs.Duration("retention", 7*24*time.Hour, "how long stopped sandboxes and their events stay in the store (0: forever)")
-	maxUpload := fs.String("max-upload", "1Gi", "largest file, archive or stdin upload")
-	procBuffer := fs.String("process-buffer", "1Mi", "output kept per background process")
-	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	hostIDs := fs.String("host-ids", defaultHostIDs(), "host uid/gid ranges for sandboxes (ids 0..65535 inside map onto a range of their own, never a host user): auto (airlock's reserved range), user:NAME (NAME's /etc/subuid and /etc/subgid), or none (only without root)")
-	diskQuota := fs.String("disk-quota", "auto", "how a sandbox's disk (workspace, writable layers) is bounded to its limits.disk: volume (an ext4 image per sandbox, needs root and mkfs.ext4), none, or auto (volume where it works)")
-	wasmMem := fs.String("wasm-memory", "4Gi", "memory all wasm sandboxes may use together (it is the server process's own)")
-	minFree := fs.String("min-free", "256Mi", "free space the data directory's filesystem keeps: below it new work is refused with 507 (0: never)")
-	eventRate := fs.Int("event-rate", 200, "audit events one sandbox may store per second; beyond, one aggregate per second says how many more")
-	publicMetrics := fs.Bool("public-metrics", false, "serve /metrics over TCP too (else the unix socket only)")
-	perClient := fs.Int("max-conns-per-client", server.DefaultTCPLimits.PerClient, "TCP connections one client address may hold, before authentication")
-	maxConns := fs.Int("max-conns", server.DefaultTCPLimits.Total, "TCP connections the server holds at most")
-	ceilFile := fs.String("ceilings", "", "server policy file: per-tenant ceilings on network rules, limits, backends, images, profiles and host paths (see docs/serve.md)")
-	var allowCIDR stringList
-	fs.Var(&allowCIDR, "tenant-allow-cidr", "guarded range (private, loopback, metadata, this host) every keyed tenant may name in network.allow (repeatable; adds to the ceilings file's default)")
-	netModes := fs.String("tenant-network-modes", "", "network modes keyed tenants may ask, comma-separated (default: the ceilings file's, else none,allowlist,open)")
-	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "\nsubcommands: airlock serve key create|list|revoke, airlock serve quota set|get")
-			return 0
-		}
-		return exitAirlock
+	f, code, ok := parseServeFlags(args)
+	if !ok {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "airlock serve: unexpected argument %q\n", fs.Arg(0))
-		return exitAirlock
-	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fail("serve", fmt.Errorf("--log-level %q: %w", *logLevel, sandbox.ErrInvalid))
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-
-	var quota server.Quota
-	quota.MaxSandboxes = *maxSandboxes
-	if *maxMemory != "" {
-		b, err := policy.ParseByteSize(*maxMemory)
-		if err != nil {
-			return fail("serve", fmt.Errorf("--max-memory: %w", err))
-		}
-		quota.MaxMemory = int64(b)
-	}
-	upload, err := policy.ParseByteSize(*maxUpload)
-	if err != nil || upload <= 0 {
-		return fail("serve", fmt.Errorf("--max-upload %q: want a size such as 1Gi: %w", *maxUpload, sandbox.ErrInvalid))
-	}
-	pbuf, err := policy.ParseByteSize(*procBuffer)
-	if err != nil || pbuf <= 0 || pbuf > 1<<30 {
-		return fail("serve", fmt.Errorf("--process-buffer %q: want a size such as 1Mi: %w", *procBuffer, sandbox.ErrInvalid))
-	}
-	switch *diskQuota {
-	case "auto":
-		*diskQuota = server.DiskQuotaVolume
-		if why := volume.Available(); why != "" {
-			log.Warn("no disk quota on sandbox workspaces", "reason", why)
-			*diskQuota = server.DiskQuotaNone
-		}
-	case server.DiskQuotaVolume:
-		if why := volume.Available(); why != "" {
-			return fail("serve", fmt.Errorf("--disk-quota volume: %s: %w", why, sandbox.ErrUnavailable))
-		}
-	case server.DiskQuotaNone:
-	default:
-		return fail("serve", fmt.Errorf("--disk-quota %q: want auto, volume or none: %w", *diskQuota, sandbox.ErrInvalid))
-	}
-	wasmBytes, err := policy.ParseByteSize(*wasmMem)
-	if err != nil || wasmBytes <= 0 {
-		return fail("serve", fmt.Errorf("--wasm-memory %q: want a size such as 4Gi: %w", *wasmMem, sandbox.ErrInvalid))
-	}
-	free, err := policy.ParseByteSize(*minFree)
-	if err != nil || free < 0 {
-		return fail("serve", fmt.Errorf("--min-free %q: want a size such as 256Mi: %w", *minFree, sandbox.ErrInvalid))
-	}
-	if free == 0 {
-		free = -1
-	}
-	if *eventRate <= 0 || *perClient <= 0 || *maxConns <= 0 {
-		return fail("serve", fmt.Errorf("--event-rate, --max-conns-per-client and --max-conns must be positive: %w", sandbox.ErrInvalid))
-	}
-	ceilings, err := serveCeilings(*ceilFile, allowCIDR, *netModes)
+	log, err := f.logger()
 	if err != nil {
 		return fail("serve", err)
 	}
-	poolCfg, err := parsePools(pools)
+	cfg, err := f.config(log)
 	if err != nil {
 		return fail("serve", err)
 	}
-	if (*tlsCert == "") != (*tlsKey == "") {
-		return fail("serve", fmt.Errorf("--tls-cert and --tls-key go together: %w", sandbox.ErrInvalid))
-	}
-
-	if *imageDir != "" {
-		return fail("serve", fmt.Errorf("--images %s: a directory of root filesystems is no longer how a server gets images: they live in its image store (--image-store, default %s); add each with `AIRLOCK_IMAGE_STORE=%s airlock image import` (a docker save tarball or an OCI layout) or pull them (airlock image pull, POST /v1/images/pull): %w",
-			*imageDir, filepath.Join(*data, "images"), filepath.Join(*data, "images"), sandbox.ErrInvalid))
-	}
-	if *imageStore == "" {
-		*imageStore = filepath.Join(*data, "images")
-	}
-	imgStore, err := images.Open(*imageStore, images.Options{Log: log.With("component", "images")})
-	if err != nil {
+	if cfg.Images, err = images.Open(f.imageStore, images.Options{Log: log.With("component", "images")}); err != nil {
 		return fail("serve", err)
 	}
-	if *hostIDs == "none" {
-		if os.Geteuid() == 0 {
-			return fail("serve", fmt.Errorf("--host-ids none: a root server would run tenant code as host root; use auto or user:NAME: %w", sandbox.ErrInvalid))
-		}
-		*hostIDs = ""
-	}
-	run := runDirFor(*data)
-	if err := searchableRunDir(run); err != nil {
+	cfg.RunDir = runDirFor(f.data)
+	if err := searchableRunDir(cfg.RunDir); err != nil {
 		return fail("serve", err)
 	}
-	defer os.RemoveAll(run) // after Shutdown: nothing of a sandbox is left in it
-	if *hostIDs != "" && *diskQuota == server.DiskQuotaNone {
+	defer os.RemoveAll(cfg.RunDir) // after Shutdown: nothing of a sandbox is left in it
+	if f.hostIDs != "" && f.diskQuota == server.DiskQuotaNone {
 		// Without volumes the workspaces are below the data directory.
-		if err := searchableByOthers(*data); err != nil {
+		if err := searchableByOthers(f.data); err != nil {
 			return fail("serve", err)
 		}
 	}
-	bs, err := openServeBackends(backends, *data, *hostIDs, imgStore, log)
-	if err != nil {
+	if cfg.Backends, err = openServeBackends(f.backends, f.data, f.hostIDs, cfg.Images, log); err != nil {
 		return fail("serve", err)
 	}
-	if *defBackend == "" {
-		if _, ok := bs["native"]; ok {
-			*defBackend = "native"
-		} else {
-			for n := range bs {
-				if *defBackend == "" || n < *defBackend {
-					*defBackend = n
-				}
-			}
-		}
-	}
+	cfg.DefaultBackend = defaultBackend(f.defBackend, cfg.Backends)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	store, err := server.OpenStore(ctx, *data)
+	if cfg.Store, err = server.OpenStore(ctx, f.data); err != nil {
+		return fail("serve", err)
+	}
+	defer cfg.Store.Close()
+	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		return fail("serve", err)
 	}
-	defer store.Close()
-	srv, err := server.New(ctx, server.Config{
-		Backends: bs, DefaultBackend: *defBackend, Store: store, Policies: server.HostPolicies{},
-		DataDir: *data, RunDir: run, Images: imgStore, Log: log,
-		DefaultTimeout: *defTimeout, MaxTimeout: *maxTimeout, IdleTimeout: *idle,
-		DefaultQuota: quota, Pools: poolCfg, Ceilings: ceilings,
-		DiskQuota: *diskQuota, MinFree: int64(free), WasmMemory: int64(wasmBytes), EventRate: *eventRate, PublicMetrics: *publicMetrics,
-		TCPLimits: server.ConnLimits{PerClient: *perClient, Total: *maxConns}, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
-	})
-	if err != nil {
-		return fail("serve", err)
-	}
-	ln, err := listenUnix(*socket, *socketGroup)
-	if err != nil {
+	errc := make(chan error, 2)
+	if err := f.serveListeners(srv, errc, log, sortedKeys(cfg.Backends)); err != nil {
 		srv.Shutdown(context.Background())
 		return fail("serve", err)
 	}
-	defer os.Remove(*socket)
-	errc := make(chan error, 2)
-	go func() { errc <- srv.Serve(ln, true) }()
-	log.Info("listening", "socket", *socket, "backends", strings.Join(sortedKeys(bs), ","), "data", *data)
-	if *listen != "" {
-		tln, err := net.Listen("tcp", *listen)
-		if err != nil {
-			srv.Shutdown(context.Background())
-			return fail("serve", fmt.Errorf("listen on %q: %w", *listen, err))
-		}
-		if *tlsCert != "" {
-			tln, err = tlsListener(tln, *tlsCert, *tlsKey)
-			if err != nil {
-				srv.Shutdown(context.Background())
-				return fail("serve", err)
-			}
-		} else {
-			log.Warn("TCP listener without TLS: API keys travel in clear text; put it behind TLS", "addr", tln.Addr().String())
-		}
-		go func() { errc <- srv.Serve(tln, false) }()
-		log.Info("listening", "tcp", tln.Addr().String(), "auth", "API key required")
-	}
+	defer os.Remove(f.socket)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: destroying every sandbox")
@@ -262,11 +108,54 @@ func runServe(args []string) int {
 	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	srv.Shutdown(sctx)
-	removeCgroupParents(cgroupParentFor(*data))
+	removeCgroupParents(cgroupParentFor(f.data))
 	if err != nil {
 		return fail("serve", err)
 	}
 	return 0
+}
+
+// defaultBackend is the --default-backend given, else native, else the
+// first offered by name.
+func defaultBackend(given string, bs map[string]sandbox.Backend) string {
+	if given != "" {
+		return given
+	}
+	if _, ok := bs["native"]; ok {
+		return "native"
+	}
+	return sortedKeys(bs)[0]
+}
+
+// serveListeners starts serving on the unix socket and, with --listen,
+// on TCP; a listener that ends sends its error on errc. On an error the
+// socket is removed again and the caller shuts srv down.
+func (f *serveFlags) serveListeners(srv *server.Server, errc chan<- error, log *slog.Logger, backends []string) error {
+	ln, err := listenUnix(f.socket, f.socketGroup)
+	if err != nil {
+		return err
+	}
+	go func() { errc <- srv.Serve(ln, true) }()
+	log.Info("listening", "socket", f.socket, "backends", strings.Join(backends, ","), "data", f.data)
+	if f.listen == "" {
+		return nil
+	}
+	tln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		os.Remove(f.socket)
+		return fmt.Errorf("listen on %q: %w", f.listen, err)
+	}
+	if f.tlsCert != "" {
+		if tln, err = tlsListener(tln, f.tlsCert, f.tlsKey); err != nil {
+			os.Remove(f.socket)
+			return err
+		}
+	} else {
+		log.Warn("TCP listener without TLS: API keys travel in clear text; put it behind TLS", "addr", tln.Addr().String())
+	}
+	go func() { errc <- srv.Serve(tln, false) }()
+	log.Info("listening", "tcp", tln.Addr().String(), "auth", "API key required")
+	return nil
 }
 
 // serveCeilings loads the ceilings file (if any) and applies the flags

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -55,6 +56,44 @@ type contextFile struct {
 // context). It reads only through root (an os.Root of the context): no
 // name, link or "..", can reach outside it.
 func copyLayer(root *os.Root, srcs []string, dst string, dstIsDir bool, uid, gid int, mode fs.FileMode, out string, parents []string) (v1.Layer, string, error) {
+	files, err := contextFiles(root, srcs, dst, dstIsDir)
+	if err != nil {
+		return nil, "", err
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	// The cache key of the content: what the layer holds, not when the
+	// context's files were last touched.
+	w := &layerWriter{tw: tar.NewWriter(f), sum: sha256.New(), uid: uid, gid: gid, mode: mode}
+	now := fixedTime // made directories: the same bytes every build (a stable cache key)
+	for _, d := range parents {
+		h := &tar.Header{Name: strings.TrimPrefix(d, "/") + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: now}
+		h.Format = tar.FormatPAX
+		if err := w.header(h); err != nil {
+			return nil, "", err
+		}
+	}
+	for _, cf := range files {
+		if err := w.addTree(root, cf); err != nil {
+			return nil, "", fmt.Errorf("COPY %s: %w", cf.src, err)
+		}
+	}
+	if err := w.tw.Close(); err != nil {
+		return nil, "", err
+	}
+	if err := f.Close(); err != nil {
+		return nil, "", err
+	}
+	l, err := tarball.LayerFromFile(out)
+	return l, hex.EncodeToString(w.sum.Sum(nil)), err
+}
+
+// contextFiles expands a COPY's sources (globs too) to the context's
+// files and their destinations.
+func contextFiles(root *os.Root, srcs []string, dst string, dstIsDir bool) ([]contextFile, error) {
 	var files []contextFile
 	for _, s := range srcs {
 		clean := path.Clean("/" + s)[1:]
@@ -65,14 +104,14 @@ func copyLayer(root *os.Root, srcs []string, dst string, dstIsDir bool, uid, gid
 		if strings.ContainsAny(clean, "*?[") {
 			m, err := fs.Glob(root.FS(), clean)
 			if err != nil || len(m) == 0 {
-				return nil, "", fmt.Errorf("COPY %s: no file in the context matches: %w", s, errdefs.ErrNotFound)
+				return nil, fmt.Errorf("COPY %s: no file in the context matches: %w", s, errdefs.ErrNotFound)
 			}
 			matches = m
 		}
 		for _, m := range matches {
 			fi, err := root.Lstat(m)
 			if err != nil {
-				return nil, "", fmt.Errorf("COPY %s: not in the context: %w", s, errdefs.ErrNotFound)
+				return nil, fmt.Errorf("COPY %s: not in the context: %w", s, errdefs.ErrNotFound)
 			}
 			target := dst
 			if !fi.IsDir() && (dstIsDir || len(srcs) > 1 || len(matches) > 1) {
@@ -81,89 +120,70 @@ func copyLayer(root *os.Root, srcs []string, dst string, dstIsDir bool, uid, gid
 			files = append(files, contextFile{src: m, dst: target})
 		}
 	}
-	f, err := os.Create(out)
-	if err != nil {
-		return nil, "", err
-	}
-	defer f.Close()
-	tw := tar.NewWriter(f)
-	// The cache key of the content: what the layer holds, not when the
-	// context's files were last touched.
-	sum := sha256.New()
-	header := func(h *tar.Header) error {
-		fmt.Fprintf(sum, "%q %c %o %d:%d %d %q\n", h.Name, h.Typeflag, h.Mode, h.Uid, h.Gid, h.Size, h.Linkname)
-		return tw.WriteHeader(h)
-	}
-	owner := func(h *tar.Header) {
-		h.Uid, h.Gid, h.Uname, h.Gname = max(uid, 0), max(gid, 0), "", ""
-		h.Format = tar.FormatPAX
-	}
-	now := fixedTime // made directories: the same bytes every build (a stable cache key)
-	for _, d := range parents {
-		h := &tar.Header{Name: strings.TrimPrefix(d, "/") + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: now}
-		h.Format = tar.FormatPAX
-		if err := header(h); err != nil {
-			return nil, "", err
-		}
-	}
-	for _, cf := range files {
-		err := fs.WalkDir(root.FS(), cf.src, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			fi, err := root.Lstat(p)
-			if err != nil {
-				return err
-			}
-			rel := strings.TrimPrefix(strings.TrimPrefix(p, cf.src), "/")
-			name := strings.TrimPrefix(path.Join(cf.dst, rel), "/")
-			if name == "" {
-				return nil
-			}
-			link := ""
-			if fi.Mode()&fs.ModeSymlink != 0 {
-				if link, err = root.Readlink(p); err != nil {
-					return err
-				}
-			}
-			h, err := tar.FileInfoHeader(fi, link)
-			if err != nil {
-				return nil
-			}
-			h.Name = name
-			if fi.IsDir() {
-				h.Name += "/"
-			}
-			owner(h)
-			if mode != 0 && !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
-				h.Mode = int64(mode)
-			}
-			if err := header(h); err != nil {
-				return err
-			}
-			if fi.Mode().IsRegular() {
-				src, err := root.Open(p)
-				if err != nil {
-					return err
-				}
-				_, err = io.Copy(io.MultiWriter(tw, sum), io.LimitReader(src, h.Size))
-				src.Close()
-				return err
-			}
-			return nil
-		})
+	return files, nil
+}
+
+// layerWriter writes a COPY layer's tar and sums what it holds.
+type layerWriter struct {
+	tw       *tar.Writer
+	sum      hash.Hash
+	uid, gid int
+	mode     fs.FileMode
+}
+
+func (w *layerWriter) header(h *tar.Header) error {
+	fmt.Fprintf(w.sum, "%q %c %o %d:%d %d %q\n", h.Name, h.Typeflag, h.Mode, h.Uid, h.Gid, h.Size, h.Linkname)
+	return w.tw.WriteHeader(h)
+}
+
+// addTree adds cf's file, or its tree, from the context.
+func (w *layerWriter) addTree(root *os.Root, cf contextFile) error {
+	return fs.WalkDir(root.FS(), cf.src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return nil, "", fmt.Errorf("COPY %s: %w", cf.src, err)
+			return err
 		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, "", err
-	}
-	if err := f.Close(); err != nil {
-		return nil, "", err
-	}
-	l, err := tarball.LayerFromFile(out)
-	return l, hex.EncodeToString(sum.Sum(nil)), err
+		fi, err := root.Lstat(p)
+		if err != nil {
+			return err
+		}
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, cf.src), "/")
+		name := strings.TrimPrefix(path.Join(cf.dst, rel), "/")
+		if name == "" {
+			return nil
+		}
+		link := ""
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if link, err = root.Readlink(p); err != nil {
+				return err
+			}
+		}
+		h, err := tar.FileInfoHeader(fi, link)
+		if err != nil {
+			return nil
+		}
+		h.Name = name
+		if fi.IsDir() {
+			h.Name += "/"
+		}
+		h.Uid, h.Gid, h.Uname, h.Gname = max(w.uid, 0), max(w.gid, 0), "", ""
+		h.Format = tar.FormatPAX
+		if w.mode != 0 && !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
+			h.Mode = int64(w.mode)
+		}
+		if err := w.header(h); err != nil {
+			return err
+		}
+		if fi.Mode().IsRegular() {
+			src, err := root.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(io.MultiWriter(w.tw, w.sum), io.LimitReader(src, h.Size))
+			src.Close()
+			return err
+		}
+		return nil
+	})
 }
 
 // parseChown reads --chown=USER[:GROUP] and --chmod=OCTAL.

@@ -58,32 +58,9 @@ func upperLayer(upper, out string, skip []string) (v1.Layer, int, error) {
 			dir, base := path.Split(rel)
 			return tw.WriteHeader(&tar.Header{Name: dir + ".wh." + base, Typeflag: tar.TypeReg, Mode: 0o600, ModTime: fi.ModTime()})
 		}
-		h, err := tar.FileInfoHeader(fi, "")
-		if err != nil {
-			return nil // sockets and the like: not image content
-		}
-		h.Name = rel
-		h.Uname, h.Gname = "", ""
-		if st != nil {
-			h.Uid, h.Gid = int(st.Uid), int(st.Gid)
-		}
-		h.Format = tar.FormatPAX
-		switch {
-		case fi.IsDir():
-			h.Name += "/"
-		case fi.Mode()&fs.ModeSymlink != 0:
-			if h.Linkname, err = os.Readlink(p); err != nil {
-				return err
-			}
-		case fi.Mode().IsRegular() && st != nil && st.Nlink > 1:
-			k := [2]uint64{uint64(st.Dev), st.Ino}
-			if first, ok := links[k]; ok {
-				h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
-			} else {
-				links[k] = rel
-			}
-		case fi.Mode()&(fs.ModeDevice|fs.ModeCharDevice) != 0:
-			return nil // no device nodes in images
+		h, err := entryHeader(p, rel, fi, st, links)
+		if err != nil || h == nil {
+			return err
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return err
@@ -117,4 +94,38 @@ func upperLayer(upper, out string, skip []string) (v1.Layer, int, error) {
 	}
 	l, err := tarball.LayerFromFile(out)
 	return l, n, err
+}
+
+// entryHeader is the tar header of the upper directory's entry p (rel to
+// it); nil for what is not image content (sockets, device nodes). A
+// regular file's further hard links become links to the first (links).
+func entryHeader(p, rel string, fi fs.FileInfo, st *syscall.Stat_t, links map[[2]uint64]string) (*tar.Header, error) {
+	h, err := tar.FileInfoHeader(fi, "")
+	if err != nil {
+		return nil, nil // sockets and the like: not image content
+	}
+	h.Name = rel
+	h.Uname, h.Gname = "", ""
+	if st != nil {
+		h.Uid, h.Gid = int(st.Uid), int(st.Gid)
+	}
+	h.Format = tar.FormatPAX
+	switch {
+	case fi.IsDir():
+		h.Name += "/"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		if h.Linkname, err = os.Readlink(p); err != nil {
+			return nil, err
+		}
+	case fi.Mode().IsRegular() && st != nil && st.Nlink > 1:
+		k := [2]uint64{uint64(st.Dev), st.Ino}
+		if first, ok := links[k]; ok {
+			h.Typeflag, h.Linkname, h.Size = tar.TypeLink, first, 0
+		} else {
+			links[k] = rel
+		}
+	case fi.Mode()&(fs.ModeDevice|fs.ModeCharDevice) != 0:
+		return nil, nil // no device nodes in images
+	}
+	return h, nil
 }

@@ -27,6 +27,46 @@ const (
 // shares, tmpfs mounts, /proc, a minimal /dev, injected files bound
 // read-only, deny mounts over denied paths, the agent binary.
 func buildRoot(cfg *bootproto.Config) error {
+	if err := rootBase(cfg); err != nil {
+		return err
+	}
+	if err := mountAt("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "", true); err != nil {
+		return err
+	}
+	// The guest's sysctls are the sandbox's kernel settings: read-only.
+	if err := bindRO(sandboxRoot+"/proc/sys", "/proc/sys", true); err != nil {
+		return fmt.Errorf("/proc/sys read-only: %w", err)
+	}
+	if err := makeDev(); err != nil {
+		return err
+	}
+	if err := mountAll(cfg.Mounts); err != nil {
+		return err
+	}
+	if err := injectFiles(cfg.Files); err != nil {
+		return err
+	}
+	if err := bindRO("/init", AgentPath, false); err != nil {
+		return fmt.Errorf("agent binary: %w", err)
+	}
+	if err := denyPaths(cfg.Deny); err != nil {
+		return err
+	}
+	if cfg.Root == nil {
+		if err := unix.Mount("", sandboxRoot, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=1m"); err != nil {
+			return fmt.Errorf("root read-only: %w", err)
+		}
+	} else if !cfg.RootWritable {
+		if err := unix.Mount("", sandboxRoot, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+			return fmt.Errorf("root read-only: %w", err)
+		}
+	}
+	return nil
+}
+
+// rootBase mounts the root (the image's share under a writable layer, or
+// an empty tmpfs) and makes its top-level links.
+func rootBase(cfg *bootproto.Config) error {
 	if err := os.MkdirAll(sandboxRoot, 0o755); err != nil {
 		return err
 	}
@@ -44,17 +84,12 @@ func buildRoot(cfg *bootproto.Config) error {
 			return fmt.Errorf("link %s: %w", l.Path, err)
 		}
 	}
-	if err := mountAt("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "", true); err != nil {
-		return err
-	}
-	// The guest's sysctls are the sandbox's kernel settings: read-only.
-	if err := bindRO(sandboxRoot+"/proc/sys", "/proc/sys", true); err != nil {
-		return fmt.Errorf("/proc/sys read-only: %w", err)
-	}
-	if err := makeDev(); err != nil {
-		return err
-	}
-	for i, m := range cfg.Mounts {
+	return nil
+}
+
+// mountAll mounts the tmpfs mounts and the shares, in order.
+func mountAll(mounts []bootproto.Mount) error {
+	for i, m := range mounts {
 		if m.Type == "tmpfs" {
 			opts := "mode=" + strconv.FormatUint(uint64(m.Mode), 8) + ",uid=" + strconv.Itoa(m.UID) + ",gid=" + strconv.Itoa(m.GID)
 			if m.Size > 0 {
@@ -69,10 +104,16 @@ func buildRoot(cfg *bootproto.Config) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// injectFiles writes the injected files and binds each read-only at its
+// path.
+func injectFiles(files []bootproto.File) error {
 	if err := os.MkdirAll(filesDir, 0o700); err != nil {
 		return err
 	}
-	for i, f := range cfg.Files {
+	for i, f := range files {
 		src := filepath.Join(filesDir, strconv.Itoa(i))
 		mode := f.Mode & 0o777
 		if mode == 0 {
@@ -85,16 +126,19 @@ func buildRoot(cfg *bootproto.Config) error {
 			return fmt.Errorf("file %s: %w", f.Path, err)
 		}
 	}
-	if err := bindRO("/init", AgentPath, false); err != nil {
-		return fmt.Errorf("agent binary: %w", err)
-	}
+	return nil
+}
+
+// denyPaths mounts an empty, inaccessible directory or file over each
+// denied path that exists.
+func denyPaths(deny []bootproto.Deny) error {
 	if err := os.Mkdir(denyDir, 0); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
 	if err := os.WriteFile(denyFile, nil, 0); err != nil {
 		return err
 	}
-	for _, d := range cfg.Deny {
+	for _, d := range deny {
 		if _, err := os.Lstat(sandboxRoot + d.Path); err != nil {
 			continue // nothing there to hide
 		}
@@ -104,15 +148,6 @@ func buildRoot(cfg *bootproto.Config) error {
 		}
 		if err := bindRO(src, d.Path, true); err != nil {
 			return fmt.Errorf("deny %s: %w", d.Path, err)
-		}
-	}
-	if cfg.Root == nil {
-		if err := unix.Mount("", sandboxRoot, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "mode=755,size=1m"); err != nil {
-			return fmt.Errorf("root read-only: %w", err)
-		}
-	} else if !cfg.RootWritable {
-		if err := unix.Mount("", sandboxRoot, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
-			return fmt.Errorf("root read-only: %w", err)
 		}
 	}
 	return nil

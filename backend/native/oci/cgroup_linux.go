@@ -133,77 +133,17 @@ func (c *cgroupPaths) forMount() [][2]string {
 // on v1 a device allow-list of the default devices only. On error nothing
 // it made is left.
 func (c *cgroupPaths) create(res *specs.LinuxResources, lim cgroupfs.Limits) (err error) {
-	var made []string
+	remove, err := c.mkdirs(res, lim)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		if err != nil {
-			for i := len(made) - 1; i >= 0; i-- {
-				_ = cgroupfs.Remove(made[i], nil)
-			}
+			remove()
 		}
 	}()
-	mk := func(d string) error {
-		if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
-			return err
-		}
-		if err := os.Mkdir(d, 0o755); err != nil {
-			if !errors.Is(err, os.ErrExist) {
-				return err
-			}
-			if len(procsIn(d)) > 0 {
-				return fmt.Errorf("cgroup %s is in use: %w", d, errdefs.ErrExists)
-			}
-			return nil
-		}
-		made = append(made, d)
-		return nil
-	}
-	if c.V2 != "" {
-		if err := mk(c.V2); err != nil {
-			return fmt.Errorf("cgroup: %w", err)
-		}
-		if len(c.V1) == 0 {
-			enableV2(c.V2, c.Rel, lim, res)
-		}
-	}
-	for _, ctl := range v1Wanted {
-		if d, ok := c.V1[ctl]; ok {
-			if err := mk(d); err != nil {
-				return fmt.Errorf("cgroup %s: %w", ctl, err)
-			}
-		}
-	}
-	if res != nil {
-		if m := res.Memory; m != nil && m.Limit != nil && *m.Limit > 0 && (lim.Memory == 0 || *m.Limit < lim.Memory) {
-			lim.Memory = *m.Limit
-		}
-		if p := res.Pids; p != nil && p.Limit != nil && *p.Limit > 0 && (lim.Pids == 0 || int(*p.Limit) < lim.Pids) {
-			lim.Pids = int(*p.Limit)
-		}
-		if cpu := res.CPU; cpu != nil && cpu.Quota != nil && *cpu.Quota > 0 && cpu.Period != nil && *cpu.Period > 0 {
-			if n := float64(*cpu.Quota) / float64(*cpu.Period); lim.CPUs == 0 || n < lim.CPUs {
-				lim.CPUs = n
-			}
-		}
-	}
-	pl := cgroupfs.Placement{V2Dir: c.V2, V1Dirs: c.V1}
-	offered := map[string]bool{}
-	if c.V2 != "" {
-		if b, err := os.ReadFile(filepath.Join(filepath.Dir(c.V2), "cgroup.subtree_control")); err == nil {
-			for _, f := range strings.Fields(string(b)) {
-				offered[f] = true
-			}
-		}
-	}
-	provider := func(ctl string) cgroupfs.Hierarchy {
-		if offered[ctl] {
-			return cgroupfs.V2
-		}
-		if _, ok := c.V1[ctl]; ok {
-			return cgroupfs.V1
-		}
-		return cgroupfs.None
-	}
-	pl.Memory, pl.Pids, pl.CPU = provider("memory"), provider("pids"), provider("cpu")
+	lim = lowerLimits(res, lim)
+	pl := c.placement()
 	for _, need := range []struct {
 		set bool
 		h   cgroupfs.Hierarchy
@@ -227,6 +167,100 @@ func (c *cgroupPaths) create(res *specs.LinuxResources, lim cgroupfs.Limits) (er
 		}
 	}
 	return nil
+}
+
+// mkdirs makes the cgroup directories (an existing one must be empty) and
+// on v2 alone offers the controllers the limits need. It returns what
+// removes the directories it made; on error it has removed them.
+func (c *cgroupPaths) mkdirs(res *specs.LinuxResources, lim cgroupfs.Limits) (remove func(), err error) {
+	var made []string
+	remove = func() {
+		for i := len(made) - 1; i >= 0; i-- {
+			_ = cgroupfs.Remove(made[i], nil)
+		}
+	}
+	defer func() {
+		if err != nil {
+			remove()
+		}
+	}()
+	mk := func(d string) error {
+		if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
+			return err
+		}
+		if err := os.Mkdir(d, 0o755); err != nil {
+			if !errors.Is(err, os.ErrExist) {
+				return err
+			}
+			if len(procsIn(d)) > 0 {
+				return fmt.Errorf("cgroup %s is in use: %w", d, errdefs.ErrExists)
+			}
+			return nil
+		}
+		made = append(made, d)
+		return nil
+	}
+	if c.V2 != "" {
+		if err := mk(c.V2); err != nil {
+			return nil, fmt.Errorf("cgroup: %w", err)
+		}
+		if len(c.V1) == 0 {
+			enableV2(c.V2, c.Rel, lim, res)
+		}
+	}
+	for _, ctl := range v1Wanted {
+		if d, ok := c.V1[ctl]; ok {
+			if err := mk(d); err != nil {
+				return nil, fmt.Errorf("cgroup %s: %w", ctl, err)
+			}
+		}
+	}
+	return remove, nil
+}
+
+// lowerLimits is lim lowered to config.json's memory, pids and CPU limits
+// where those are lower.
+func lowerLimits(res *specs.LinuxResources, lim cgroupfs.Limits) cgroupfs.Limits {
+	if res == nil {
+		return lim
+	}
+	if m := res.Memory; m != nil && m.Limit != nil && *m.Limit > 0 && (lim.Memory == 0 || *m.Limit < lim.Memory) {
+		lim.Memory = *m.Limit
+	}
+	if p := res.Pids; p != nil && p.Limit != nil && *p.Limit > 0 && (lim.Pids == 0 || int(*p.Limit) < lim.Pids) {
+		lim.Pids = int(*p.Limit)
+	}
+	if cpu := res.CPU; cpu != nil && cpu.Quota != nil && *cpu.Quota > 0 && cpu.Period != nil && *cpu.Period > 0 {
+		if n := float64(*cpu.Quota) / float64(*cpu.Period); lim.CPUs == 0 || n < lim.CPUs {
+			lim.CPUs = n
+		}
+	}
+	return lim
+}
+
+// placement says which hierarchy provides each controller: cgroup2 where
+// the parent offers it, else v1 where the container has a directory.
+func (c *cgroupPaths) placement() cgroupfs.Placement {
+	pl := cgroupfs.Placement{V2Dir: c.V2, V1Dirs: c.V1}
+	offered := map[string]bool{}
+	if c.V2 != "" {
+		if b, err := os.ReadFile(filepath.Join(filepath.Dir(c.V2), "cgroup.subtree_control")); err == nil {
+			for _, f := range strings.Fields(string(b)) {
+				offered[f] = true
+			}
+		}
+	}
+	provider := func(ctl string) cgroupfs.Hierarchy {
+		if offered[ctl] {
+			return cgroupfs.V2
+		}
+		if _, ok := c.V1[ctl]; ok {
+			return cgroupfs.V1
+		}
+		return cgroupfs.None
+	}
+	pl.Memory, pl.Pids, pl.CPU = provider("memory"), provider("pids"), provider("cpu")
+	return pl
 }
 
 // enableV2 offers the controllers the limits need down to the

@@ -78,41 +78,9 @@ const setupTimeout = 60 * time.Second
 // process (its pid in PidFile) waits for Start. On error nothing is left:
 // no process, cgroup or state.
 func (r *Runtime) Create(ctx context.Context, id string, o CreateOpts) (err error) {
-	if err := r.init(); err != nil {
-		return err
-	}
-	if err := checkID(id); err != nil {
-		return err
-	}
-	bundle, err := filepath.Abs(o.Bundle)
-	if err != nil {
-		return fmt.Errorf("bundle: %v: %w", err, errdefs.ErrInvalid)
-	}
-	var spec specs.Spec
-	if err := readJSON(filepath.Join(bundle, "config.json"), &spec); err != nil {
-		return fmt.Errorf("bundle %s: %v: %w", bundle, err, errdefs.ErrInvalid)
-	}
-	if h := spec.Hooks; h != nil && (len(h.CreateContainer) > 0 || len(h.StartContainer) > 0) {
-		return fmt.Errorf("config.json: createContainer and startContainer hooks (run inside the container) are not supported: %w", errdefs.ErrNotSupported)
-	}
-	d, err := decide(r.Operator, spec.Annotations)
+	c, err := r.prepareCreate(id, o)
 	if err != nil {
 		return err
-	}
-	if spec.Linux == nil {
-		return fmt.Errorf("config.json: linux is missing: %w", errdefs.ErrInvalid)
-	}
-	cg, err := resolveCgroups(spec.Linux.CgroupsPath, id)
-	if err != nil {
-		return err
-	}
-	plan, err := buildPlan(id, bundle, &spec, r.Operator, d, native.HostFeatures(), cg)
-	if err != nil {
-		return err
-	}
-	plan.NoPivot = o.NoPivot
-	if plan.Proc.Terminal && o.ConsoleSocket == "" {
-		return fmt.Errorf("process.terminal is set but no --console-socket was given: %w", errdefs.ErrInvalid)
 	}
 	var u undo.Stack
 	defer func() {
@@ -121,21 +89,9 @@ func (r *Runtime) Create(ctx context.Context, id string, o CreateOpts) (err erro
 		}
 	}()
 	s := r.store()
-	if err := os.MkdirAll(r.Root, 0o700); err != nil {
-		return fmt.Errorf("state root %s: %w", r.Root, err)
-	}
-	if err := os.Mkdir(s.dir(id), 0o700); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("container with id exists: %s: %w", id, errdefs.ErrExists)
-		}
-		return fmt.Errorf("state dir: %w", err)
-	}
-	u.Push(func() { _ = os.RemoveAll(s.dir(id)) })
-	lim := cgroupfs.Limits{Memory: int64(d.pol.Limits.Memory), Pids: d.pol.Limits.Pids, CPUs: d.pol.Limits.CPUs}
-	if err := cg.create(spec.Linux.Resources, lim); err != nil {
+	if err := r.makeStateAndCgroup(c, &u); err != nil {
 		return err
 	}
-	u.Push(func() { _ = cg.remove() })
 	if err := unix.Mkfifo(s.fifo(id), 0o600); err != nil {
 		return fmt.Errorf("exec fifo: %w", err)
 	}
@@ -145,29 +101,108 @@ func (r *Runtime) Create(ctx context.Context, id string, o CreateOpts) (err erro
 	}
 	defer fifo.Close()
 	var console *os.File
-	if plan.Proc.Terminal {
+	if c.plan.Proc.Terminal {
 		if console, err = dialConsole(o.ConsoleSocket); err != nil {
 			return err
 		}
 		defer console.Close()
 	}
-	clone, joins, err := namespacesFor(spec.Linux.Namespaces)
+	clone, joins, err := namespacesFor(c.spec.Linux.Namespaces)
 	if err != nil {
 		return err
 	}
-	if plan.PrivateNet && s.joinsPrivateNet(joins) {
+	if c.plan.PrivateNet && s.joinsPrivateNet(joins) {
 		// The pod's other containers share the empty namespace the
 		// pause container got: the pod keeps one loopback.
-		plan.PrivateNet = false
+		c.plan.PrivateNet = false
 	}
-	ch, err := r.spawn(InitCommand, plan, clone, joins, cg, []*os.File{fifo, console}, &u)
+	ch, err := r.spawn(InitCommand, c.plan, clone, joins, c.cg, []*os.File{fifo, console}, &u)
 	if err != nil {
 		return err
 	}
-	st := &containerState{ID: id, Bundle: bundle, Rootfs: plan.Rootfs, Pid: ch.pid, PidStart: ch.start,
-		Created: time.Now().UTC(), Annotations: spec.Annotations, Cgroups: *cg, Policy: d.name,
-		Confine: plan.Confine, PrivateNet: plan.PrivateNet, Hooks: spec.Hooks, Env: plan.Proc.Env}
-	if h := spec.Hooks; h != nil {
+	return r.finishCreate(ctx, c, ch, o.PidFile, &u)
+}
+
+// creation is what Create settled from the bundle before it makes
+// anything.
+type creation struct {
+	id, bundle string
+	spec       specs.Spec
+	d          *decision
+	cg         *cgroupPaths
+	plan       *initPlan
+}
+
+// prepareCreate reads and checks the bundle and plans the container; it
+// makes nothing.
+func (r *Runtime) prepareCreate(id string, o CreateOpts) (*creation, error) {
+	if err := r.init(); err != nil {
+		return nil, err
+	}
+	if err := checkID(id); err != nil {
+		return nil, err
+	}
+	c := &creation{id: id}
+	var err error
+	if c.bundle, err = filepath.Abs(o.Bundle); err != nil {
+		return nil, fmt.Errorf("bundle: %v: %w", err, errdefs.ErrInvalid)
+	}
+	if err := readJSON(filepath.Join(c.bundle, "config.json"), &c.spec); err != nil {
+		return nil, fmt.Errorf("bundle %s: %v: %w", c.bundle, err, errdefs.ErrInvalid)
+	}
+	if h := c.spec.Hooks; h != nil && (len(h.CreateContainer) > 0 || len(h.StartContainer) > 0) {
+		return nil, fmt.Errorf("config.json: createContainer and startContainer hooks (run inside the container) are not supported: %w", errdefs.ErrNotSupported)
+	}
+	if c.d, err = decide(r.Operator, c.spec.Annotations); err != nil {
+		return nil, err
+	}
+	if c.spec.Linux == nil {
+		return nil, fmt.Errorf("config.json: linux is missing: %w", errdefs.ErrInvalid)
+	}
+	if c.cg, err = resolveCgroups(c.spec.Linux.CgroupsPath, id); err != nil {
+		return nil, err
+	}
+	if c.plan, err = buildPlan(id, c.bundle, &c.spec, r.Operator, c.d, native.HostFeatures(), c.cg); err != nil {
+		return nil, err
+	}
+	c.plan.NoPivot = o.NoPivot
+	if c.plan.Proc.Terminal && o.ConsoleSocket == "" {
+		return nil, fmt.Errorf("process.terminal is set but no --console-socket was given: %w", errdefs.ErrInvalid)
+	}
+	return c, nil
+}
+
+// makeStateAndCgroup makes the container's state directory (refusing an
+// id in use) and its cgroup, each undone on u.
+func (r *Runtime) makeStateAndCgroup(c *creation, u *undo.Stack) error {
+	s := r.store()
+	if err := os.MkdirAll(r.Root, 0o700); err != nil {
+		return fmt.Errorf("state root %s: %w", r.Root, err)
+	}
+	if err := os.Mkdir(s.dir(c.id), 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("container with id exists: %s: %w", c.id, errdefs.ErrExists)
+		}
+		return fmt.Errorf("state dir: %w", err)
+	}
+	u.Push(func() { _ = os.RemoveAll(s.dir(c.id)) })
+	lim := cgroupfs.Limits{Memory: int64(c.d.pol.Limits.Memory), Pids: c.d.pol.Limits.Pids, CPUs: c.d.pol.Limits.CPUs}
+	if err := c.cg.create(c.spec.Linux.Resources, lim); err != nil {
+		return err
+	}
+	u.Push(func() { _ = c.cg.remove() })
+	return nil
+}
+
+// finishCreate runs the create hooks, lets the spawned init finish its
+// setup, starts the monitor (undone on u) and saves the state and the pid
+// file.
+func (r *Runtime) finishCreate(ctx context.Context, c *creation, ch *child, pidFile string, u *undo.Stack) error {
+	s := r.store()
+	st := &containerState{ID: c.id, Bundle: c.bundle, Rootfs: c.plan.Rootfs, Pid: ch.pid, PidStart: ch.start,
+		Created: time.Now().UTC(), Annotations: c.spec.Annotations, Cgroups: *c.cg, Policy: c.d.name,
+		Confine: c.plan.Confine, PrivateNet: c.plan.PrivateNet, Hooks: c.spec.Hooks, Env: c.plan.Proc.Env}
+	if h := c.spec.Hooks; h != nil {
 		state := s.ociState(st)
 		state.Status = "creating"
 		//lint:ignore SA1019 dockerd's network setup (libnetwork-setkey) is a prestart hook
@@ -183,7 +218,7 @@ func (r *Runtime) Create(ctx context.Context, id string, o CreateOpts) (err erro
 		return err
 	}
 	if listener >= 0 {
-		pid, start, err := r.startMonitor(id, ch.pid, listener, plan, d.pol)
+		pid, start, err := r.startMonitor(c.id, ch.pid, listener, c.plan, c.d.pol)
 		if err != nil {
 			return err
 		}
@@ -193,12 +228,12 @@ func (r *Runtime) Create(ctx context.Context, id string, o CreateOpts) (err erro
 	if err := s.save(st); err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
-	if o.PidFile != "" {
-		if err := writePidFile(o.PidFile, ch.pid); err != nil {
+	if pidFile != "" {
+		if err := writePidFile(pidFile, ch.pid); err != nil {
 			return err
 		}
 	}
-	r.Log.Debug("container created", "id", id, "pid", ch.pid, "policy", d.name)
+	r.Log.Debug("container created", "id", c.id, "pid", ch.pid, "policy", c.d.name)
 	return nil
 }
 

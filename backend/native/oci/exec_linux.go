@@ -47,25 +47,15 @@ func (r *Runtime) Exec(ctx context.Context, id string, o ExecOpts) (code int, er
 	if s.status(st) != statusRunning {
 		return -1, fmt.Errorf("cannot exec in a container that is not running (%s): %w", s.status(st), errdefs.ErrInvalid)
 	}
-	var proc specs.Process
-	if o.Process != "" {
-		if err := readJSON(o.Process, &proc); err != nil {
-			return -1, fmt.Errorf("process: %v: %w", err, errdefs.ErrInvalid)
-		}
-	} else {
-		if len(o.Args) == 0 {
-			return -1, fmt.Errorf("exec: no command and no --process: %w", errdefs.ErrInvalid)
-		}
-		proc = specs.Process{Args: o.Args, Cwd: o.Cwd, Env: append(st.Env, o.Env...), Terminal: o.TTY}
-		if proc.Cwd == "" {
-			proc.Cwd = "/"
-		}
+	proc, err := execProcess(o, st)
+	if err != nil {
+		return -1, err
 	}
 	d, err := decide(r.Operator, st.Annotations)
 	if err != nil {
 		return -1, err
 	}
-	pp, err := processPlan(&proc, r.Operator, d, true)
+	pp, err := processPlan(proc, r.Operator, d, true)
 	if err != nil {
 		return -1, err
 	}
@@ -115,7 +105,34 @@ func (r *Runtime) Exec(ctx context.Context, id string, o ExecOpts) (code int, er
 	if o.Detach {
 		return 0, nil
 	}
-	state, err := ch.cmd.Process.Wait()
+	return waitExit(ch.cmd.Process)
+}
+
+// execProcess is the process to exec: --process's process.json, else the
+// command line's arguments, working directory and env (after the
+// container's).
+func execProcess(o ExecOpts, st *containerState) (*specs.Process, error) {
+	var proc specs.Process
+	if o.Process != "" {
+		if err := readJSON(o.Process, &proc); err != nil {
+			return nil, fmt.Errorf("process: %v: %w", err, errdefs.ErrInvalid)
+		}
+		return &proc, nil
+	}
+	if len(o.Args) == 0 {
+		return nil, fmt.Errorf("exec: no command and no --process: %w", errdefs.ErrInvalid)
+	}
+	proc = specs.Process{Args: o.Args, Cwd: o.Cwd, Env: append(st.Env, o.Env...), Terminal: o.TTY}
+	if proc.Cwd == "" {
+		proc.Cwd = "/"
+	}
+	return &proc, nil
+}
+
+// waitExit waits for p and returns its exit code, 128+N for signal N, or
+// 0 when it was reaped elsewhere (by the subreaper).
+func waitExit(p *os.Process) (int, error) {
+	state, err := p.Wait()
 	if err != nil {
 		var ee *os.SyscallError
 		if errors.As(err, &ee) && errors.Is(ee.Err, syscall.ECHILD) {

@@ -88,12 +88,50 @@ func compileSeccomp(s *specs.LinuxSeccomp) ([]unix.SockFilter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seccomp defaultAction: %w", err)
 	}
-	type rule struct {
-		rank int
-		ret  uint32
-		args []specs.LinuxSeccompArg
+	byNr, err := seccompRules(s, def)
+	if err != nil {
+		return nil, err
 	}
-	byNr := map[int][]rule{}
+	if len(byNr) == 0 && def == unix.SECCOMP_RET_ALLOW {
+		return nil, nil
+	}
+	nrs := make([]int, 0, len(byNr))
+	for nr := range byNr {
+		nrs = append(nrs, nr)
+	}
+	sort.Ints(nrs)
+	var b bpfProg
+	b.ld(4) // arch
+	b.jump(unix.BPF_JEQ, arch, 1, 0)
+	b.ret(def) // another ABI: the floor kills it anyway
+	b.ld(0)    // nr
+	for _, nr := range nrs {
+		body := syscallBody(byNr[nr], def)
+		if len(body.prog) > 255 {
+			return nil, fmt.Errorf("seccomp: too many rules for syscall %d", nr)
+		}
+		b.jump(unix.BPF_JEQ, uint32(nr), 0, uint8(len(body.prog)))
+		b.prog = append(b.prog, body.prog...)
+	}
+	b.ret(def)
+	if len(b.prog) > unix.BPF_MAXINSNS {
+		return nil, fmt.Errorf("seccomp: program too long (%d instructions)", len(b.prog))
+	}
+	return b.prog, nil
+}
+
+// seccompRule is one profile entry's rule for one syscall.
+type seccompRule struct {
+	rank int
+	ret  uint32
+	args []specs.LinuxSeccompArg
+}
+
+// seccompRules checks the profile's syscall entries and groups the rules
+// that differ from the default action by syscall number (names this
+// architecture has no number for are skipped).
+func seccompRules(s *specs.LinuxSeccomp, def uint32) (map[int][]seccompRule, error) {
+	byNr := map[int][]seccompRule{}
 	for i, sc := range s.Syscalls {
 		ret, err := actionValue(sc.Action, sc.ErrnoRet, s.DefaultErrnoRet)
 		if err != nil {
@@ -115,60 +153,41 @@ func compileSeccomp(s *specs.LinuxSeccomp) ([]unix.SockFilter, error) {
 			if !ok {
 				continue // a call of another architecture or a newer kernel
 			}
-			byNr[nr] = append(byNr[nr], rule{rank: actionRank[sc.Action], ret: ret, args: sc.Args})
+			byNr[nr] = append(byNr[nr], seccompRule{rank: actionRank[sc.Action], ret: ret, args: sc.Args})
 		}
 	}
-	if len(byNr) == 0 && def == unix.SECCOMP_RET_ALLOW {
-		return nil, nil
-	}
-	nrs := make([]int, 0, len(byNr))
-	for nr := range byNr {
-		nrs = append(nrs, nr)
-	}
-	sort.Ints(nrs)
-	var b bpfProg
-	b.ld(4) // arch
-	b.jump(unix.BPF_JEQ, arch, 1, 0)
-	b.ret(def) // another ABI: the floor kills it anyway
-	b.ld(0)    // nr
-	for _, nr := range nrs {
-		rules := byNr[nr]
-		sort.SliceStable(rules, func(i, j int) bool { return rules[i].rank < rules[j].rank })
-		var body bpfProg
-		for _, r := range rules {
-			var conds bpfProg
-			for _, a := range r.args {
-				argCheck(&conds, a)
-			}
-			// Each check jumps past the rule's return when it fails: a
-			// jump offset of "fail" is patched to the end of the rule.
-			end := len(conds.prog) + 1
-			for i := range conds.prog {
-				in := &conds.prog[i]
-				if in.Code&0x07 == unix.BPF_JMP && in.Code&0xf0 != unix.BPF_JA {
-					if in.Jt == failMark {
-						in.Jt = uint8(end - i - 1)
-					}
-					if in.Jf == failMark {
-						in.Jf = uint8(end - i - 1)
-					}
+	return byNr, nil
+}
+
+// syscallBody is the filter code for one syscall's rules, most
+// restrictive action first, ending in the default action.
+func syscallBody(rules []seccompRule, def uint32) bpfProg {
+	sort.SliceStable(rules, func(i, j int) bool { return rules[i].rank < rules[j].rank })
+	var body bpfProg
+	for _, r := range rules {
+		var conds bpfProg
+		for _, a := range r.args {
+			argCheck(&conds, a)
+		}
+		// Each check jumps past the rule's return when it fails: a
+		// jump offset of "fail" is patched to the end of the rule.
+		end := len(conds.prog) + 1
+		for i := range conds.prog {
+			in := &conds.prog[i]
+			if in.Code&0x07 == unix.BPF_JMP && in.Code&0xf0 != unix.BPF_JA {
+				if in.Jt == failMark {
+					in.Jt = uint8(end - i - 1)
+				}
+				if in.Jf == failMark {
+					in.Jf = uint8(end - i - 1)
 				}
 			}
-			body.prog = append(body.prog, conds.prog...)
-			body.ret(r.ret)
 		}
-		body.ret(def)
-		if len(body.prog) > 255 {
-			return nil, fmt.Errorf("seccomp: too many rules for syscall %d", nr)
-		}
-		b.jump(unix.BPF_JEQ, uint32(nr), 0, uint8(len(body.prog)))
-		b.prog = append(b.prog, body.prog...)
+		body.prog = append(body.prog, conds.prog...)
+		body.ret(r.ret)
 	}
-	b.ret(def)
-	if len(b.prog) > unix.BPF_MAXINSNS {
-		return nil, fmt.Errorf("seccomp: program too long (%d instructions)", len(b.prog))
-	}
-	return b.prog, nil
+	body.ret(def)
+	return body
 }
 
 // failMark marks a jump to the end of the rule being built.

@@ -115,95 +115,117 @@ func nsOp(p params) {
 			blocked("mount(MS_REC|MS_PRIVATE) in the new namespace refused: %v", err)
 		}
 	}
-	switch op := p.get("op"); op {
-	case "umount":
-		var errs []string
-		for _, m := range mounts() {
-			if m.point == "/" {
-				continue
-			}
-			err := unix.Unmount(m.point, unix.MNT_DETACH)
-			if err == nil {
-				escaped("unmounted %s", m.point)
-			}
-			if len(errs) < 4 {
-				errs = append(errs, m.point+": "+err.Error())
-			}
-		}
-		blocked("umount refused: %s", strings.Join(errs, "; "))
-	case "remount":
-		var errs []string
-		found := false
-		for _, m := range mounts() {
-			if !m.ro {
-				continue
-			}
-			found = true
-			err := unix.Mount("", m.point, "", unix.MS_REMOUNT|unix.MS_BIND, "")
-			if err == nil {
-				escaped("remounted read-only %s read-write", m.point)
-			}
-			if len(errs) < 4 {
-				errs = append(errs, m.point+": "+err.Error())
-			}
-		}
-		if !found {
-			// No read-only mount to attack (the unconfined host): prove the
-			// mechanism on one of our own.
-			dir := tempDir()
-			if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
-				blocked("bind mount: %v", err)
-			}
-			if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
-				blocked("remount ro: %v", err)
-			}
-			if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND, ""); err != nil {
-				blocked("remount rw: %v", err)
-			}
-			escaped("no read-only mount here; remounted our own read-only bind mount read-write")
-		}
-		blocked("remount refused: %s", strings.Join(errs, "; "))
-	case "pivot":
-		dir := tempDir()
-		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-			blocked("mount tmpfs: %v", err)
-		}
-		if err := os.Mkdir(dir+"/old", 0o700); err != nil {
-			fail("mkdir: %v", err)
-		}
-		if err := unix.PivotRoot(dir, dir+"/old"); err != nil {
-			blocked("pivot_root: %v", err)
-		}
-		escaped("pivot_root into a fresh tmpfs")
-	case "tmpfs":
-		dir := tempDir()
-		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-			blocked("mount tmpfs on %s: %v", dir, err)
-		}
-		escaped("mounted a tmpfs on %s", dir)
-	case "mount-api":
-		fd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
-		if err == nil {
-			if err = unix.FsconfigCreate(fd); err == nil {
-				mfd, err := unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, 0)
-				if err == nil {
-					escaped("fsopen+fsconfig+fsmount made a detached tmpfs mount (fd %d)", mfd)
-				}
-				note("fsmount: %v", err)
-			} else {
-				note("fsconfig: %v", err)
-			}
-		} else {
-			note("fsopen: %v", err)
-		}
-		tfd, err2 := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.AT_RECURSIVE|unix.OPEN_TREE_CLOEXEC)
-		if err2 == nil {
-			escaped("open_tree(OPEN_TREE_CLONE) cloned / (fd %d)", tfd)
-		}
-		blocked("new mount API refused: fsopen/fsmount: %v; open_tree: %v", err, err2)
-	default:
+	op := p.get("op")
+	run, ok := nsOps[op]
+	if !ok {
 		fail("op %q", op)
 	}
+	run()
+}
+
+// nsOps are nsOp's attacks by name.
+var nsOps = map[string]func(){
+	"umount": nsUmount, "remount": nsRemount, "pivot": nsPivot, "tmpfs": nsTmpfs, "mount-api": nsMountAPI,
+}
+
+// nsUmount tries to unmount every mount but /.
+func nsUmount() {
+	var errs []string
+	for _, m := range mounts() {
+		if m.point == "/" {
+			continue
+		}
+		err := unix.Unmount(m.point, unix.MNT_DETACH)
+		if err == nil {
+			escaped("unmounted %s", m.point)
+		}
+		if len(errs) < 4 {
+			errs = append(errs, m.point+": "+err.Error())
+		}
+	}
+	blocked("umount refused: %s", strings.Join(errs, "; "))
+}
+
+// nsRemount tries to remount a read-only mount read-write.
+func nsRemount() {
+	var errs []string
+	found := false
+	for _, m := range mounts() {
+		if !m.ro {
+			continue
+		}
+		found = true
+		err := unix.Mount("", m.point, "", unix.MS_REMOUNT|unix.MS_BIND, "")
+		if err == nil {
+			escaped("remounted read-only %s read-write", m.point)
+		}
+		if len(errs) < 4 {
+			errs = append(errs, m.point+": "+err.Error())
+		}
+	}
+	if !found {
+		// No read-only mount to attack (the unconfined host): prove the
+		// mechanism on one of our own.
+		dir := tempDir()
+		if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+			blocked("bind mount: %v", err)
+		}
+		if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+			blocked("remount ro: %v", err)
+		}
+		if err := unix.Mount("", dir, "", unix.MS_REMOUNT|unix.MS_BIND, ""); err != nil {
+			blocked("remount rw: %v", err)
+		}
+		escaped("no read-only mount here; remounted our own read-only bind mount read-write")
+	}
+	blocked("remount refused: %s", strings.Join(errs, "; "))
+}
+
+// nsPivot tries pivot_root into a fresh tmpfs.
+func nsPivot() {
+	dir := tempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		blocked("mount tmpfs: %v", err)
+	}
+	if err := os.Mkdir(dir+"/old", 0o700); err != nil {
+		fail("mkdir: %v", err)
+	}
+	if err := unix.PivotRoot(dir, dir+"/old"); err != nil {
+		blocked("pivot_root: %v", err)
+	}
+	escaped("pivot_root into a fresh tmpfs")
+}
+
+// nsTmpfs tries to mount a tmpfs.
+func nsTmpfs() {
+	dir := tempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		blocked("mount tmpfs on %s: %v", dir, err)
+	}
+	escaped("mounted a tmpfs on %s", dir)
+}
+
+// nsMountAPI tries the new mount API (fsopen/fsmount, open_tree).
+func nsMountAPI() {
+	fd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err == nil {
+		if err = unix.FsconfigCreate(fd); err == nil {
+			mfd, err := unix.Fsmount(fd, unix.FSMOUNT_CLOEXEC, 0)
+			if err == nil {
+				escaped("fsopen+fsconfig+fsmount made a detached tmpfs mount (fd %d)", mfd)
+			}
+			note("fsmount: %v", err)
+		} else {
+			note("fsconfig: %v", err)
+		}
+	} else {
+		note("fsopen: %v", err)
+	}
+	tfd, err2 := unix.OpenTree(unix.AT_FDCWD, "/", unix.OPEN_TREE_CLONE|unix.AT_RECURSIVE|unix.OPEN_TREE_CLOEXEC)
+	if err2 == nil {
+		escaped("open_tree(OPEN_TREE_CLONE) cloned / (fd %d)", tfd)
+	}
+	blocked("new mount API refused: fsopen/fsmount: %v; open_tree: %v", err, err2)
 }
 
 func tempDir() string {
