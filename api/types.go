@@ -292,3 +292,21 @@ type ErrorInfo struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
+
+// PortTokenRequest asks for a token that lets a browser (no API key)
+// reach one port of a sandbox until it expires.
+type PortTokenRequest struct {
+	Port int      `json:"port"`
+	TTL  Duration `json:"ttl,omitempty"` // 1s..24h; default 15m
+}
+
+// PortToken is a minted port token and the URLs that carry it.
+type PortToken struct {
+	Port  int    `json:"port"`
+	Token string `json:"token"`
+	// URL is the path-routed URL with the token, relative to the server.
+	URL string `json:"url"`
+	// PreviewURL is the host-routed URL, when the server has a preview domain.
+	PreviewURL string    `json:"preview_url,omitempty"`
+	ExpiresAt  time.Time `json:"expires_at"`
+}

@@ -107,6 +107,10 @@ type Config struct {
 	// TCPLimits and UnixLimits bound the connections of TCP and unix
 	// listeners (zero: DefaultTCPLimits, DefaultUnixLimits).
 	TCPLimits, UnixLimits ConnLimits
+	// PreviewDomain, when set, routes requests for host PORT-ID.DOMAIN to
+	// that port of sandbox ID (apps that need to be at /); PreviewScheme
+	// is the scheme of the preview URLs the server hands out ("http").
+	PreviewDomain, PreviewScheme string
 }
 
 // Server serves the /v1 API. Create with New, then Serve listeners, then
@@ -138,6 +142,9 @@ type Server struct {
 
 	keyWatch keyWatch // requests by API key, ended when it is revoked
 	storage  *storageGuard
+
+	portTokens    *portSigner     // port tokens (porttoken.go)
+	portTransport *http.Transport // the port proxy's (ports.go)
 }
 
 type usage struct {
@@ -229,6 +236,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	if s.portTokens, err = loadPortSigner(cfg.DataDir); err != nil {
+		cancel()
+		return nil, fmt.Errorf("new server: %w", err)
+	}
+	s.portTransport = s.newPortTransport()
 	s.events = newEventWriter(cfg.Store, cfg.Log, s.metrics)
 	if err := s.reconcile(ctx); err != nil {
 		cancel()

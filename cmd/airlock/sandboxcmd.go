@@ -37,6 +37,8 @@ commands:
                        - is a tar, plain or gzip, on stdin or stdout)
   rm ID...
   logs [-f] [--json] ID  (the sandbox's audit events)
+  port-forward ID [LOCAL:]REMOTE  (127.0.0.1:LOCAL on this host to port
+                       REMOTE on the sandbox's loopback; LOCAL 0: any)
 
 The server is --host (anywhere before --), else $AIRLOCK_HOST, else the
 local socket; the key $AIRLOCK_API_KEY.
@@ -89,6 +91,8 @@ func runSandbox(args []string) int {
 		code = sbRemove(ctx, c, rest)
 	case "logs":
 		code = sbLogs(ctx, c, rest)
+	case "port-forward":
+		code = sbPortForward(ctx, c, rest)
 	default:
 		fmt.Fprintf(os.Stderr, "airlock sandbox: unknown command %q\n%s", sub, sandboxUsage)
 		return exitAirlock
