@@ -67,6 +67,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"POST /v1/images/pull":                           `{"ref":"127.0.0.1:1/nothing:1"}`,
 		"POST /v1/images/prune":                          `{}`,
 		"POST /v1/images/import":                         `not a tarball`,
+		"POST /v1/sandboxes/{id}/port-tokens":            `{"port":8000,"ttl":"1m"}`,
 	}
 	queries := map[string]string{
 		"/v1/sandboxes/{id}/files":      "?path=/tmp/f",

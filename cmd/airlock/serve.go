@@ -23,8 +23,8 @@ import (
 
 	"github.com/airlock-dev/airlock/backend"
 	"github.com/airlock-dev/airlock/client"
-	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/images"
+	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server"
