@@ -182,3 +182,14 @@ export interface Frame {
   exit?: ExitStatus;
   error?: { code: string; message: string };
 }
+
+/** A minted port token and the URLs that carry it (POST .../port-tokens). */
+export interface PortToken {
+  port: number;
+  token: string;
+  /** The path-routed URL with the token (absolute, from Sandbox.portToken). */
+  url: string;
+  /** The host-routed URL, when the server has a preview domain. */
+  preview_url?: string;
+  expires_at: string;
+}
