@@ -310,3 +310,13 @@ type PortToken struct {
 	PreviewURL string    `json:"preview_url,omitempty"`
 	ExpiresAt  time.Time `json:"expires_at"`
 }
+
+// FileEvent is one change inside a sandbox (GET .../files/watch): op is
+// create, write, remove, rename (with from) or overflow (events were
+// dropped; no path).
+type FileEvent struct {
+	Op   string `json:"op"`
+	Path string `json:"path,omitempty"`
+	From string `json:"from,omitempty"`
+	Dir  bool   `json:"dir,omitempty"`
+}

@@ -70,10 +70,11 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"POST /v1/sandboxes/{id}/port-tokens":            `{"port":8000,"ttl":"1m"}`,
 	}
 	queries := map[string]string{
-		"/v1/sandboxes/{id}/files":      "?path=/tmp/f",
-		"/v1/sandboxes/{id}/files/stat": "?path=/tmp",
-		"/v1/sandboxes/{id}/files/list": "?path=/tmp",
-		"/v1/sandboxes/{id}/archive":    "?path=/tmp",
+		"/v1/sandboxes/{id}/files":       "?path=/tmp/f",
+		"/v1/sandboxes/{id}/files/stat":  "?path=/tmp",
+		"/v1/sandboxes/{id}/files/list":  "?path=/tmp",
+		"/v1/sandboxes/{id}/archive":     "?path=/tmp",
+		"/v1/sandboxes/{id}/files/watch": "?path=/tmp/nowhere",
 	}
 	var ops []string
 	for path, methods := range doc.Paths {

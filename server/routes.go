@@ -116,6 +116,7 @@ func (s *Server) apiRoutes() []route {
 		{"GET /v1/sandboxes/{id}/events", s.handleEvents},
 		{"POST /v1/sandboxes/{id}/port-tokens", s.handlePortToken},
 		{"GET /v1/sandboxes/{id}/tcp/{port}", s.handleTCP},
+		{"GET /v1/sandboxes/{id}/files/watch", s.handleFileWatch},
 	}, s.imageRoutes()...)
 }
 

@@ -37,6 +37,7 @@ commands:
                        - is a tar, plain or gzip, on stdin or stdout)
   rm ID...
   logs [-f] [--json] ID  (the sandbox's audit events)
+  watch [-r] [--json] ID PATH  (changes under PATH inside, one line each)
   port-forward ID [LOCAL:]REMOTE  (127.0.0.1:LOCAL on this host to port
                        REMOTE on the sandbox's loopback; LOCAL 0: any)
 
@@ -91,6 +92,8 @@ func runSandbox(args []string) int {
 		code = sbRemove(ctx, c, rest)
 	case "logs":
 		code = sbLogs(ctx, c, rest)
+	case "watch":
+		code = sbWatch(ctx, c, rest)
 	case "port-forward":
 		code = sbPortForward(ctx, c, rest)
 	default:
