@@ -60,6 +60,8 @@ type CreateSandboxRequest struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	// Env is added to every process's environment.
 	Env map[string]string `json:"env,omitempty"`
+	// Volumes are the tenant's named volumes mounted into the sandbox.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Sandbox describes a sandbox.
@@ -319,4 +321,31 @@ type FileEvent struct {
 	Path string `json:"path,omitempty"`
 	From string `json:"from,omitempty"`
 	Dir  bool   `json:"dir,omitempty"`
+}
+
+// VolumeMount mounts named volume Name at Path inside a sandbox.
+type VolumeMount struct {
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// CreateVolumeRequest makes a named volume of SizeBytes (its quota).
+type CreateVolumeRequest struct {
+	Name      string `json:"name"`
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// Volume is a tenant's named, persistent volume.
+type Volume struct {
+	Name      string    `json:"name"`
+	SizeBytes int64     `json:"size_bytes"`
+	CreatedAt time.Time `json:"created_at"`
+	// InUse lists the live sandboxes that mount it.
+	InUse []string `json:"in_use,omitempty"`
+}
+
+// VolumeList is the answer of GET /v1/volumes.
+type VolumeList struct {
+	Volumes []Volume `json:"volumes"`
 }

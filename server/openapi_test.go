@@ -68,6 +68,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"POST /v1/images/prune":                          `{}`,
 		"POST /v1/images/import":                         `not a tarball`,
 		"POST /v1/sandboxes/{id}/port-tokens":            `{"port":8000,"ttl":"1m"}`,
+		"POST /v1/volumes":                               `{"name":"v1","size_bytes":16777216}`,
 	}
 	queries := map[string]string{
 		"/v1/sandboxes/{id}/files":       "?path=/tmp/f",

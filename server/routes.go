@@ -117,6 +117,10 @@ func (s *Server) apiRoutes() []route {
 		{"POST /v1/sandboxes/{id}/port-tokens", s.handlePortToken},
 		{"GET /v1/sandboxes/{id}/tcp/{port}", s.handleTCP},
 		{"GET /v1/sandboxes/{id}/files/watch", s.handleFileWatch},
+		{"POST /v1/volumes", s.handleVolumeCreate},
+		{"GET /v1/volumes", s.handleVolumeList},
+		{"GET /v1/volumes/{name}", s.handleVolumeGet},
+		{"DELETE /v1/volumes/{name}", s.handleVolumeDelete},
 	}, s.imageRoutes()...)
 }
 

@@ -111,6 +111,9 @@ type Config struct {
 	// that port of sandbox ID (apps that need to be at /); PreviewScheme
 	// is the scheme of the preview URLs the server hands out ("http").
 	PreviewDomain, PreviewScheme string
+	// VolumeQuota bounds the sizes of one tenant's named volumes together
+	// (0: 16 GiB).
+	VolumeQuota int64
 }
 
 // Server serves the /v1 API. Create with New, then Serve listeners, then
@@ -145,6 +148,7 @@ type Server struct {
 
 	portTokens    *portSigner     // port tokens (porttoken.go)
 	portTransport *http.Transport // the port proxy's (ports.go)
+	nvols         namedVolumes    // named volumes mounted for live sandboxes (volumes.go)
 }
 
 type usage struct {
@@ -241,6 +245,9 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("new server: %w", err)
 	}
 	s.portTransport = s.newPortTransport()
+	if err := s.sweepNamedVolumes(ctx); err != nil {
+		s.log.Warn("named volumes", "err", err)
+	}
 	s.events = newEventWriter(cfg.Store, cfg.Log, s.metrics)
 	if err := s.reconcile(ctx); err != nil {
 		cancel()

@@ -145,7 +145,7 @@ func planMounts(in planInput) (*mountPlan, error) {
 		}
 	}
 	for _, c := range in.Cache {
-		if err := bind(c.Src, c.Dst, false, "cache", false); err != nil {
+		if err := bind(c.Src, c.Dst, c.ReadOnly, "cache", false); err != nil {
 			return nil, err
 		}
 	}

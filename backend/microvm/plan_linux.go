@@ -133,7 +133,7 @@ func planVM(in planInput) (*vmPlan, error) {
 		}
 	}
 	for _, c := range in.Caches {
-		if err := add(c.Src, c.Dst, false, "cache", false); err != nil {
+		if err := add(c.Src, c.Dst, c.ReadOnly, "cache", false); err != nil {
 			return nil, err
 		}
 	}

@@ -89,6 +89,7 @@ func runServe(args []string) int {
 	var allowCIDR stringList
 	fs.Var(&allowCIDR, "tenant-allow-cidr", "guarded range (private, loopback, metadata, this host) every keyed tenant may name in network.allow (repeatable; adds to the ceilings file's default)")
 	netModes := fs.String("tenant-network-modes", "", "network modes keyed tenants may ask, comma-separated (default: the ceilings file's, else none,allowlist,open)")
+	volQuota := fs.String("volume-quota", "16Gi", "sizes of one tenant's named volumes together")
 	previewDomain := fs.String("preview-domain", "", "route requests for host PORT-ID.DOMAIN to that port of sandbox ID (apps that must be at /; point *.DOMAIN at this server)")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
@@ -143,6 +144,10 @@ func runServe(args []string) int {
 	wasmBytes, err := policy.ParseByteSize(*wasmMem)
 	if err != nil || wasmBytes <= 0 {
 		return fail("serve", fmt.Errorf("--wasm-memory %q: want a size such as 4Gi: %w", *wasmMem, sandbox.ErrInvalid))
+	}
+	volQuotaBytes, err := volumeQuotaFlag(*volQuota)
+	if err != nil {
+		return fail("serve", err)
 	}
 	free, err := policy.ParseByteSize(*minFree)
 	if err != nil || free < 0 {
@@ -223,7 +228,7 @@ func runServe(args []string) int {
 		DefaultQuota: quota, Pools: poolCfg, Ceilings: ceilings,
 		DiskQuota: *diskQuota, MinFree: int64(free), WasmMemory: int64(wasmBytes), EventRate: *eventRate, PublicMetrics: *publicMetrics,
 		TCPLimits: server.ConnLimits{PerClient: *perClient, Total: *maxConns}, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
-		PreviewDomain: *previewDomain, PreviewScheme: previewScheme(*tlsCert),
+		PreviewDomain: *previewDomain, PreviewScheme: previewScheme(*tlsCert), VolumeQuota: volQuotaBytes,
 	})
 	if err != nil {
 		return fail("serve", err)

@@ -57,4 +57,8 @@ NOT_COVERED: Dict[str, str] = {
     "DELETE /v1/sandboxes/{id}/ports/{port}/{path}": "the app inside, not the API: reach it at sandbox.url(port) with any HTTP or WebSocket client",
     "GET /v1/sandboxes/{id}/tcp/{port}": "raw TCP over a WebSocket: use airlock sandbox port-forward or the Go SDK (DialPort)",
     "GET /v1/sandboxes/{id}/files/watch": "a long-lived event stream: use the Go SDK (WatchFiles) or airlock sandbox watch",
+    "POST /v1/volumes": "named volumes: manage them with the Go SDK (CreateVolume, Volumes, DeleteVolume); not yet in this SDK",
+    "GET /v1/volumes": "named volumes: manage them with the Go SDK (CreateVolume, Volumes, DeleteVolume); not yet in this SDK",
+    "GET /v1/volumes/{name}": "named volumes: manage them with the Go SDK (CreateVolume, Volumes, DeleteVolume); not yet in this SDK",
+    "DELETE /v1/volumes/{name}": "named volumes: manage them with the Go SDK (CreateVolume, Volumes, DeleteVolume); not yet in this SDK",
 }

@@ -371,14 +371,16 @@ class Sandbox:
                policy: Optional[Dict[str, Any]] = None, image: Optional[str] = None,
                timeout: Optional[Duration] = None, keep_alive: bool = False,
                labels: Optional[Mapping[str, str]] = None, env: Optional[Mapping[str, str]] = None,
+               volumes: Optional[List[Dict[str, Any]]] = None,
                host: Optional[str] = None, api_key: Optional[str] = None) -> "Sandbox":
         """Creates a sandbox. policy is an inline policy (the YAML policy's
-        fields as a dict) layered on profile; timeout is its lifetime."""
+        fields as a dict) layered on profile; timeout is its lifetime;
+        volumes mounts named volumes: [{"name", "path", "read_only"}]."""
         t = Transport(host, api_key)
         body: Dict[str, Any] = {}
         for k, v in (("profile", profile), ("backend", backend), ("policy", policy), ("image", image),
                      ("timeout", _duration(timeout)), ("labels", dict(labels) if labels else None),
-                     ("env", dict(env) if env else None)):
+                     ("env", dict(env) if env else None), ("volumes", list(volumes) if volumes else None)):
             if v is not None:
                 body[k] = v
         if keep_alive:

@@ -309,6 +309,8 @@ export interface CreateOptions extends ConnectionOptions {
   labels?: Record<string, string>;
   /** Added to every process's environment. */
   env?: Record<string, string>;
+  /** Named volumes to mount: [{name, path, read_only}]. */
+  volumes?: { name: string; path: string; read_only?: boolean }[];
 }
 
 /**
@@ -336,6 +338,7 @@ export class Sandbox {
     if (opts.keepAlive) body.keep_alive = true;
     if (opts.labels) body.labels = opts.labels;
     if (opts.env) body.env = opts.env;
+    if (opts.volumes) body.volumes = opts.volumes;
     return new Sandbox(t, await t.call<SandboxInfo>("createSandbox", {}, { body }));
   }
 

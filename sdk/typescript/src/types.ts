@@ -15,6 +15,8 @@ export interface CreateSandboxRequest {
   keep_alive?: boolean;
   labels?: Record<string, string>;
   env?: Record<string, string>;
+  /** Named volumes of the tenant mounted into the sandbox. */
+  volumes?: { name: string; path: string; read_only?: boolean }[];
 }
 
 export interface PatchSandboxRequest {
