@@ -157,6 +157,47 @@ func TestE2EPorts(t *testing.T) {
 		}
 		wsEcho(t, strings.Replace(base, "http", "ws", 1)+"ws", auth, "through the route")
 	})
+	t.Run("the app never sees the caller's credentials", func(t *testing.T) {
+		// Unconfined first: the same app on the host, asked directly,
+		// shows what a client sends it (a key and a token cookie).
+		addr := freePort(t)
+		_, port, _ := strings.Cut(addr, ":")
+		host := exec.Command(bin, port)
+		if err := host.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { host.Process.Kill(); host.Wait() }()
+		hdr := http.Header{"Authorization": {"Bearer " + aliceKey}, "Cookie": {"airlock_port_token=secret; app=1"}}
+		var body string
+		eventually(t, "the host's portsrv", func() bool {
+			req, _ := http.NewRequest("GET", "http://"+addr+"/hello", nil)
+			req.Header = hdr.Clone()
+			resp, err := anon.Do(req)
+			if err != nil {
+				return false
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			return true
+		})
+		if !strings.Contains(body, aliceKey) || !strings.Contains(body, "airlock_port_token=secret") {
+			t.Fatalf("the direct app did not see the credentials: %q", body)
+		}
+		// Through the route: the key and the token cookie are gone, the
+		// app's own cookie stays.
+		_, body, _ = get(t, anon, base+"hello", "", hdr)
+		if strings.Contains(body, aliceKey) || strings.Contains(body, "secret") || !strings.Contains(body, `cookie="app=1"`) {
+			t.Fatalf("through the route the app saw: %q", body)
+		}
+	})
+	t.Run("the port root without a slash", func(t *testing.T) {
+		noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		code, _, resp := get(t, noRedirect, strings.TrimSuffix(base, "/"), "", auth)
+		if code/100 != 3 || !strings.HasSuffix(resp.Header.Get("Location"), "/ports/8000/") {
+			t.Fatalf("%d %v", code, resp.Header)
+		}
+	})
 	t.Run("no key, no token", func(t *testing.T) {
 		if code, body, _ := get(t, anon, base+"hello", "", nil); code != 401 {
 			t.Fatalf("%d %s", code, body)
