@@ -213,7 +213,13 @@ func (w *fsWatch) add(p string, top bool) error {
 		}
 		return nil
 	}
-	fd, err := w.g.root.open(p, unix.O_PATH|unix.O_NOFOLLOW, 0)
+	// The path asked for resolves as the sandbox sees it (a final
+	// symlink too, inside the root); entries below are never followed.
+	flags := unix.O_PATH
+	if !top {
+		flags |= unix.O_NOFOLLOW
+	}
+	fd, err := w.g.root.open(p, flags, 0)
 	if err != nil {
 		if top {
 			return fmt.Errorf("watch %q: %w", p, err)
@@ -226,6 +232,9 @@ func (w *fsWatch) add(p string, top bool) error {
 		return fmt.Errorf("watch %q: %w", p, errnoKind(err))
 	}
 	isDir := s.Mode&unix.S_IFMT == unix.S_IFDIR
+	if s.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return nil // swapped for a symlink meanwhile: not followed
+	}
 	// inotify takes a path: the descriptor's own, so that nothing is
 	// resolved again (a symlink swapped in meanwhile is not followed).
 	wd, err := unix.InotifyAddWatch(w.fd, "/proc/self/fd/"+strconv.Itoa(fd), watchMask)
