@@ -106,6 +106,43 @@ func TestE2EWatchFiles(t *testing.T) {
 			t.Fatalf("CLI printed %q", line)
 		}
 	})
+	t.Run("clients that leave free their watches", func(t *testing.T) {
+		// 15 more than w; the sandbox allows 16 at once.
+		open := func() ([]*client.FileWatch, error) {
+			var ws []*client.FileWatch
+			for i := 0; i < 15; i++ {
+				x, err := c.WatchFiles(ctx, sb.ID, "/tmp/w", false)
+				if err != nil {
+					for _, y := range ws {
+						y.Close()
+					}
+					return nil, err
+				}
+				ws = append(ws, x)
+			}
+			return ws, nil
+		}
+		var ws []*client.FileWatch
+		// The subtests' watches may still be ending.
+		eventually(t, "15 watches", func() bool {
+			var err error
+			ws, err = open()
+			return err == nil
+		})
+		if _, err := c.WatchFiles(ctx, sb.ID, "/tmp/w", false); !errors.Is(err, api.KindOf(api.CodeLimitExceeded)) {
+			t.Fatalf("a 17th watch: %v", err)
+		}
+		for _, x := range ws {
+			x.Close()
+		}
+		eventually(t, "the watches are freed", func() bool {
+			ws, err := open()
+			for _, x := range ws {
+				x.Close()
+			}
+			return err == nil
+		})
+	})
 	// The watch ends with the sandbox.
 	if err := c.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
