@@ -379,7 +379,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	if err := s.fit(plan.ceil, c.tenant, plan.asked, pol); err != nil {
 		return nil, nil, nil, fmt.Errorf("create sandbox: %w", err)
 	}
-	if err := checkVolumeMounts(plan.req.Volumes, plan.backend.Name(), pol); err != nil {
+	if err := checkVolumeMounts(plan.req.Volumes, plan.backend.Name(), pol, plan.ceil, c.tenant); err != nil {
 		root.Release()
 		return nil, nil, nil, err
 	}

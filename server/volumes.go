@@ -232,7 +232,7 @@ func (s *Server) handleVolumeDelete(w http.ResponseWriter, r *http.Request) {
 // checkVolumeMounts checks a create request's volumes against the
 // sandbox's resolved policy: names, mount points (the workspace's rules,
 // clean, not over the workspace or one another), backend.
-func checkVolumeMounts(reqs []api.VolumeMount, backend string, pol *policy.Policy) error {
+func checkVolumeMounts(reqs []api.VolumeMount, backend string, pol *policy.Policy, ceil *Ceiling, tenant string) error {
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -260,6 +260,9 @@ func checkVolumeMounts(reqs []api.VolumeMount, backend string, pol *policy.Polic
 		}
 		if path.Clean(m.Path) != m.Path {
 			return errBadRequest("create sandbox: volumes[%d].path %q: not clean (no .., //, trailing /)", i, m.Path)
+		}
+		if ceil != nil && len(ceil.VolumePaths) > 0 && !underAny(m.Path, ceil.VolumePaths) {
+			return errCeiling(tenant, "volume_paths", "volumes[%d].path %q not below an allowed path (allowed: %s)", i, m.Path, strings.Join(ceil.VolumePaths, ", "))
 		}
 		for _, t := range taken {
 			if m.Path == t || strings.HasPrefix(m.Path, t+"/") || strings.HasPrefix(t, m.Path+"/") {
