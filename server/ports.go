@@ -126,7 +126,9 @@ func (s *Server) portProxy(id string, port int, prefix, rest string, q url.Value
 			stripCookie(pr.Out, portTokenCookie)
 		},
 		Transport:     s.portTransport,
-		FlushInterval: -1, // streams (SSE, logs) pass as they come
+		// Streams (SSE, chunked answers) are flushed as they come: the
+		// proxy does that for answers of unknown length by itself.
+		FlushInterval: 0,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if r.Context().Err() != nil {
 				return // the client went away
