@@ -166,6 +166,7 @@ type guest struct {
 	procs       map[*guestProc]struct{}
 	egress      net.Listener
 	dials       int // dial streams open
+	watches     int // watch streams open
 	closed      bool
 	cgroup      *os.File // ServeOptions.ProcessCgroup
 }
@@ -240,6 +241,7 @@ func (g *guest) fileOps() map[string]func(*yamux.Stream, *request) {
 		opMkdir:  g.mkdir,
 		opRemove: g.remove,
 		opRename: g.rename,
+		opWatch:  g.watch,
 	}
 }
 

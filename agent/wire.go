@@ -57,6 +57,7 @@ const (
 	opRename = "rename"
 	opEgress = "egress" // guest -> host
 	opDial   = "dial"   // host -> guest: a stream to a port on the guest's loopback
+	opWatch  = "watch"  // host -> guest: filesystem events under a path
 )
 
 // Frame types.
@@ -76,6 +77,7 @@ const (
 	frameData    byte = 'd' // payload: data
 	frameEntries byte = 'l' // payload: JSON []wireFileInfo
 	frameEnd     byte = 'z' // payload: empty
+	frameEvents  byte = 'w' // payload: JSON []wireEvent (watch)
 )
 
 // request is the header the opener of a stream sends.

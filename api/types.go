@@ -60,6 +60,8 @@ type CreateSandboxRequest struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	// Env is added to every process's environment.
 	Env map[string]string `json:"env,omitempty"`
+	// Volumes are the tenant's named volumes mounted into the sandbox.
+	Volumes []VolumeMount `json:"volumes,omitempty"`
 }
 
 // Sandbox describes a sandbox.
@@ -291,4 +293,59 @@ type ErrorBody struct {
 type ErrorInfo struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// PortTokenRequest asks for a token that lets a browser (no API key)
+// reach one port of a sandbox until it expires.
+type PortTokenRequest struct {
+	Port int      `json:"port"`
+	TTL  Duration `json:"ttl,omitempty"` // 1s..24h; default 15m
+}
+
+// PortToken is a minted port token and the URLs that carry it.
+type PortToken struct {
+	Port  int    `json:"port"`
+	Token string `json:"token"`
+	// URL is the path-routed URL with the token, relative to the server.
+	URL string `json:"url"`
+	// PreviewURL is the host-routed URL, when the server has a preview domain.
+	PreviewURL string    `json:"preview_url,omitempty"`
+	ExpiresAt  time.Time `json:"expires_at"`
+}
+
+// FileEvent is one change inside a sandbox (GET .../files/watch): op is
+// create, write, remove, rename (with from) or overflow (events were
+// dropped; no path).
+type FileEvent struct {
+	Op   string `json:"op"`
+	Path string `json:"path,omitempty"`
+	From string `json:"from,omitempty"`
+	Dir  bool   `json:"dir,omitempty"`
+}
+
+// VolumeMount mounts named volume Name at Path inside a sandbox.
+type VolumeMount struct {
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// CreateVolumeRequest makes a named volume of SizeBytes (its quota).
+type CreateVolumeRequest struct {
+	Name      string `json:"name"`
+	SizeBytes int64  `json:"size_bytes"`
+}
+
+// Volume is a tenant's named, persistent volume.
+type Volume struct {
+	Name      string    `json:"name"`
+	SizeBytes int64     `json:"size_bytes"`
+	CreatedAt time.Time `json:"created_at"`
+	// InUse lists the live sandboxes that mount it.
+	InUse []string `json:"in_use,omitempty"`
+}
+
+// VolumeList is the answer of GET /v1/volumes.
+type VolumeList struct {
+	Volumes []Volume `json:"volumes"`
 }

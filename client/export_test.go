@@ -19,3 +19,6 @@ func RawForTest(c *Client, method, path, ctype string, body io.Reader) error {
 	resp.Body.Close()
 	return nil
 }
+
+// KeyForTest is c's API key.
+func KeyForTest(c *Client) string { return c.key }

@@ -137,6 +137,7 @@ func (t *tools) register(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{Name: "read_file", Description: "Read a file from a sandbox: text as UTF-8, PNG/JPEG as an image, other binary as base64 (at most 1 MiB)."}, t.readFile)
 	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Description: "List a directory in a sandbox (default: its workdir)."}, t.listFiles)
 	t.registerBrowser(s)
+	t.registerPorts(s)
 }
 
 func (t *tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, sandboxOut, error) {

@@ -108,17 +108,8 @@ func (c *checker) filesystem() {
 		c.add("filesystem.image", "%q is not an image reference (NAME[:TAG][@DIGEST])", fs.Image)
 	}
 	if m := fs.WorkspaceMount; m != "" {
-		switch {
-		case !isAbs(m) || strings.IndexByte(m, 0) >= 0:
-			c.add("filesystem.workspace_mount", "%q must be an absolute path inside the sandbox", m)
-		case cleanPath(m) == "/":
-			c.add("filesystem.workspace_mount", "the workspace cannot be mounted over /")
-		default:
-			for _, k := range []string{"/proc", "/dev", "/sys", "/tmp"} {
-				if cleanPath(m) == k || strings.HasPrefix(cleanPath(m), k+"/") {
-					c.add("filesystem.workspace_mount", "%q is under %s, which the sandbox gets fresh", m, k)
-				}
-			}
+		if why := MountPointProblem(m); why != "" {
+			c.add("filesystem.workspace_mount", "%s", why)
 		}
 	}
 	switch ws := fs.Workspace; {
@@ -340,4 +331,22 @@ func validEnvName(s string) bool {
 		}
 	}
 	return true
+}
+
+// MountPointProblem says why m cannot be where a host directory (the
+// workspace, a volume) is mounted inside a sandbox, or "": it must be an
+// absolute path, not /, and not under what the sandbox gets fresh.
+func MountPointProblem(m string) string {
+	switch {
+	case !isAbs(m) || strings.IndexByte(m, 0) >= 0:
+		return fmt.Sprintf("%q must be an absolute path inside the sandbox", m)
+	case cleanPath(m) == "/":
+		return "nothing can be mounted over /"
+	}
+	for _, k := range []string{"/proc", "/dev", "/sys", "/tmp"} {
+		if cleanPath(m) == k || strings.HasPrefix(cleanPath(m), k+"/") {
+			return fmt.Sprintf("%q is under %s, which the sandbox gets fresh", m, k)
+		}
+	}
+	return ""
 }

@@ -85,10 +85,12 @@ type ImageRoot struct {
 	Writable string
 }
 
-// Bind is a host directory Src made visible read-write at Dst inside.
+// Bind is a host directory Src made visible at Dst inside, read-write
+// unless ReadOnly.
 type Bind struct {
-	Src string
-	Dst string
+	Src      string
+	Dst      string
+	ReadOnly bool
 }
 
 // File is a host-made read-only file injected into a sandbox.

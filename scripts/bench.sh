@@ -27,6 +27,6 @@ done
 # In-process and API benchmarks (p50 figures are reported as custom metrics).
 echo
 echo "== Go benchmarks: server API over the unix socket, egress proxy, wasm in-process"
-AIRLOCK_BIN=$PWD/bin/airlock go test -run '^$' -bench 'ExecTrue|CreateWarm|ColdCreateExecDelete|DockerWarmCreateExec' -benchtime 200x ./client
+AIRLOCK_BIN=$PWD/bin/airlock go test -run '^$' -bench 'ExecTrue|CreateWarm|ColdCreateExecDelete|DockerWarmCreateExec|PortProxy' -benchtime 200x ./client
 go test -run '^$' -bench . -benchtime 2s ./egress
 go test -run '^$' -bench 'ExecCached|SandboxLifecycle' -benchtime 2000x ./backend/wasm

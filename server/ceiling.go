@@ -33,6 +33,9 @@ type Ceiling struct {
 	// HostPaths are host directories below which a keyed request may name
 	// filesystem.read_only entries; empty: none (the default).
 	HostPaths []string `yaml:"host_paths,omitempty" json:"host_paths,omitempty"`
+	// VolumePaths are sandbox directories below which a keyed request
+	// may mount named volumes; empty: anywhere the mount rules allow.
+	VolumePaths []string `yaml:"volume_paths,omitempty" json:"volume_paths,omitempty"`
 }
 
 // NetworkCeiling bounds network rules.
@@ -148,6 +151,11 @@ func (c *Ceiling) compile(where string) error {
 	for _, p := range c.HostPaths {
 		if !strings.HasPrefix(p, "/") {
 			return fmt.Errorf("%s.host_paths: %q: want an absolute path: %w", where, p, sandbox.ErrInvalid)
+		}
+	}
+	for _, p := range c.VolumePaths {
+		if !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("%s.volume_paths: %q: want an absolute path: %w", where, p, sandbox.ErrInvalid)
 		}
 	}
 	return nil

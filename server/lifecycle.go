@@ -151,6 +151,9 @@ func (s *Server) destroy(l *live, reason string) error {
 		s.log.Error("destroy sandbox", "sandbox", id, "err", err)
 	}
 	l.image.Release()
+	if l.volumes != nil {
+		l.volumes()
+	}
 	if rerr := s.releaseDisk(l.disk); rerr != nil && err == nil {
 		err = fmt.Errorf("destroy sandbox %q: remove workspace: %w", id, rerr)
 	}

@@ -26,6 +26,7 @@ type live struct {
 	netless   bool           // created with network mode none: no in-sandbox egress listener
 	protect   *protection    // protected workspace paths, checked before file operations
 	image     *images.Rootfs // the image held for the sandbox (nil: none), released at destroy
+	volumes   func()         // releases its named volumes (nil: none), at destroy
 
 	mu        sync.Mutex
 	rec       *Record // nil while pooled

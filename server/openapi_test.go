@@ -67,12 +67,15 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"POST /v1/images/pull":                           `{"ref":"127.0.0.1:1/nothing:1"}`,
 		"POST /v1/images/prune":                          `{}`,
 		"POST /v1/images/import":                         `not a tarball`,
+		"POST /v1/sandboxes/{id}/port-tokens":            `{"port":8000,"ttl":"1m"}`,
+		"POST /v1/volumes":                               `{"name":"v1","size_bytes":16777216}`,
 	}
 	queries := map[string]string{
-		"/v1/sandboxes/{id}/files":      "?path=/tmp/f",
-		"/v1/sandboxes/{id}/files/stat": "?path=/tmp",
-		"/v1/sandboxes/{id}/files/list": "?path=/tmp",
-		"/v1/sandboxes/{id}/archive":    "?path=/tmp",
+		"/v1/sandboxes/{id}/files":       "?path=/tmp/f",
+		"/v1/sandboxes/{id}/files/stat":  "?path=/tmp",
+		"/v1/sandboxes/{id}/files/list":  "?path=/tmp",
+		"/v1/sandboxes/{id}/archive":     "?path=/tmp",
+		"/v1/sandboxes/{id}/files/watch": "?path=/tmp/nowhere",
 	}
 	var ops []string
 	for path, methods := range doc.Paths {

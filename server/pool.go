@@ -161,7 +161,7 @@ func (p *pool) addOne() error {
 	}
 	p.s.cfg.Ceilings.Default.clampUnset(raw, pol)
 	p.s.cfg.Ceilings.Default.clampOpenFiles(raw, pol)
-	l, polJSON, err := p.s.coldCreate(p.s.ctx, id, p.backend, p.key.profile, pol, ws, nil, "")
+	l, polJSON, err := p.s.coldCreate(p.s.ctx, id, p.backend, p.key.profile, pol, ws, nil, "", nil)
 	if err != nil {
 		return err
 	}

@@ -114,6 +114,13 @@ func (s *Server) apiRoutes() []route {
 		{"PUT /v1/sandboxes/{id}/archive", s.needsStorage(s.handleArchivePut)},
 
 		{"GET /v1/sandboxes/{id}/events", s.handleEvents},
+		{"POST /v1/sandboxes/{id}/port-tokens", s.handlePortToken},
+		{"GET /v1/sandboxes/{id}/tcp/{port}", s.handleTCP},
+		{"GET /v1/sandboxes/{id}/files/watch", s.handleFileWatch},
+		{"POST /v1/volumes", s.handleVolumeCreate},
+		{"GET /v1/volumes", s.handleVolumeList},
+		{"GET /v1/volumes/{name}", s.handleVolumeGet},
+		{"DELETE /v1/volumes/{name}", s.handleVolumeDelete},
 	}, s.imageRoutes()...)
 }
 
@@ -131,8 +138,17 @@ func (s *Server) routes() http.Handler {
 	for _, rt := range s.apiRoutes() {
 		mux.Handle(rt.pattern, s.metrics.instrument(rt.pattern, s.authenticate(rt.h)))
 	}
+	mux.Handle(portsPattern, s.metrics.instrument(portsPattern, http.HandlerFunc(s.handlePortProxy)))
+	preview := s.metrics.instrument("preview", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, port, _ := s.previewTarget(r.Host)
+		s.servePort(w, r, id, port, "", r.URL.EscapedPath())
+	}))
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, ok := s.previewTarget(r.Host); ok {
+			preview.ServeHTTP(w, r)
+			return
+		}
 		if emptyID(r.URL.Path) {
 			s.writeError(w, r, errBadRequest("%s %s: empty sandbox or process ID", r.Method, r.URL.Path))
 			return
@@ -150,7 +166,11 @@ func (s *Server) routes() http.Handler {
 // which the mux would clean into another route or a 405.
 func emptyID(p string) bool {
 	rest, ok := strings.CutPrefix(p, "/v1/sandboxes/")
-	return ok && slices.Contains(strings.Split(rest, "/"), "")
+	segs := strings.Split(rest, "/")
+	if len(segs) > 3 && segs[1] == "ports" {
+		segs = segs[:3] // the rest is the app's path: /v1/sandboxes/ID/ports/PORT/...
+	}
+	return ok && slices.Contains(segs, "")
 }
 
 // notRouted answers 405 (JSON, with Allow) when the path exists for other

@@ -228,7 +228,7 @@ func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw
 }
 
 // coldCreate makes a new sandbox (not from a pool). On error nothing is left.
-func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Backend, profile string, pol *policy.Policy, ws string, root *images.Rootfs, dockerImage string) (*live, []byte, error) {
+func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Backend, profile string, pol *policy.Policy, ws string, root *images.Rootfs, dockerImage string, vols []sandbox.Bind) (*live, []byte, error) {
 	// What the API shows of the policy: the sandbox's view, no host paths.
 	polJSON, err := json.Marshal(pol.SandboxView())
 	if err != nil {
@@ -252,7 +252,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
 	defer cancel()
 	start := time.Now()
-	spec := sandbox.Spec{ID: id, Policy: pol, Image: dockerImage, Audit: sink, Log: log, OwnWorkspace: true, Scratch: dsk.scratch}
+	spec := sandbox.Spec{ID: id, Policy: pol, Image: dockerImage, Audit: sink, Log: log, OwnWorkspace: true, Scratch: dsk.scratch, Caches: vols}
 	if root != nil {
 		spec.Image, spec.Root = pol.Filesystem.Image, root.SandboxRoot()
 	}
@@ -307,6 +307,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		l.sb.Destroy(dctx)
 		cancel()
 		l.image.Release()
+		if l.volumes != nil {
+			l.volumes()
+		}
 		s.releaseDisk(l.disk)
 		s.writeError(w, r, err)
 		return
@@ -343,7 +346,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	if profile == "" {
 		profile = "default"
 	}
-	if plan.raw == nil && plan.image == "" && plan.dockerImage == "" {
+	if plan.raw == nil && plan.image == "" && plan.dockerImage == "" && len(plan.req.Volumes) == 0 {
 		s.mu.Lock()
 		pl := s.pools[poolKey{plan.backend.Name(), profile}]
 		s.mu.Unlock()
@@ -376,17 +379,29 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	if err := s.fit(plan.ceil, c.tenant, plan.asked, pol); err != nil {
 		return nil, nil, nil, fmt.Errorf("create sandbox: %w", err)
 	}
+	if err := checkVolumeMounts(plan.req.Volumes, plan.backend.Name(), pol, plan.ceil, c.tenant); err != nil {
+		root.Release()
+		return nil, nil, nil, err
+	}
 	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), int64(pol.Limits.Memory))
 	if err != nil {
 		root.Release()
 		return nil, nil, nil, err
 	}
-	l, polJSON, err := s.coldCreate(ctx, id, plan.backend, profile, pol, ws, root, plan.dockerImage)
+	binds, unmount, err := s.mountVolumes(ctx, c.tenant, id, plan.req.Volumes)
 	if err != nil {
 		root.Release()
 		release()
 		return nil, nil, nil, err
 	}
+	l, polJSON, err := s.coldCreate(ctx, id, plan.backend, profile, pol, ws, root, plan.dockerImage, binds)
+	if err != nil {
+		unmount()
+		root.Release()
+		release()
+		return nil, nil, nil, err
+	}
+	l.volumes = unmount
 	return l, polJSON, release, nil
 }
 

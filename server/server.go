@@ -107,6 +107,13 @@ type Config struct {
 	// TCPLimits and UnixLimits bound the connections of TCP and unix
 	// listeners (zero: DefaultTCPLimits, DefaultUnixLimits).
 	TCPLimits, UnixLimits ConnLimits
+	// PreviewDomain, when set, routes requests for host PORT-ID.DOMAIN to
+	// that port of sandbox ID (apps that need to be at /); PreviewScheme
+	// is the scheme of the preview URLs the server hands out ("http").
+	PreviewDomain, PreviewScheme string
+	// VolumeQuota bounds the sizes of one tenant's named volumes together
+	// (0: 16 GiB).
+	VolumeQuota int64
 }
 
 // Server serves the /v1 API. Create with New, then Serve listeners, then
@@ -138,6 +145,10 @@ type Server struct {
 
 	keyWatch keyWatch // requests by API key, ended when it is revoked
 	storage  *storageGuard
+
+	portTokens    *portSigner     // port tokens (porttoken.go)
+	portTransport *http.Transport // the port proxy's (ports.go)
+	nvols         namedVolumes    // named volumes mounted for live sandboxes (volumes.go)
 }
 
 type usage struct {
@@ -229,6 +240,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
+	if s.portTokens, err = loadPortSigner(cfg.DataDir); err != nil {
+		cancel()
+		return nil, fmt.Errorf("new server: %w", err)
+	}
+	s.portTransport = s.newPortTransport()
+	if err := s.sweepNamedVolumes(ctx); err != nil {
+		s.log.Warn("named volumes", "err", err)
+	}
 	s.events = newEventWriter(cfg.Store, cfg.Log, s.metrics)
 	if err := s.reconcile(ctx); err != nil {
 		cancel()

@@ -70,6 +70,15 @@ var migrations = []string{
 		fields  TEXT NOT NULL DEFAULT ''
 	);
 	CREATE INDEX events_sandbox_seq ON events(sandbox, seq);`,
+	// Named volumes (volumes.go): their files are DataDir/named-volumes/ID.img.
+	`CREATE TABLE volumes (
+		id         TEXT PRIMARY KEY,
+		tenant     TEXT NOT NULL,
+		name       TEXT NOT NULL,
+		size       INTEGER NOT NULL,
+		created_at INTEGER NOT NULL,
+		UNIQUE(tenant, name)
+	);`,
 }
 
 // StoreFile is the store's file name in the data directory.

@@ -97,7 +97,7 @@ func planMounts(in planInput) (*mountPlan, error) {
 		return nil, err
 	}
 	for _, c := range in.Cache {
-		if err := b.bind(c.Src, c.Dst, false, "cache", false); err != nil {
+		if err := b.bind(c.Src, c.Dst, c.ReadOnly, "cache", false); err != nil {
 			return nil, err
 		}
 	}

@@ -184,7 +184,7 @@ func (b *vmPlanner) hostDirs() (roots []string, err error) {
 		}
 	}
 	for _, c := range b.in.Caches {
-		if err := b.add(c.Src, c.Dst, false, "cache", false); err != nil {
+		if err := b.add(c.Src, c.Dst, c.ReadOnly, "cache", false); err != nil {
 			return nil, err
 		}
 	}

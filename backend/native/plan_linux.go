@@ -234,7 +234,7 @@ func (pl *planner) writable(caches []sandbox.Bind) error {
 		}
 	}
 	for _, c := range caches {
-		if err := pl.bind(c.Src, c.Dst, false, "cache", false); err != nil {
+		if err := pl.bind(c.Src, c.Dst, c.ReadOnly, "cache", false); err != nil {
 			return err
 		}
 	}

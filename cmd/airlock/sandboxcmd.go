@@ -29,7 +29,7 @@ func init() {
 const sandboxUsage = `usage: airlock sandbox COMMAND [--host H] ...
 
 commands:
-  create [--backend B] [--profile P] [--policy FILE] [--image I] [--timeout D] [--keep-alive] [--label K=V]... [--env K=V]...
+  create [--backend B] [--profile P] [--policy FILE] [--image I] [--timeout D] [--keep-alive] [--label K=V]... [--env K=V]... [--volume NAME:PATH[:ro]]...
   ls [--label K=V]... [--all] [--json]
   inspect ID
   exec [-i] [-t] [--env K=V]... [--workdir DIR] [--timeout D] ID -- CMD [ARGS]
@@ -37,6 +37,11 @@ commands:
                        - is a tar, plain or gzip, on stdin or stdout)
   rm ID...
   logs [-f] [--json] ID  (the sandbox's audit events)
+  watch [-r] [--json] ID PATH  (changes under PATH inside, one line each)
+  volume create NAME SIZE | ls [--json] | rm NAME...  (named volumes;
+                       mount with create --volume NAME:PATH[:ro])
+  port-forward ID [LOCAL:]REMOTE  (127.0.0.1:LOCAL on this host to port
+                       REMOTE on the sandbox's loopback; LOCAL 0: any)
 
 The server is --host (anywhere before --), else $AIRLOCK_HOST, else the
 local socket; the key $AIRLOCK_API_KEY.
@@ -89,6 +94,12 @@ func runSandbox(args []string) int {
 		code = sbRemove(ctx, c, rest)
 	case "logs":
 		code = sbLogs(ctx, c, rest)
+	case "watch":
+		code = sbWatch(ctx, c, rest)
+	case "volume":
+		code = sbVolume(ctx, c, rest)
+	case "port-forward":
+		code = sbPortForward(ctx, c, rest)
 	default:
 		fmt.Fprintf(os.Stderr, "airlock sandbox: unknown command %q\n%s", sub, sandboxUsage)
 		return exitAirlock
@@ -196,7 +207,8 @@ func sbCreate(ctx context.Context, c *client.Client, args []string) int {
 	timeout := fs.Duration("timeout", 0, "lifetime (default: the server's)")
 	keep := fs.Bool("keep-alive", false, "never expire")
 	asJSON := fs.Bool("json", false, "print the sandbox as JSON")
-	var labels, env stringList
+	var labels, env, vols stringList
+	fs.Var(&vols, "volume", "mount a named volume NAME:PATH[:ro] (repeatable)")
 	fs.Var(&labels, "label", "label K=V (repeatable)")
 	fs.Var(&env, "env", "environment K=V for every process (repeatable)")
 	if err := fs.Parse(args); err != nil {
@@ -208,6 +220,9 @@ func sbCreate(ctx context.Context, c *client.Client, args []string) int {
 		return fail("sandbox create", err)
 	}
 	if req.Env, err = keyValues(env, "--env"); err != nil {
+		return fail("sandbox create", err)
+	}
+	if req.Volumes, err = parseVolumeMounts(vols); err != nil {
 		return fail("sandbox create", err)
 	}
 	if *pol != "" {

@@ -28,6 +28,7 @@ type serveFlags struct {
 	hostIDs, diskQuota, wasmMem, minFree         string
 	publicMetrics                                bool
 	ceilFile, netModes                           string
+	volQuota, previewDomain                      string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -62,6 +63,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ceilFile, "ceilings", "", "server policy file: per-tenant ceilings on network rules, limits, backends, images, profiles and host paths (see docs/serve.md)")
 	fs.Var(&f.allowCIDR, "tenant-allow-cidr", "guarded range (private, loopback, metadata, this host) every keyed tenant may name in network.allow (repeatable; adds to the ceilings file's default)")
 	fs.StringVar(&f.netModes, "tenant-network-modes", "", "network modes keyed tenants may ask, comma-separated (default: the ceilings file's, else none,allowlist,open)")
+	fs.StringVar(&f.volQuota, "volume-quota", "16Gi", "sizes of one tenant's named volumes together")
+	fs.StringVar(&f.previewDomain, "preview-domain", "", "route requests for host PORT-ID.DOMAIN to that port of sandbox ID (apps that must be at /; point *.DOMAIN at this server)")
 }
 
 // parseServeFlags parses the arguments of `airlock serve`; on false the
@@ -103,9 +106,14 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 		DataDir: f.data, Log: log, Policies: server.HostPolicies{},
 		DefaultTimeout: f.defTimeout, MaxTimeout: f.maxTimeout, IdleTimeout: f.idle,
 		EventRate: f.eventRate, PublicMetrics: f.publicMetrics, Retention: f.retention,
-		TCPLimits: server.ConnLimits{PerClient: f.perClient, Total: f.maxConns},
+		TCPLimits:     server.ConnLimits{PerClient: f.perClient, Total: f.maxConns},
+		PreviewDomain: f.previewDomain, PreviewScheme: previewScheme(f.tlsCert),
 	}
 	if err := f.sizes(&cfg); err != nil {
+		return cfg, err
+	}
+	var err error
+	if cfg.VolumeQuota, err = volumeQuotaFlag(f.volQuota); err != nil {
 		return cfg, err
 	}
 	if err := f.settleDiskQuota(log); err != nil {
@@ -115,7 +123,6 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	if f.eventRate <= 0 || f.perClient <= 0 || f.maxConns <= 0 {
 		return cfg, fmt.Errorf("--event-rate, --max-conns-per-client and --max-conns must be positive: %w", sandbox.ErrInvalid)
 	}
-	var err error
 	if cfg.Ceilings, err = serveCeilings(f.ceilFile, f.allowCIDR, f.netModes); err != nil {
 		return cfg, err
 	}

@@ -172,6 +172,8 @@ var hostPathHomes = map[string]string{
 	"server/images.go":                  "uploads (archives, images) spooled in the server's data directory under names it makes",
 	"server/server.go":                  "the server's data directory (workspaces), named by the operator",
 	"server/store.go":                   "the store's directory, named by the operator",
+	"server/porttoken.go":               "the port-token key in the server's data directory, a name it makes",
+	"server/volumes.go":                 "named volumes' images under the data directory, named by IDs the server made",
 }
 
 // homeOf returns the allow-list entry covering file p ("" when none).

@@ -73,6 +73,13 @@ class Transport:
             raise errors.InvalidError(f"host {host!r}: want unix:///path, /path or http(s)://host:port")
         self.host = host
 
+    def base_url(self) -> str:
+        """The server's URL; on a unix socket a placeholder host that only
+        this transport's connections reach."""
+        if self._unix is not None:
+            return "http://airlock"
+        return f"{self._scheme}://{self._netloc}{self._prefix}"
+
     def _connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
         if self._unix is not None:
             return _UnixConnection(self._unix, timeout)

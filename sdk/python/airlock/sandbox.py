@@ -371,14 +371,16 @@ class Sandbox:
                policy: Optional[Dict[str, Any]] = None, image: Optional[str] = None,
                timeout: Optional[Duration] = None, keep_alive: bool = False,
                labels: Optional[Mapping[str, str]] = None, env: Optional[Mapping[str, str]] = None,
+               volumes: Optional[List[Dict[str, Any]]] = None,
                host: Optional[str] = None, api_key: Optional[str] = None) -> "Sandbox":
         """Creates a sandbox. policy is an inline policy (the YAML policy's
-        fields as a dict) layered on profile; timeout is its lifetime."""
+        fields as a dict) layered on profile; timeout is its lifetime;
+        volumes mounts named volumes: [{"name", "path", "read_only"}]."""
         t = Transport(host, api_key)
         body: Dict[str, Any] = {}
         for k, v in (("profile", profile), ("backend", backend), ("policy", policy), ("image", image),
                      ("timeout", _duration(timeout)), ("labels", dict(labels) if labels else None),
-                     ("env", dict(env) if env else None)):
+                     ("env", dict(env) if env else None), ("volumes", list(volumes) if volumes else None)):
             if v is not None:
                 body[k] = v
         if keep_alive:
@@ -481,6 +483,23 @@ class Sandbox:
             body["url"] = url
         r = self._t.call("browser_screenshot", {"id": self.id}, body=body, timeout=None)
         return base64.b64decode(r.get("data", ""))
+
+    def url(self, port: int) -> str:
+        """The URL of port inside the sandbox: HTTP and WebSocket requests to
+        it (and below it) reach 127.0.0.1:port in the sandbox, with this
+        client's API key. For a browser, use port_token(port)["url"]."""
+        return f"{self._t.base_url()}/v1/sandboxes/{self.id}/ports/{int(port)}/"
+
+    def port_token(self, port: int, ttl: Optional[Duration] = None) -> Dict[str, Any]:
+        """Mints a token that lets its holder reach port without an API key
+        until it expires (ttl; the server's default is 15 minutes). The
+        answer's url (absolute) and preview_url carry it."""
+        body: Dict[str, Any] = {"port": int(port)}
+        if ttl is not None:
+            body["ttl"] = _duration(ttl)
+        r = self._t.call("port_token", {"id": self.id}, body=body)
+        r["url"] = self._t.base_url() + r["url"]
+        return r
 
     def events(self, after: int = 0) -> List[Event]:
         """The sandbox's audit events after sequence number after."""

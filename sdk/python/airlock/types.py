@@ -24,6 +24,7 @@ class CreateSandboxRequest(TypedDict, total=False):
     keep_alive: bool
     labels: Dict[str, str]
     env: Dict[str, str]
+    volumes: List[Dict[str, Any]]
 
 
 class PatchSandboxRequest(TypedDict, total=False):

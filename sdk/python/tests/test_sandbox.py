@@ -3,6 +3,7 @@
 import asyncio
 import os
 import tempfile
+import time
 import unittest
 
 from tests import _serve  # noqa: F401  (puts the SDK on sys.path)
@@ -143,6 +144,31 @@ class SandboxTest(unittest.TestCase):
             sb.commands.run("true")
             types = {e.type for e in sb.events()}
             self.assertIn("exec", types)
+
+    def test_url(self):
+        with Sandbox.create() as sb:
+            sb.files.write("/tmp/site/index.html", "hello through the port route\n")
+            sb.commands.run("python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/site", background=True)
+            url = sb.url(8000)
+            self.assertTrue(url.endswith(f"/v1/sandboxes/{sb.id}/ports/8000/"))
+            path = url[len(sb._t.base_url()):] + "index.html"
+            deadline = time.monotonic() + 30
+            while True:
+                conn = sb._t._connection(10)
+                conn.request("GET", path)
+                resp = conn.getresponse()
+                body = resp.read()
+                conn.close()
+                if resp.status == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            self.assertEqual((resp.status, body), (200, b"hello through the port route\n"))
+            tok = sb.port_token(8000, ttl=60)
+            self.assertIn("token=" + tok["token"], tok["url"])
+            conn = sb._t._connection(10)
+            conn.request("GET", "/v1/sandboxes/%s/ports/8000/index.html?token=x.y.z.w" % sb.id)
+            self.assertEqual(conn.getresponse().status, 401)
+            conn.close()
 
     def test_async(self):
         async def main():

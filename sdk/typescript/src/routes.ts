@@ -33,6 +33,7 @@ export const ROUTES = {
   downloadArchive: ["GET", "/v1/sandboxes/{id}/archive"],
   uploadArchive: ["PUT", "/v1/sandboxes/{id}/archive"],
   events: ["GET", "/v1/sandboxes/{id}/events"],
+  portToken: ["POST", "/v1/sandboxes/{id}/port-tokens"],
 } as const satisfies Record<string, readonly [string, string]>;
 
 export type Operation = keyof typeof ROUTES;
@@ -48,4 +49,15 @@ export const NOT_COVERED: Record<string, string> = {
   "POST /v1/images/prune": "image management belongs to the operator (pull, import, rm and prune need the local socket) and the Go SDK and airlock image cover it; create a sandbox from an image with image=",
   "GET /v1/images/{ref}": "image management belongs to the operator (pull, import, rm and prune need the local socket) and the Go SDK and airlock image cover it; create a sandbox from an image with image=",
   "DELETE /v1/images/{ref}": "image management belongs to the operator (pull, import, rm and prune need the local socket) and the Go SDK and airlock image cover it; create a sandbox from an image with image=",
+  "GET /v1/sandboxes/{id}/ports/{port}/{path}": "the app inside, not the API: reach it at sandbox.url(port) with any HTTP or WebSocket client",
+  "POST /v1/sandboxes/{id}/ports/{port}/{path}": "the app inside, not the API: reach it at sandbox.url(port) with any HTTP or WebSocket client",
+  "PUT /v1/sandboxes/{id}/ports/{port}/{path}": "the app inside, not the API: reach it at sandbox.url(port) with any HTTP or WebSocket client",
+  "PATCH /v1/sandboxes/{id}/ports/{port}/{path}": "the app inside, not the API: reach it at sandbox.url(port) with any HTTP or WebSocket client",
+  "DELETE /v1/sandboxes/{id}/ports/{port}/{path}": "the app inside, not the API: reach it at sandbox.url(port) with any HTTP or WebSocket client",
+  "GET /v1/sandboxes/{id}/tcp/{port}": "raw TCP over a WebSocket: use airlock sandbox port-forward or the Go SDK (DialPort)",
+  "GET /v1/sandboxes/{id}/files/watch": "a long-lived event stream: use the Go SDK (WatchFiles) or airlock sandbox watch",
+  "POST /v1/volumes": "named volumes: manage them with the Go SDK (CreateVolume, Volumes, DeleteVolume); not yet in this SDK",
+  "GET /v1/volumes": "named volumes: manage them with the Go SDK (CreateVolume, Volumes, DeleteVolume); not yet in this SDK",
+  "GET /v1/volumes/{name}": "named volumes: manage them with the Go SDK (CreateVolume, Volumes, DeleteVolume); not yet in this SDK",
+  "DELETE /v1/volumes/{name}": "named volumes: manage them with the Go SDK (CreateVolume, Volumes, DeleteVolume); not yet in this SDK",
 };

@@ -7,7 +7,7 @@ import { pack, unpack, type TarEntry } from "./tar.js";
 import { Transport, type ConnectionOptions } from "./transport.js";
 import type {
   CodeResult, CommandResult, CreateSandboxRequest, Event, ExecRequest, ExecResult, ExitStatus,
-  FileInfo, NetworkRequest, Process, SandboxInfo,
+  FileInfo, NetworkRequest, PortToken, Process, SandboxInfo,
 } from "./types.js";
 
 /** Seconds (a number) or a Go duration string such as "90s" or "10m". */
@@ -309,6 +309,8 @@ export interface CreateOptions extends ConnectionOptions {
   labels?: Record<string, string>;
   /** Added to every process's environment. */
   env?: Record<string, string>;
+  /** Named volumes to mount: [{name, path, read_only}]. */
+  volumes?: { name: string; path: string; read_only?: boolean }[];
 }
 
 /**
@@ -336,6 +338,7 @@ export class Sandbox {
     if (opts.keepAlive) body.keep_alive = true;
     if (opts.labels) body.labels = opts.labels;
     if (opts.env) body.env = opts.env;
+    if (opts.volumes) body.volumes = opts.volumes;
     return new Sandbox(t, await t.call<SandboxInfo>("createSandbox", {}, { body }));
   }
 
@@ -415,6 +418,23 @@ export class Sandbox {
       signal: opts.signal,
     });
     return Buffer.from(r.data, "base64");
+  }
+
+  /**
+   * The URL of port inside the sandbox: HTTP and WebSocket requests to it (and below it)
+   * reach 127.0.0.1:port in the sandbox, with this client's API key (transport.fetchURL sends
+   * them so, over the unix socket too). For a browser, use portToken(port).url.
+   */
+  url(port: number): string {
+    return `${this.transport.baseURL()}/v1/sandboxes/${encodeURIComponent(this.id)}/ports/${Math.trunc(port)}/`;
+  }
+
+  /** Mints a token that lets its holder reach port without an API key until it expires (ttl: "90s", seconds, default 15m). */
+  async portToken(port: number, opts: { ttl?: Duration } = {}): Promise<PortToken> {
+    const r = await this.transport.call<PortToken>("portToken", { id: this.id }, {
+      body: { port, ttl: opts.ttl === undefined ? undefined : duration(opts.ttl) },
+    });
+    return { ...r, url: this.transport.baseURL() + r.url };
   }
 
   /** The sandbox's audit events after sequence number after. */

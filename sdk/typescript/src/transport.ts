@@ -89,6 +89,18 @@ export class Transport {
     }
   }
 
+  /** The server's URL; on a unix socket a placeholder host only this transport's fetch reaches. */
+  baseURL(): string {
+    return this.base;
+  }
+
+  /** This transport's fetch, with its API key, for a URL of the server (a port route). */
+  async fetchURL(url: string, init: RequestInit & { headers?: Record<string, string> } = {}): Promise<Response> {
+    const headers: Record<string, string> = { ...(init.headers ?? {}) };
+    if (this.apiKey && !headers.Authorization) headers.Authorization = `Bearer ${this.apiKey}`;
+    return this.fetch(url, { ...init, headers });
+  }
+
   private url(op: Operation, params: Record<string, string>, query?: RequestOptions["query"]): [string, string] {
     const [method, template] = ROUTES[op];
     let p: string = template;

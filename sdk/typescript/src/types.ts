@@ -15,6 +15,8 @@ export interface CreateSandboxRequest {
   keep_alive?: boolean;
   labels?: Record<string, string>;
   env?: Record<string, string>;
+  /** Named volumes of the tenant mounted into the sandbox. */
+  volumes?: { name: string; path: string; read_only?: boolean }[];
 }
 
 export interface PatchSandboxRequest {
@@ -181,4 +183,15 @@ export interface Frame {
   offset: number;
   exit?: ExitStatus;
   error?: { code: string; message: string };
+}
+
+/** A minted port token and the URLs that carry it (POST .../port-tokens). */
+export interface PortToken {
+  port: number;
+  token: string;
+  /** The path-routed URL with the token (absolute, from Sandbox.portToken). */
+  url: string;
+  /** The host-routed URL, when the server has a preview domain. */
+  preview_url?: string;
+  expires_at: string;
 }

@@ -148,4 +148,27 @@ describe("sdk against airlock serve", () => {
       assert.ok((await sb.events()).some((e) => e.type === "exec"));
     });
   });
+
+  test("url", async (t) => {
+    if (!available(t)) return;
+    await withSandbox({}, async (sb) => {
+      await sb.files.write("/tmp/site/index.html", "hello through the port route\n");
+      await sb.commands.run("python3 -m http.server 8000 --bind 127.0.0.1 --directory /tmp/site", { background: true });
+      const url = sb.url(8000);
+      assert.ok(url.endsWith(`/v1/sandboxes/${sb.id}/ports/8000/`), url);
+      let resp;
+      for (const deadline = Date.now() + 30000; ;) {
+        resp = await sb.transport.fetchURL(url + "index.html");
+        if (resp.status === 200 || Date.now() > deadline) break;
+        await resp.arrayBuffer();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.equal(resp.status, 200);
+      assert.equal(await resp.text(), "hello through the port route\n");
+      const tok = await sb.portToken(8000, { ttl: 60 });
+      assert.ok(tok.url.includes("token=" + tok.token), tok.url);
+      const bad = await sb.transport.fetchURL(url + "index.html?token=x.y.z.w");
+      assert.equal(bad.status, 401);
+    });
+  });
 });

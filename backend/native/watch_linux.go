@@ -1,0 +1,16 @@
+package native
+
+import (
+	"context"
+
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// WatchFiles streams filesystem events under p through the agent
+// (inotify in the guest). See sandbox.FileWatcher.
+func (s *nativeSandbox) WatchFiles(ctx context.Context, p string, recursive bool) (sandbox.FileEvents, error) {
+	if s.closed.Load() || s.client == nil {
+		return nil, s.errClosed("watch")
+	}
+	return s.client.Watch(ctx, p, recursive)
+}
