@@ -114,6 +114,13 @@ func (s *Server) apiRoutes() []route {
 		{"PUT /v1/sandboxes/{id}/archive", s.needsStorage(s.handleArchivePut)},
 
 		{"GET /v1/sandboxes/{id}/events", s.handleEvents},
+
+		{"POST /v1/sandboxes/{id}/pause", s.handlePause},
+		{"POST /v1/sandboxes/{id}/resume", s.needsStorage(s.handleResume)},
+		{"POST /v1/sandboxes/{id}/checkpoints", s.needsStorage(s.handleCheckpointCreate)},
+		{"GET /v1/sandboxes/{id}/checkpoints", s.handleCheckpointList},
+		{"DELETE /v1/sandboxes/{id}/checkpoints/{checkpoint}", s.handleCheckpointDelete},
+		{"POST /v1/sandboxes/{id}/rollback", s.needsStorage(s.handleRollback)},
 	}, s.imageRoutes()...)
 }
 

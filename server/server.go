@@ -107,6 +107,9 @@ type Config struct {
 	// TCPLimits and UnixLimits bound the connections of TCP and unix
 	// listeners (zero: DefaultTCPLimits, DefaultUnixLimits).
 	TCPLimits, UnixLimits ConnLimits
+	// CheckpointQuota bounds each tenant's checkpoints: their count and
+	// the bytes of the workspaces they record (zero: 64 and 16 GiB).
+	CheckpointQuota CheckpointQuota
 }
 
 // Server serves the /v1 API. Create with New, then Serve listeners, then
@@ -138,6 +141,7 @@ type Server struct {
 
 	keyWatch keyWatch // requests by API key, ended when it is revoked
 	storage  *storageGuard
+	resumeMu sync.Mutex // one resume at a time (pause.go)
 }
 
 type usage struct {
@@ -208,6 +212,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.UnixLimits == (ConnLimits{}) {
 		cfg.UnixLimits = DefaultUnixLimits
 	}
+	if cfg.CheckpointQuota.Count <= 0 {
+		cfg.CheckpointQuota.Count = 64
+	}
+	if cfg.CheckpointQuota.Bytes <= 0 {
+		cfg.CheckpointQuota.Bytes = 16 << 30
+	}
 	if cfg.Ceilings == nil {
 		cfg.Ceilings = &Ceilings{Default: DefaultCeiling()}
 	}
@@ -250,6 +260,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 // reconcile makes the store agree with reality after a restart.
 func (s *Server) reconcile(ctx context.Context) error {
+	crashed, err := s.store.MarkCrashedPaused(ctx, "server crashed: paused on restart", time.Now())
+	if err != nil {
+		return err
+	}
+	if len(crashed) > 0 {
+		s.log.Warn("keep-alive sandboxes of a crashed server are paused", "count", len(crashed))
+	}
 	ids, err := s.store.MarkAllStopped(ctx, "server restarted", time.Now())
 	if err != nil {
 		return err
@@ -283,7 +300,7 @@ func (s *Server) reconcile(ctx context.Context) error {
 			os.Remove(f)
 		}
 	}
-	if err := s.sweepDisks(); err != nil {
+	if err := s.sweepDisks(s.pausedFiles(ctx)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -349,7 +366,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.destroy(l, "server shutdown")
+			s.shutdownOne(l)
 		}()
 	}
 	wg.Wait()
