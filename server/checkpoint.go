@@ -79,7 +79,10 @@ func (s *Server) checkpoint(ctx context.Context, l *live, name string) (api.Chec
 		return api.Checkpoint{}, fmt.Errorf("checkpoint sandbox %q: tenant %q would hold %d of %d checkpoint bytes: %w", id, tenant, used+cp.Bytes, q.Bytes, sandbox.ErrLimit)
 	}
 	manifestPath := filepath.Join(s.checkpointDir(id, l.disk), cp.ID+".json")
-	if cp.Manifest, err = writeManifest(manifestPath, m); err == nil {
+	if err = os.MkdirAll(filepath.Dir(manifestPath), 0o700); err == nil {
+		cp.Manifest, err = writeManifest(manifestPath, m)
+	}
+	if err == nil {
 		err = s.store.InsertCheckpoint(ctx, tenant, cp)
 	}
 	if err != nil {
