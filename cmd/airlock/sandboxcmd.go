@@ -37,6 +37,12 @@ commands:
                        - is a tar, plain or gzip, on stdin or stdout)
   rm ID...
   logs [-f] [--json] ID  (the sandbox's audit events)
+  pause ID...         (processes end, files and record are kept; survives the server)
+  resume ID...
+  checkpoint [--name N] [--json] ID
+  checkpoint ls [--json] ID
+  checkpoint rm ID CHECKPOINT
+  rollback ID CHECKPOINT  (restores the workspace in place, restarts processes)
 
 The server is --host (anywhere before --), else $AIRLOCK_HOST, else the
 local socket; the key $AIRLOCK_API_KEY.
@@ -89,6 +95,12 @@ func runSandbox(args []string) int {
 		code = sbRemove(ctx, c, rest)
 	case "logs":
 		code = sbLogs(ctx, c, rest)
+	case "pause", "resume":
+		code = sbPauseResume(ctx, c, sub, rest)
+	case "checkpoint":
+		code = sbCheckpoint(ctx, c, rest)
+	case "rollback":
+		code = sbRollback(ctx, c, rest)
 	default:
 		fmt.Fprintf(os.Stderr, "airlock sandbox: unknown command %q\n%s", sub, sandboxUsage)
 		return exitAirlock
@@ -195,6 +207,8 @@ func sbCreate(ctx context.Context, c *client.Client, args []string) int {
 	image := fs.String("image", "", "root filesystem image name")
 	timeout := fs.Duration("timeout", 0, "lifetime (default: the server's)")
 	keep := fs.Bool("keep-alive", false, "never expire")
+	keepWhile := fs.Bool("keep-alive-while-processes", false, "do not expire while a background process runs")
+	autoResume := fs.Bool("auto-resume", false, "a request to the sandbox while it is paused resumes it")
 	asJSON := fs.Bool("json", false, "print the sandbox as JSON")
 	var labels, env stringList
 	fs.Var(&labels, "label", "label K=V (repeatable)")
@@ -203,6 +217,10 @@ func sbCreate(ctx context.Context, c *client.Client, args []string) int {
 		return exitAirlock
 	}
 	req := api.CreateSandboxRequest{Backend: *backend, Profile: *profile, Image: *image, Timeout: api.Duration(*timeout), KeepAlive: *keep}
+	req.AutoResume = *autoResume
+	if *keepWhile {
+		req.KeepAliveWhile = &api.KeepAliveSpec{While: api.KeepAliveWhileProcesses}
+	}
 	var err error
 	if req.Labels, err = keyValues(labels, "--label"); err != nil {
 		return fail("sandbox create", err)
