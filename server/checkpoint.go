@@ -196,16 +196,15 @@ func (s *Server) rollback(ctx context.Context, l *live, cpID string) (*live, err
 	if err := s.objects(id, l.disk).verify(m, what); err != nil {
 		return nil, err
 	}
-	if err := s.pause(l, "rollback to checkpoint "+cp.ID); err != nil {
+	// The files stay attached: nothing but this server touches them
+	// before the restore, which trusts the objects verified above.
+	dsk, err := s.stop(l, "rollback to checkpoint "+cp.ID, true)
+	if err != nil {
 		return nil, err
 	}
 	return s.resume(ctx, tenant, id, func(d *disk, base owner) error {
-		objs := s.objects(id, d)
-		if err := objs.verify(m, what); err != nil {
-			return err
-		}
-		return replaceTree(m, objs, d.workspace, base)
-	})
+		return replaceTree(m, s.objects(id, d), d.workspace, base)
+	}, dsk)
 }
 
 // replaceTree makes ws the tree of m: restored next to it, then swapped.

@@ -117,7 +117,7 @@ func (s *Server) lookupResuming(ctx context.Context, tenant, id string) (*live, 
 	if lerr != nil || !lr.AutoResume {
 		return nil, fmt.Errorf("sandbox %q: paused (POST /v1/sandboxes/%s/resume, or create it with auto_resume): %w", id, id, sandbox.ErrNotFound)
 	}
-	return s.resume(ctx, tenant, id, nil)
+	return s.resume(ctx, tenant, id, nil, nil)
 }
 
 // checkpointDir is where sandbox id keeps its checkpoints and its pause
@@ -180,15 +180,23 @@ func (s *Server) shutdownOne(l *live) {
 // its workspace that resume checks. On failure before the processes are
 // gone the sandbox still runs.
 func (s *Server) pause(l *live, reason string) error {
+	_, err := s.stop(l, reason, false)
+	return err
+}
+
+// stop is pause; with mounted it leaves the files attached and returns
+// them, for a resume in this process that replaces them (a rollback): no
+// manifest, no unmount.
+func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 	id := l.sb.ID()
 	l.mu.Lock()
 	if !l.life.pausable {
 		l.mu.Unlock()
-		return fmt.Errorf("pause sandbox %q: %s: %w", id, l.life.why, sandbox.ErrNotSupported)
+		return nil, fmt.Errorf("pause sandbox %q: %s: %w", id, l.life.why, sandbox.ErrNotSupported)
 	}
 	if l.closing {
 		l.mu.Unlock()
-		return &httpError{api.CodeConflict, fmt.Errorf("pause sandbox %q: being destroyed or paused: %w", id, sandbox.ErrClosed)}
+		return nil, &httpError{api.CodeConflict, fmt.Errorf("pause sandbox %q: being destroyed or paused: %w", id, sandbox.ErrClosed)}
 	}
 	l.closing = true
 	rec, base := l.rec, l.life.owner
@@ -200,27 +208,31 @@ func (s *Server) pause(l *live, reason string) error {
 	if err := l.sb.Destroy(ctx); err != nil {
 		// Processes may be left: the files are no one's to keep.
 		s.log.Error("pause sandbox: destroy", "sandbox", id, "err", err)
-		return s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
+		return nil, s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
 	}
 	l.image.Release()
-	sum, err := s.recordPause(id, l.disk, base)
-	if err == nil && l.disk.vol != nil {
-		err = l.disk.vol.Close() // the image stays in the data directory
+	var sum string
+	if !mounted {
+		var err error
+		sum, err = s.recordPause(id, l.disk, base)
+		if err == nil && l.disk.vol != nil {
+			err = l.disk.vol.Close() // the image stays in the data directory
+		}
+		if err != nil {
+			s.log.Error("pause sandbox: keep files", "sandbox", id, "err", err)
+			return nil, s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
+		}
+		s.mu.Lock()
+		delete(s.volumes, l.disk)
+		s.mu.Unlock()
 	}
-	if err != nil {
-		s.log.Error("pause sandbox: keep files", "sandbox", id, "err", err)
-		return s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
-	}
-	s.mu.Lock()
-	delete(s.volumes, l.disk)
-	s.mu.Unlock()
 	s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: "paused: " + reason, Fields: map[string]any{"paused": true}})
 	s.unregister(l, rec)
 	if err := s.store.MarkPaused(ctx, id, reason, sum, time.Now()); err != nil {
-		return err
+		return nil, err
 	}
 	s.log.Info("sandbox paused", "sandbox", id, "reason", reason)
-	return nil
+	return l.disk, nil
 }
 
 // recordPause writes the manifest of a stopped sandbox's workspace and
@@ -311,7 +323,7 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
-	l, err := s.resume(r.Context(), c.tenant, r.PathValue("id"), nil)
+	l, err := s.resume(r.Context(), c.tenant, r.PathValue("id"), nil, nil)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -21,8 +21,9 @@ const idRangeWidth = 65536
 // re-planning the request it was created by, so today's ceilings and
 // quotas apply. before, when set, runs on its files before the sandbox
 // starts (a rollback's restore) and replaces the check against the
-// pause's manifest. Resuming a running sandbox returns it.
-func (s *Server) resume(ctx context.Context, tenant, id string, before func(*disk, owner) error) (*live, error) {
+// pause's manifest; dsk, when set, is its files still attached (a
+// rollback's). Resuming a running sandbox returns it.
+func (s *Server) resume(ctx context.Context, tenant, id string, before func(*disk, owner) error, dsk *disk) (*live, error) {
 	s.resumeMu.Lock()
 	defer s.resumeMu.Unlock()
 	rec, err := s.store.GetSandbox(ctx, tenant, id)
@@ -63,10 +64,11 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 		return nil, err
 	}
 	old := owner{lr.OwnerUID, lr.OwnerGID}
-	dsk, err := s.openDisk(id, ws)
-	if err != nil {
-		release()
-		return nil, fmt.Errorf("resume sandbox %q: %w", id, err)
+	if dsk == nil {
+		if dsk, err = s.openDisk(id, ws); err != nil {
+			release()
+			return nil, fmt.Errorf("resume sandbox %q: %w", id, err)
+		}
 	}
 	verified, err := s.prepareFiles(id, dsk, old, lr.Manifest, before)
 	var l *live
@@ -155,6 +157,11 @@ func (s *Server) openDisk(id, ws string) (*disk, error) {
 	}
 	if _, err := os.Stat(img); err != nil {
 		return nil, errCorrupt("its disk volume %s is gone (was the server's --disk-quota changed?)", filepath.Base(img))
+	}
+	// A pause whose unmount was lazy is finished only when the kernel let
+	// go of the image: never mount it twice.
+	if err := volume.WaitFree(img, 30*time.Second); err != nil {
+		return nil, err
 	}
 	root := filepath.Dir(ws)
 	v, err := volume.Attach(img, root)
