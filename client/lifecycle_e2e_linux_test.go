@@ -344,3 +344,40 @@ func TestE2ETenantCannotPauseOthers(t *testing.T) {
 		t.Fatalf("alice resumes: %v %+v", err, r)
 	}
 }
+
+// TestE2ECheckpointQuota: a tenant's checkpoints are bounded in count and
+// in the bytes they record (429), and deleting one makes room.
+func TestE2ECheckpointQuota(t *testing.T) {
+	requireNative(t)
+	s, err := startServe(t.TempDir(), "--backend", "native", "--max-checkpoints", "2", "--checkpoint-bytes", "3Mi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	c := s.client(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{Policy: diskPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOut(t, c, sb.ID, "head -c 1048576 /dev/urandom > /workspace/f")
+	a, err := c.Checkpoint(ctx, sb.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Checkpoint(ctx, sb.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Checkpoint(ctx, sb.ID, "")
+	wantCode(t, "a third checkpoint", err, 429, api.CodeLimitExceeded)
+	if err := c.DeleteCheckpoint(ctx, sb.ID, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	runOut(t, c, sb.ID, "head -c 2097152 /dev/urandom > /workspace/g")
+	_, err = c.Checkpoint(ctx, sb.ID, "")
+	wantCode(t, "a checkpoint beyond the tenant's bytes", err, 429, api.CodeLimitExceeded)
+	runOut(t, c, sb.ID, "rm /workspace/g")
+	if _, err := c.Checkpoint(ctx, sb.ID, ""); err != nil {
+		t.Fatalf("after deleting one: %v", err)
+	}
+}

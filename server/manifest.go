@@ -108,6 +108,9 @@ func hashEntry(root *os.Root, p string, e *manifestEntry, store *objectStore) (i
 		return 0, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s: changed while read (not a regular file now)", p)
+	}
 	sum, n, err := hashReader(f)
 	if err != nil {
 		return 0, err

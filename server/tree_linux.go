@@ -122,5 +122,6 @@ func shiftOwner(dir string, from, to owner, width int) error {
 	})
 }
 
-// oNoFollow opens a file itself, never a symlink's target.
-const oNoFollow = syscall.O_NOFOLLOW
+// oNoFollow opens a file itself, never a symlink's target, and never
+// blocks (a sandbox may swap a file for a fifo while it is read).
+const oNoFollow = syscall.O_NOFOLLOW | syscall.O_NONBLOCK

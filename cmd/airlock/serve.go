@@ -71,6 +71,8 @@ func runServe(args []string) int {
 	defTimeout := fs.Duration("default-timeout", 10*time.Minute, "sandbox lifetime when a request gives none")
 	maxTimeout := fs.Duration("max-timeout", 24*time.Hour, "longest lifetime a request may ask")
 	idle := fs.Duration("idle-timeout", 0, "destroy sandboxes unused through the API this long (0: never)")
+	maxCheckpoints := fs.Int("max-checkpoints", 64, "checkpoints each tenant may keep")
+	checkpointBytes := fs.String("checkpoint-bytes", "16Gi", "bytes of workspace each tenant's checkpoints may record together")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "default per-tenant limit of concurrent sandboxes (0: none)")
 	maxMemory := fs.String("max-memory", "", "default per-tenant limit of total sandbox memory, e.g. 16Gi")
 	retention := fs.Duration("retention", 7*24*time.Hour, "how long stopped sandboxes and their events stay in the store (0: forever)")
@@ -142,6 +144,10 @@ func runServe(args []string) int {
 	wasmBytes, err := policy.ParseByteSize(*wasmMem)
 	if err != nil || wasmBytes <= 0 {
 		return fail("serve", fmt.Errorf("--wasm-memory %q: want a size such as 4Gi: %w", *wasmMem, sandbox.ErrInvalid))
+	}
+	cpBytes, err := policy.ParseByteSize(*checkpointBytes)
+	if err != nil || cpBytes <= 0 || *maxCheckpoints <= 0 {
+		return fail("serve", fmt.Errorf("--checkpoint-bytes %q, --max-checkpoints %d: want a size such as 16Gi and a positive count: %w", *checkpointBytes, *maxCheckpoints, sandbox.ErrInvalid))
 	}
 	free, err := policy.ParseByteSize(*minFree)
 	if err != nil || free < 0 {
@@ -222,6 +228,7 @@ func runServe(args []string) int {
 		DefaultQuota: quota, Pools: poolCfg, Ceilings: ceilings,
 		DiskQuota: *diskQuota, MinFree: int64(free), WasmMemory: int64(wasmBytes), EventRate: *eventRate, PublicMetrics: *publicMetrics,
 		TCPLimits: server.ConnLimits{PerClient: *perClient, Total: *maxConns}, MaxUpload: int64(upload), ProcessBuffer: int(pbuf), Retention: *retention,
+		CheckpointQuota: server.CheckpointQuota{Count: *maxCheckpoints, Bytes: int64(cpBytes)},
 	})
 	if err != nil {
 		return fail("serve", err)
