@@ -14,7 +14,17 @@ const (
 	// StatePaused: the sandbox's processes are gone, its files (workspace,
 	// checkpoints) and record are kept; resume starts it again.
 	StatePaused = "paused"
+	// StateFrozen: the sandbox's processes are frozen in place, memory
+	// kept, while the server lives (pause with "memory": true).
+	StateFrozen = "frozen"
 )
+
+// PauseRequest is the optional body of POST /v1/sandboxes/{id}/pause.
+type PauseRequest struct {
+	// Memory freezes the processes in place (the cgroup freezer), keeping
+	// their memory while the server lives, instead of ending them.
+	Memory bool `json:"memory,omitempty"`
+}
 
 // KeepAliveWhileProcesses is the one condition keep_alive's object form
 // takes: {"while": "processes"}.

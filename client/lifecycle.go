@@ -52,3 +52,13 @@ func (c *Client) Rollback(ctx context.Context, id, cp string) (*api.Sandbox, err
 	err := c.call(ctx, "POST", sbPath(id, "/rollback"), nil, api.RollbackRequest{Checkpoint: cp}, &sb)
 	return &sb, err
 }
+
+// Freeze freezes sandbox id's processes in place, memory kept, while the
+// server lives (the cgroup freezer); Resume thaws it. Requests to a frozen
+// sandbox are refused (409 conflict) unless it was created with
+// auto_resume, which thaws it.
+func (c *Client) Freeze(ctx context.Context, id string) (*api.Sandbox, error) {
+	var sb api.Sandbox
+	err := c.call(ctx, "POST", sbPath(id, "/pause"), nil, api.PauseRequest{Memory: true}, &sb)
+	return &sb, err
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -379,5 +380,60 @@ func TestE2ECheckpointQuota(t *testing.T) {
 	runOut(t, c, sb.ID, "rm /workspace/g")
 	if _, err := c.Checkpoint(ctx, sb.ID, ""); err != nil {
 		t.Fatalf("after deleting one: %v", err)
+	}
+}
+
+// TestE2EFreeze: a memory-keeping pause (cgroup freezer) stops a running
+// process in place (its counter, read on the host, does not move);
+// requests are refused while frozen; resume thaws the same process, which
+// counts on from its own memory.
+func TestE2EFreeze(t *testing.T) {
+	c := requireNative(t).client(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{Policy: diskPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Delete(ctx, sb.ID)
+	p, err := c.Start(ctx, sb.ID, client.ExecOptions{Args: []string{"sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /workspace/n.tmp; mv /workspace/n.tmp /workspace/n; sleep 0.02; done"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob("/run/airlock/*/volumes/" + sb.ID + "/workspace")
+	if len(files) != 1 {
+		t.Fatalf("workspace on the host: %v", files)
+	}
+	counter := func() int {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(files[0], "n"))
+		var n int
+		if err == nil {
+			fmt.Sscan(string(b), &n)
+		}
+		return n
+	}
+	eventually(t, "the counter runs", func() bool { return counter() > 3 })
+	f, err := c.Freeze(ctx, sb.ID)
+	if err != nil || f.State != api.StateFrozen {
+		t.Fatalf("freeze: %v %+v", err, f)
+	}
+	_, err = c.Run(ctx, sb.ID, "true")
+	wantCode(t, "exec while frozen", err, 409, api.CodeConflict)
+	frozenAt := counter()
+	time.Sleep(500 * time.Millisecond) // generous: a running counter moves 25 times
+	if n := counter(); n != frozenAt {
+		t.Fatalf("frozen counter moved from %d to %d", frozenAt, n)
+	}
+	r, err := c.Resume(ctx, sb.ID)
+	if err != nil || r.State != "running" {
+		t.Fatalf("thaw: %v %+v", err, r)
+	}
+	var after int
+	eventually(t, "the counter moves after the thaw", func() bool { after = counter(); return after != frozenAt })
+	if after < frozenAt {
+		t.Fatalf("after the thaw the counter restarted (%d, was %d): memory was not kept", after, frozenAt)
+	}
+	if pr, err := c.Process(ctx, sb.ID, p.ID); err != nil || !pr.Running {
+		t.Fatalf("the process after thaw: %v %+v", err, pr)
 	}
 }

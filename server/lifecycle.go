@@ -11,8 +11,18 @@ import (
 )
 
 // lookup returns tenant's live sandbox id; ErrNotFound for another
-// tenant's (never ErrPermission: existence is not disclosed).
+// tenant's (never ErrPermission: existence is not disclosed); a conflict
+// while it is frozen (its agent answers nothing).
 func (s *Server) lookup(tenant, id string) (*live, error) {
+	l, err := s.lookupAny(tenant, id)
+	if err == nil && l.isFrozen() {
+		return nil, errFrozen(id)
+	}
+	return l, err
+}
+
+// lookupAny is lookup of a frozen sandbox too.
+func (s *Server) lookupAny(tenant, id string) (*live, error) {
 	l := s.liveByID(id)
 	if l == nil || l.tenant() != tenant {
 		return nil, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
@@ -143,6 +153,7 @@ func (s *Server) destroy(l *live, reason string) error {
 	defer close(l.gone)
 
 	id := l.sb.ID()
+	s.thawForEnd(l)
 	l.killProcs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -34,6 +34,7 @@ type lifeState struct {
 	keepIdle   time.Duration // idle time after the last process (0: the server's)
 	procSeen   time.Time     // last reap that saw a background process running
 	verified   bool          // resumed on files that matched the pause's manifest
+	frozen     bool          // its processes are frozen (freeze.go)
 	cp         *sync.Mutex
 }
 
@@ -106,6 +107,12 @@ func (ls *lifeState) expiredWhile(expired bool, now time.Time, serverIdle time.D
 // auto_resume.
 func (s *Server) lookupResuming(ctx context.Context, tenant, id string) (*live, error) {
 	l, err := s.lookup(tenant, id)
+	if fl, ferr := s.lookupAny(tenant, id); err != nil && ferr == nil && fl.isFrozen() {
+		if !fl.autoResumes() {
+			return nil, err
+		}
+		return fl, s.thaw(ctx, fl)
+	}
 	if err == nil || !errors.Is(err, sandbox.ErrNotFound) {
 		return l, err
 	}
@@ -202,6 +209,7 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 	rec, base := l.rec, l.life.owner
 	l.mu.Unlock()
 	defer close(l.gone)
+	s.thawForEnd(l)
 	l.killProcs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -299,7 +307,15 @@ func (s *Server) destroyPaused(ctx context.Context, rec *Record, reason string) 
 func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
 	id := r.PathValue("id")
-	l, err := s.lookup(c.tenant, id)
+	var req api.PauseRequest
+	if r.ContentLength != 0 && !s.decodeBody(w, r, &req) {
+		return
+	}
+	l, err := s.lookupAny(c.tenant, id)
+	if err == nil && req.Memory {
+		s.handleFreeze(w, r, l)
+		return
+	}
 	if err != nil {
 		// Pausing a paused sandbox is a no-op.
 		if rec, gerr := s.store.GetSandbox(r.Context(), c.tenant, id); gerr == nil && rec.State == StatePaused {

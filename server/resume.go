@@ -31,7 +31,11 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 		return nil, err
 	}
 	if rec.State == StateRunning {
-		return s.lookup(tenant, id)
+		l, err := s.lookupAny(tenant, id)
+		if err == nil && l.isFrozen() {
+			err = s.thaw(ctx, l)
+		}
+		return l, err
 	}
 	if rec.State != StatePaused {
 		return nil, &httpError{api.CodeConflict, fmt.Errorf("resume sandbox %q: it is %s (%s): %w", id, rec.State, rec.Reason, sandbox.ErrClosed)}

@@ -414,6 +414,9 @@ func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
 		l.mu.Lock()
 		v.KeepAlive, v.ExpiresAt = l.keepAlive, l.expires
 		v.KeepAliveWhile, v.AutoResume, v.Verified = l.life.keepWhile, l.life.autoResume, l.life.verified
+		if l.life.frozen {
+			v.State = api.StateFrozen
+		}
 		l.mu.Unlock()
 		v.Pooled, v.Workdir = l.pooled, l.workdir
 		if withStats {
@@ -478,7 +481,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
 	id := r.PathValue("id")
-	l, err := s.lookup(c.tenant, id)
+	l, err := s.lookupAny(c.tenant, id)
 	if err != nil {
 		// A stopped sandbox of this tenant: deleting it again is a no-op.
 		rec, gerr := s.store.GetSandbox(r.Context(), c.tenant, id)

@@ -10,17 +10,24 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// sbPauseResume is `airlock sandbox pause|resume ID...`.
+// sbPauseResume is `airlock sandbox pause [--memory]|resume ID...`.
 func sbPauseResume(ctx context.Context, c *client.Client, sub string, args []string) int {
+	memory := false
+	if sub == "pause" && len(args) > 0 && (args[0] == "--memory" || args[0] == "-memory") {
+		memory, args = true, args[1:]
+	}
 	if len(args) == 0 {
 		return fail("sandbox "+sub, fmt.Errorf("want sandbox IDs: %w", sandbox.ErrInvalid))
 	}
 	code := 0
 	for _, id := range args {
 		var err error
-		if sub == "pause" {
+		switch {
+		case memory:
+			_, err = c.Freeze(ctx, id)
+		case sub == "pause":
 			_, err = c.Pause(ctx, id)
-		} else {
+		default:
 			_, err = c.Resume(ctx, id)
 		}
 		if err != nil {

@@ -45,6 +45,11 @@ func TestSandboxCLILifecycle(t *testing.T) {
 	if got := run(0, "exec", id, "--", "cat", "/workspace/f"); got != "kept" {
 		t.Fatalf("after resume: %q", got)
 	}
+	run(0, "pause", "--memory", id)
+	if st := run(0, "ls"); !strings.Contains(st, "frozen") {
+		t.Fatalf("ls after pause --memory: %s", st)
+	}
+	run(0, "resume", id)
 	run(0, "checkpoint", "rm", id, cp)
 	run(125, "rollback", id)
 	run(125, "rollback", id, cp)

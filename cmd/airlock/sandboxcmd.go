@@ -37,7 +37,8 @@ commands:
                        - is a tar, plain or gzip, on stdin or stdout)
   rm ID...
   logs [-f] [--json] ID  (the sandbox's audit events)
-  pause ID...         (processes end, files and record are kept; survives the server)
+  pause [--memory] ID...  (processes end, files and record are kept: survives the server;
+                       --memory: frozen in place, memory kept, while the server lives)
   resume ID...
   checkpoint [--name N] [--json] ID
   checkpoint ls [--json] ID
