@@ -179,6 +179,66 @@ func TestE2EPauseResumeAPI(t *testing.T) {
 	if g, err := c.Get(ctx, sb.ID); err != nil || g.State != api.StatePaused {
 		t.Fatalf("after a refused resume: %v %+v", err, g)
 	}
+	// Deleting a paused sandbox removes its files without resuming it.
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := c.Get(ctx, sb.ID); err != nil || g.State != "stopped" {
+		t.Fatalf("after delete: %v %+v", err, g)
+	}
+	assertNoFilesOf(t, s, sb.ID)
+}
+
+// TestE2EPauseWithoutVolumes: with --disk-quota none the workspace and
+// checkpoints live in the data directory; pause survives a restart there,
+// rollback works, and delete leaves nothing.
+func TestE2EPauseWithoutVolumes(t *testing.T) {
+	requireNative(t)
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} { // the test's own: sandboxes' host ids reach their workspaces below
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := startServe(dir, "--backend", "native", "--disk-quota", "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	c := s.client(t)
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{KeepAlive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOut(t, c, sb.ID, fillScript)
+	before := runOut(t, c, sb.ID, treeScript)
+	cp, err := c.Checkpoint(ctx, sb.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(s.data, "checkpoints", sb.ID, cp.ID+".json")); err != nil {
+		t.Fatalf("checkpoint in the data directory: %v", err)
+	}
+	s.stop()
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	c = s.client(t)
+	if r, err := c.Resume(ctx, sb.ID); err != nil || !r.Verified {
+		t.Fatalf("resume: %v %+v", err, r)
+	}
+	runOut(t, c, sb.ID, "rm -rf /workspace/src /workspace/big.bin")
+	if _, err := c.Rollback(ctx, sb.ID, cp.ID); err != nil {
+		t.Fatal(err)
+	}
+	if after := runOut(t, c, sb.ID, treeScript); after != before {
+		t.Fatalf("after restart and rollback:\n%s\nwant:\n%s", after, before)
+	}
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	assertNoFilesOf(t, s, sb.ID)
 }
 
 // TestE2ECheckpointRollback: checkpoint, then an exec wrecks the
