@@ -74,7 +74,7 @@ type Sandbox struct {
 	Backend   string            `json:"backend"`
 	Profile   string            `json:"profile,omitempty"`
 	Image     string            `json:"image,omitempty"`
-	State     string            `json:"state"` // running, paused, stopped
+	State     string            `json:"state"` // running, frozen, paused, stopped
 	Reason    string            `json:"reason,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	KeepAlive bool              `json:"keep_alive"`
