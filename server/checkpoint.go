@@ -46,8 +46,9 @@ func (s *Server) handleCheckpointCreate(w http.ResponseWriter, r *http.Request) 
 }
 
 // checkpoint records l's workspace: a manifest, and the content no
-// earlier checkpoint of l stored. The sandbox keeps running; a file it
-// writes meanwhile is recorded as it was read, once.
+// earlier checkpoint of l stored. Its processes are frozen while the
+// files are read, where the backend can (one point in time); else a file
+// written meanwhile is recorded as it was read, once.
 func (s *Server) checkpoint(ctx context.Context, l *live, name string) (api.Checkpoint, error) {
 	id := l.sb.ID()
 	l.mu.Lock()
@@ -66,7 +67,9 @@ func (s *Server) checkpoint(ctx context.Context, l *live, name string) (api.Chec
 	if n >= q.Count {
 		return api.Checkpoint{}, fmt.Errorf("checkpoint sandbox %q: tenant %q has %d of %d checkpoints (delete some): %w", id, tenant, n, q.Count, sandbox.ErrLimit)
 	}
+	thaw := s.holdStill(ctx, l)
 	m, newBytes, skipped, err := scanTree(l.workspace, ls.owner, s.objects(id, l.disk))
+	thaw()
 	if err != nil {
 		return api.Checkpoint{}, fmt.Errorf("checkpoint sandbox %q: %w", id, err)
 	}

@@ -97,3 +97,30 @@ func (s *Server) thawForEnd(l *live) {
 		fr.Thaw(ctx)
 	}
 }
+
+// holdStill freezes l (unless it is frozen already) for a read of its
+// files and returns what thaws it; without a freezer it does nothing.
+// Requests meanwhile wait for the agent rather than fail.
+func (s *Server) holdStill(ctx context.Context, l *live) func() {
+	fr, ok := l.sb.(sandbox.Freezer)
+	if !ok || l.isFrozen() {
+		return func() {}
+	}
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := fr.Freeze(fctx); err != nil {
+		fr.Thaw(context.Background())
+		s.log.Debug("checkpoint without freezing", "sandbox", l.sb.ID(), "err", err)
+		return func() {}
+	}
+	return func() {
+		if l.isFrozen() {
+			return // frozen through the API meanwhile: it stays so
+		}
+		tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := fr.Thaw(tctx); err != nil {
+			s.log.Error("thaw after checkpoint", "sandbox", l.sb.ID(), "err", err)
+		}
+	}
+}
