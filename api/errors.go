@@ -32,6 +32,12 @@ const (
 	CodeMethodNotAllowed     = "method_not_allowed"
 	CodeCanceled             = "canceled"
 	CodeInternal             = "internal"
+	// CodeCorrupt (409): stored state (a checkpoint, a paused sandbox's
+	// files) no longer matches the manifest of hashes recorded with it.
+	CodeCorrupt = "corrupt"
+	// CodeConflict (409): the sandbox is not in a state the request needs
+	// (a rollback while it is being paused).
+	CodeConflict = "conflict"
 )
 
 // errorCode is one row of the code table.
@@ -69,6 +75,8 @@ var codes = []errorCode{
 	{CodeUnauthenticated, http.StatusUnauthorized, errdefs.ErrPermission, nil},
 	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType, errdefs.ErrInvalid, nil},
 	{CodeMethodNotAllowed, http.StatusMethodNotAllowed, errdefs.ErrInvalid, nil},
+	{CodeCorrupt, http.StatusConflict, errdefs.ErrInvalid, nil},
+	{CodeConflict, http.StatusConflict, errdefs.ErrClosed, nil},
 	{CodeInternal, http.StatusInternalServerError, nil, nil},
 }
 

@@ -62,6 +62,13 @@ type CreateSandboxRequest struct {
 	Env map[string]string `json:"env,omitempty"`
 	// Volumes are the tenant's named volumes mounted into the sandbox.
 	Volumes []VolumeMount `json:"volumes,omitempty"`
+
+	// KeepAliveWhile is keep_alive's object form ({"while": "processes"}):
+	// the sandbox does not expire while a background process runs
+	// (api/lifecycle.go encodes it in keep_alive).
+	KeepAliveWhile *KeepAliveSpec `json:"-"`
+	// AutoResume: a request to the sandbox while it is paused resumes it.
+	AutoResume bool `json:"auto_resume,omitempty"`
 }
 
 // Sandbox describes a sandbox.
@@ -70,7 +77,7 @@ type Sandbox struct {
 	Backend   string            `json:"backend"`
 	Profile   string            `json:"profile,omitempty"`
 	Image     string            `json:"image,omitempty"`
-	State     string            `json:"state"` // running, stopped
+	State     string            `json:"state"` // running, frozen, paused, stopped
 	Reason    string            `json:"reason,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	KeepAlive bool              `json:"keep_alive"`
@@ -82,6 +89,12 @@ type Sandbox struct {
 	EndedAt   time.Time         `json:"ended_at,omitzero"`
 	Policy    json.RawMessage   `json:"policy,omitempty"`
 	Stats     *Stats            `json:"stats,omitempty"`
+	// KeepAliveWhile is "processes" for keep_alive {"while": "processes"}.
+	KeepAliveWhile string `json:"keep_alive_while,omitempty"`
+	AutoResume     bool   `json:"auto_resume,omitempty"`
+	// Verified says a resumed sandbox's files matched the manifest its
+	// pause recorded (false after a crash: nothing was recorded).
+	Verified bool `json:"verified,omitempty"`
 }
 
 // Stats is a sandbox's resource use so far.

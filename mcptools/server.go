@@ -35,6 +35,10 @@ type Config struct {
 	Allow []string
 	// Memory, when set, is the sandboxes' memory limit ("1Gi").
 	Memory string
+	// Disk, when set, is the sandboxes' disk limit ("1Gi"): a disk volume
+	// of their own, which checkpoints and rollback need on a server with
+	// disk volumes.
+	Disk string
 	// Timeout is each sandbox's lifetime (30m when zero).
 	Timeout time.Duration
 	// Version is reported to MCP clients.

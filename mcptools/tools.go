@@ -138,6 +138,8 @@ func (t *tools) register(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{Name: "list_files", Description: "List a directory in a sandbox (default: its workdir)."}, t.listFiles)
 	t.registerBrowser(s)
 	t.registerPorts(s)
+
+	t.registerCheckpoints(s)
 }
 
 func (t *tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, sandboxOut, error) {
@@ -147,8 +149,15 @@ func (t *tools) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn)
 	if len(t.cfg.Allow) > 0 {
 		pol["network"] = map[string]any{"mode": "allowlist", "allow": t.cfg.Allow}
 	}
+	limits := map[string]any{}
 	if t.cfg.Memory != "" {
-		pol["limits"] = map[string]any{"memory": t.cfg.Memory}
+		limits["memory"] = t.cfg.Memory
+	}
+	if t.cfg.Disk != "" {
+		limits["disk"] = t.cfg.Disk
+	}
+	if len(limits) > 0 {
+		pol["limits"] = limits
 	}
 	if len(pol) > 0 {
 		b, err := json.Marshal(pol)

@@ -28,5 +28,7 @@ done
 echo
 echo "== Go benchmarks: server API over the unix socket, egress proxy, wasm in-process"
 AIRLOCK_BIN=$PWD/bin/airlock go test -run '^$' -bench 'ExecTrue|CreateWarm|ColdCreateExecDelete|DockerWarmCreateExec|PortProxy' -benchtime 200x ./client
+# Pause/resume and checkpoint/rollback of a 100 MiB workspace (issue 15), beside their peers.
+AIRLOCK_BIN=$PWD/bin/airlock go test -run '^$' -bench 'PauseResume100MB|CheckpointRollback100MB' -benchtime 5x ./client
 go test -run '^$' -bench . -benchtime 2s ./egress
 go test -run '^$' -bench 'ExecCached|SandboxLifecycle' -benchtime 2000x ./backend/wasm

@@ -155,8 +155,9 @@ func (s *Server) checkDiskCommit(size int64) error {
 	return nil
 }
 
-// sweepDisks removes every sandbox's files a previous server left.
-func (s *Server) sweepDisks() error {
+// sweepDisks removes every sandbox's files a previous server left but
+// those named in keep (paused sandboxes': "ID.img", "ID").
+func (s *Server) sweepDisks(keep map[string]bool) error {
 	var errs []error
 	mounts := filepath.Join(s.cfg.RunDir, "volumes")
 	if err := volume.Sweep(mounts); err != nil {
@@ -165,11 +166,14 @@ func (s *Server) sweepDisks() error {
 	if err := os.MkdirAll(s.cfg.RunDir, 0o711); err != nil {
 		errs = append(errs, fmt.Errorf("reconcile: %s: %w", s.cfg.RunDir, err))
 	}
-	for _, d := range []string{mounts, filepath.Join(s.cfg.DataDir, "volumes"), filepath.Join(s.cfg.DataDir, "workspaces")} {
-		if err := os.RemoveAll(d); err != nil {
+	for _, d := range []string{mounts, filepath.Join(s.cfg.DataDir, "volumes"), filepath.Join(s.cfg.DataDir, "workspaces"), filepath.Join(s.cfg.DataDir, "checkpoints")} {
+		if err := removeAllBut(d, keep); err != nil {
 			errs = append(errs, fmt.Errorf("reconcile: remove %s: %w", d, err))
 		}
-		if err := mkdirExact(d, 0o711); err != nil {
+		if err := os.Mkdir(d, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+			errs = append(errs, fmt.Errorf("reconcile: %s: %w", d, err))
+		}
+		if err := os.Chmod(d, 0o711); err != nil {
 			errs = append(errs, fmt.Errorf("reconcile: %s: %w", d, err))
 		}
 	}

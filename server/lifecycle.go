@@ -11,8 +11,18 @@ import (
 )
 
 // lookup returns tenant's live sandbox id; ErrNotFound for another
-// tenant's (never ErrPermission: existence is not disclosed).
+// tenant's (never ErrPermission: existence is not disclosed); a conflict
+// while it is frozen (its agent answers nothing).
 func (s *Server) lookup(tenant, id string) (*live, error) {
+	l, err := s.lookupAny(tenant, id)
+	if err == nil && l.isFrozen() {
+		return nil, errFrozen(id)
+	}
+	return l, err
+}
+
+// lookupAny is lookup of a frozen sandbox too.
+func (s *Server) lookupAny(tenant, id string) (*live, error) {
 	l := s.liveByID(id)
 	if l == nil || l.tenant() != tenant {
 		return nil, fmt.Errorf("sandbox %q: %w", id, sandbox.ErrNotFound)
@@ -36,7 +46,7 @@ func (s *Server) liveByID(id string) *live {
 // acquire returns the caller's live sandbox {id} marked in use, and the
 // release to defer; on error it has answered the request and returns nil.
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (*live, func()) {
-	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
+	l, err := s.lookupResuming(r.Context(), callerOf(r).tenant, r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return nil, nil
@@ -47,7 +57,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (*live, func())
 // acquireFile is acquire for a file request: it also cleans ?path= (before
 // the sandbox is marked in use).
 func (s *Server) acquireFile(w http.ResponseWriter, r *http.Request) (*live, string, func()) {
-	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
+	l, err := s.lookupResuming(r.Context(), callerOf(r).tenant, r.PathValue("id"))
 	if err == nil {
 		var p string
 		if p, err = cleanPath(r.URL.Query().Get("path")); err == nil {
@@ -143,6 +153,7 @@ func (s *Server) destroy(l *live, reason string) error {
 	defer close(l.gone)
 
 	id := l.sb.ID()
+	s.thawForEnd(l)
 	l.killProcs()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -157,12 +168,30 @@ func (s *Server) destroy(l *live, reason string) error {
 	if rerr := s.releaseDisk(l.disk); rerr != nil && err == nil {
 		err = fmt.Errorf("destroy sandbox %q: remove workspace: %w", id, rerr)
 	}
+	if rerr := s.forgetLife(ctx, id); rerr != nil && err == nil {
+		err = fmt.Errorf("destroy sandbox %q: %w", id, rerr)
+	}
 	if rec != nil {
 		// Before the sandbox leaves s.live: a follower that no longer
 		// finds it is sure to read this event after a flush.
 		s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: reason})
 	}
+	s.unregister(l, rec)
+	if rec != nil {
+		if serr := s.store.MarkStopped(ctx, id, reason, time.Now()); serr != nil && err == nil {
+			err = serr
+		}
+		s.metrics.lifetime.WithLabelValues(l.backend).Observe(time.Since(rec.CreatedAt).Seconds())
+	}
+	s.log.Info("sandbox destroyed", "sandbox", id, "reason", reason)
+	return err
+}
+
+// unregister takes l out of the live sandboxes and gives its quota back.
+func (s *Server) unregister(l *live, rec *Record) {
+	id := l.sb.ID()
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.live[id] == l {
 		delete(s.live, id)
 	}
@@ -175,15 +204,6 @@ func (s *Server) destroy(l *live, reason string) error {
 			s.wasmMemory -= l.memory
 		}
 	}
-	s.mu.Unlock()
-	if rec != nil {
-		if serr := s.store.MarkStopped(ctx, id, reason, time.Now()); serr != nil && err == nil {
-			err = serr
-		}
-		s.metrics.lifetime.WithLabelValues(l.backend).Observe(time.Since(rec.CreatedAt).Seconds())
-	}
-	s.log.Info("sandbox destroyed", "sandbox", id, "reason", reason)
-	return err
 }
 
 // watch destroys l when its sandbox ends by itself (agent died, OOM).
@@ -227,6 +247,7 @@ func (s *Server) reap(now time.Time) {
 	for _, l := range s.live {
 		l.mu.Lock()
 		expired := !l.keepAlive && !l.expires.IsZero() && now.After(l.expires)
+		expired = l.life.expiredWhile(expired, now, s.cfg.IdleTimeout, l.runningProcsLocked())
 		l.mu.Unlock()
 		idle := s.cfg.IdleTimeout > 0 && l.busy.Load() == 0 && l.runningProcs() == 0 &&
 			now.Sub(time.Unix(0, l.lastUse.Load())) > s.cfg.IdleTimeout

@@ -37,6 +37,8 @@ type live struct {
 	expires   time.Time
 	keepAlive bool
 
+	life lifeState // pause, resume, checkpoints and keep-alive-while (pause.go); under mu
+
 	lastUse atomic.Int64 // unix nanos of the last API use
 	busy    atomic.Int32 // requests in flight
 	gone    chan struct{}
@@ -70,6 +72,11 @@ func (l *live) tenant() string {
 func (l *live) runningProcs() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.runningProcsLocked()
+}
+
+// runningProcsLocked is runningProcs with l.mu held.
+func (l *live) runningProcsLocked() int {
 	n := 0
 	for _, p := range l.procs {
 		select {

@@ -125,7 +125,7 @@ func (s *Server) portProxy(id string, port int, prefix, rest string, q url.Value
 			pr.Out.Header.Del("Authorization")
 			stripCookie(pr.Out, portTokenCookie)
 		},
-		Transport:     s.portTransport,
+		Transport: s.portTransport,
 		// Streams (SSE, chunked answers) are flushed as they come: the
 		// proxy does that for answers of unknown length by itself.
 		FlushInterval: 0,

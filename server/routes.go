@@ -121,6 +121,13 @@ func (s *Server) apiRoutes() []route {
 		{"GET /v1/volumes", s.handleVolumeList},
 		{"GET /v1/volumes/{name}", s.handleVolumeGet},
 		{"DELETE /v1/volumes/{name}", s.handleVolumeDelete},
+
+		{"POST /v1/sandboxes/{id}/pause", s.handlePause},
+		{"POST /v1/sandboxes/{id}/resume", s.needsStorage(s.handleResume)},
+		{"POST /v1/sandboxes/{id}/checkpoints", s.needsStorage(s.handleCheckpointCreate)},
+		{"GET /v1/sandboxes/{id}/checkpoints", s.handleCheckpointList},
+		{"DELETE /v1/sandboxes/{id}/checkpoints/{checkpoint}", s.handleCheckpointDelete},
+		{"POST /v1/sandboxes/{id}/rollback", s.needsStorage(s.handleRollback)},
 	}, s.imageRoutes()...)
 }
 

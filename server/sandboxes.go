@@ -229,14 +229,23 @@ func (s *Server) resolve(id string, backend sandbox.Backend, profile string, raw
 
 // coldCreate makes a new sandbox (not from a pool). On error nothing is left.
 func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Backend, profile string, pol *policy.Policy, ws string, root *images.Rootfs, dockerImage string, vols []sandbox.Bind) (*live, []byte, error) {
+	return s.createOn(ctx, id, backend, profile, pol, ws, root, dockerImage, vols, nil)
+}
+
+// createOn is coldCreate on the files dsk when set (a paused sandbox's,
+// which a failure leaves as they are), else on new ones.
+func (s *Server) createOn(ctx context.Context, id string, backend sandbox.Backend, profile string, pol *policy.Policy, ws string, root *images.Rootfs, dockerImage string, vols []sandbox.Bind, dsk *disk) (*live, []byte, error) {
 	// What the API shows of the policy: the sandbox's view, no host paths.
 	polJSON, err := json.Marshal(pol.SandboxView())
 	if err != nil {
 		return nil, nil, fmt.Errorf("create sandbox: encode policy: %w", err)
 	}
-	dsk, err := s.makeDisk(ctx, id, ws, int64(pol.Limits.DiskBytes))
-	if err != nil {
-		return nil, nil, err
+	releaseDisk := func(*disk) error { return nil }
+	if dsk == nil {
+		if dsk, err = s.makeDisk(ctx, id, ws, int64(pol.Limits.DiskBytes)); err != nil {
+			return nil, nil, err
+		}
+		releaseDisk = s.releaseDisk
 	}
 	sink := s.events.sink(id, backend.Name(), s.cfg.EventRate)
 	log := s.log.With("sandbox", id, "backend", backend.Name())
@@ -246,7 +255,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	}
 	proxy, err := egress.New(ecfg)
 	if err != nil {
-		s.releaseDisk(dsk)
+		releaseDisk(dsk)
 		return nil, nil, fmt.Errorf("create sandbox %q: %w", id, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.CreateTimeout)
@@ -261,7 +270,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	proxy.Attach(&spec, s.cfg.CABundle)
 	sb, err := backend.Create(ctx, spec)
 	if err != nil {
-		s.releaseDisk(dsk)
+		releaseDisk(dsk)
 		return nil, nil, fmt.Errorf("create sandbox %q: %w", id, err)
 	}
 	s.metrics.backendCreate.WithLabelValues(backend.Name()).Observe(time.Since(start).Seconds())
@@ -275,6 +284,7 @@ func (s *Server) coldCreate(ctx context.Context, id string, backend sandbox.Back
 	l.proxy = proxy
 	l.netless = pol.Network.Mode == "" || pol.Network.Mode == policy.NetworkNone
 	l.protect = newProtection(pol)
+	l.life = s.lifeOf(l, pol, root, dockerImage)
 	return l, polJSON, nil
 }
 
@@ -313,6 +323,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.releaseDisk(l.disk)
 		s.writeError(w, r, err)
 		return
+	}
+	if err := s.recordLife(r.Context(), l, c, plan.req); err != nil {
+		s.log.Error("store lifecycle", "sandbox", rec.ID, "err", err)
 	}
 	l.mu.Lock()
 	l.rec = rec
@@ -415,6 +428,10 @@ func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
 	if l != nil {
 		l.mu.Lock()
 		v.KeepAlive, v.ExpiresAt = l.keepAlive, l.expires
+		v.KeepAliveWhile, v.AutoResume, v.Verified = l.life.keepWhile, l.life.autoResume, l.life.verified
+		if l.life.frozen {
+			v.State = api.StateFrozen
+		}
 		l.mu.Unlock()
 		v.Pooled, v.Workdir = l.pooled, l.workdir
 		if withStats {
@@ -433,9 +450,9 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := ListFilter{Tenant: c.tenant, State: q.Get("state"), Labels: map[string]string{}}
 	switch f.State {
-	case "", StateRunning, StateStopped:
+	case "", StateRunning, StateStopped, StatePaused:
 	default:
-		s.writeError(w, r, errBadRequest("state %q: want running or stopped", f.State))
+		s.writeError(w, r, errBadRequest("state %q: want running, paused or stopped", f.State))
 		return
 	}
 	if len(q["label"]) > maxLabels {
@@ -479,10 +496,17 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
 	id := r.PathValue("id")
-	l, err := s.lookup(c.tenant, id)
+	l, err := s.lookupAny(c.tenant, id)
 	if err != nil {
 		// A stopped sandbox of this tenant: deleting it again is a no-op.
-		if _, gerr := s.store.GetSandbox(r.Context(), c.tenant, id); gerr == nil {
+		rec, gerr := s.store.GetSandbox(r.Context(), c.tenant, id)
+		if gerr == nil && rec.State == StatePaused {
+			if err := s.destroyPaused(r.Context(), rec, "deleted through the API"); err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+		}
+		if gerr == nil {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}

@@ -114,6 +114,10 @@ type Config struct {
 	// VolumeQuota bounds the sizes of one tenant's named volumes together
 	// (0: 16 GiB).
 	VolumeQuota int64
+
+	// CheckpointQuota bounds each tenant's checkpoints: their count and
+	// the bytes of the workspaces they record (zero: 64 and 16 GiB).
+	CheckpointQuota CheckpointQuota
 }
 
 // Server serves the /v1 API. Create with New, then Serve listeners, then
@@ -149,6 +153,8 @@ type Server struct {
 	portTokens    *portSigner     // port tokens (porttoken.go)
 	portTransport *http.Transport // the port proxy's (ports.go)
 	nvols         namedVolumes    // named volumes mounted for live sandboxes (volumes.go)
+
+	resumeMu sync.Mutex // one resume at a time (pause.go)
 }
 
 type usage struct {
@@ -219,6 +225,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.UnixLimits == (ConnLimits{}) {
 		cfg.UnixLimits = DefaultUnixLimits
 	}
+	if cfg.CheckpointQuota.Count <= 0 {
+		cfg.CheckpointQuota.Count = 64
+	}
+	if cfg.CheckpointQuota.Bytes <= 0 {
+		cfg.CheckpointQuota.Bytes = 16 << 30
+	}
 	if cfg.Ceilings == nil {
 		cfg.Ceilings = &Ceilings{Default: DefaultCeiling()}
 	}
@@ -269,6 +281,13 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 
 // reconcile makes the store agree with reality after a restart.
 func (s *Server) reconcile(ctx context.Context) error {
+	crashed, err := s.store.MarkCrashedPaused(ctx, "server crashed: paused on restart", time.Now())
+	if err != nil {
+		return err
+	}
+	if len(crashed) > 0 {
+		s.log.Warn("keep-alive sandboxes of a crashed server are paused", "count", len(crashed))
+	}
 	ids, err := s.store.MarkAllStopped(ctx, "server restarted", time.Now())
 	if err != nil {
 		return err
@@ -302,7 +321,7 @@ func (s *Server) reconcile(ctx context.Context) error {
 			os.Remove(f)
 		}
 	}
-	if err := s.sweepDisks(); err != nil {
+	if err := s.sweepDisks(s.pausedFiles(ctx)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -368,7 +387,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.destroy(l, "server shutdown")
+			s.shutdownOne(l)
 		}()
 	}
 	wg.Wait()

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/sandbox"
 
@@ -79,6 +80,34 @@ var migrations = []string{
 		created_at INTEGER NOT NULL,
 		UNIQUE(tenant, name)
 	);`,
+
+	// Issue 15: what a paused sandbox is resumed from, and checkpoints
+	// (server/lifestore.go).
+	`CREATE TABLE lifecycle (
+		id          TEXT PRIMARY KEY,
+		request     TEXT NOT NULL,
+		trusted     INTEGER NOT NULL DEFAULT 0,
+		auto_resume INTEGER NOT NULL DEFAULT 0,
+		keep_while  TEXT NOT NULL DEFAULT '',
+		keep_idle   INTEGER NOT NULL DEFAULT 0,
+		owner_uid   INTEGER NOT NULL DEFAULT -1,
+		owner_gid   INTEGER NOT NULL DEFAULT -1,
+		manifest    TEXT NOT NULL DEFAULT ''
+	);
+	CREATE TABLE checkpoints (
+		id         TEXT PRIMARY KEY,
+		sandbox    TEXT NOT NULL,
+		tenant     TEXT NOT NULL,
+		name       TEXT NOT NULL DEFAULT '',
+		created_at INTEGER NOT NULL,
+		files      INTEGER NOT NULL,
+		bytes      INTEGER NOT NULL,
+		new_bytes  INTEGER NOT NULL,
+		skipped    INTEGER NOT NULL DEFAULT 0,
+		manifest   TEXT NOT NULL
+	);
+	CREATE INDEX checkpoints_sandbox ON checkpoints(sandbox, created_at);
+	CREATE INDEX checkpoints_tenant ON checkpoints(tenant);`,
 }
 
 // StoreFile is the store's file name in the data directory.
@@ -186,6 +215,7 @@ func (s *Store) migrate(ctx context.Context) error {
 const (
 	StateRunning = "running"
 	StateStopped = "stopped"
+	StatePaused  = api.StatePaused
 )
 
 // Record is one sandbox row.
@@ -258,13 +288,14 @@ func (s *Store) MarkStopped(ctx context.Context, id, reason string, at time.Time
 	return nil
 }
 
-// MarkAllStopped marks every sandbox not yet stopped as stopped and returns
-// their IDs: used at start-up, since no sandbox survives the server. One
+// MarkAllStopped marks every sandbox still running as stopped and returns
+// their IDs: used at start-up, since no process survives the server
+// (paused sandboxes stay paused; MarkCrashedPaused runs first). One
 // statement (UPDATE ... RETURNING), so the IDs are exactly the rows it
 // changed, whatever else writes meanwhile.
 func (s *Store) MarkAllStopped(ctx context.Context, reason string, at time.Time) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `UPDATE sandboxes SET state = ?, reason = ?, ended_at = ? WHERE state <> ? RETURNING id`,
-		StateStopped, reason, unixOrZero(at), StateStopped)
+	rows, err := s.db.QueryContext(ctx, `UPDATE sandboxes SET state = ?, reason = ?, ended_at = ? WHERE state NOT IN (?, ?) RETURNING id`,
+		StateStopped, reason, unixOrZero(at), StateStopped, StatePaused)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile store: %w", err)
 	}

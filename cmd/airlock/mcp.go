@@ -53,6 +53,7 @@ func runMCP(args []string) int {
 	var allow stringList
 	fs.Var(&allow, "allow", "a host[:port] the sandboxes may reach (repeatable; replaces the profile's network)")
 	memory := fs.String("memory", "", "memory limit of each sandbox, e.g. 1Gi (default: the profile's)")
+	disk := fs.String("disk", "auto", "disk limit of each sandbox (its workspace and checkpoints): a size, \"\" (the profile's) or auto (1Gi on the native backend, which checkpoints need; else the profile's)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "lifetime of each sandbox")
 	data := fs.String("data", "", "data directory of the embedded server (default: a new temporary one, removed at exit)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (logs go to stderr)")
@@ -93,7 +94,13 @@ func runMCP(args []string) int {
 	}
 	defer c.Close()
 
-	cfg := mcptools.Config{Client: c, Backend: *backendName, Profile: *profile, Image: *image, Allow: allow, Memory: *memory,
+	if *disk == "auto" {
+		*disk = ""
+		if *backendName == "" || *backendName == "native" {
+			*disk = "1Gi"
+		}
+	}
+	cfg := mcptools.Config{Client: c, Backend: *backendName, Profile: *profile, Image: *image, Allow: allow, Memory: *memory, Disk: *disk,
 		Timeout: *timeout, Version: version, Instance: fmt.Sprintf("%d-%d", os.Getpid(), time.Now().UnixNano())}
 	if *httpAddr == "" {
 		srv := mcptools.NewServer(cfg)

@@ -325,3 +325,30 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// checkpoint and rollback as MCP tools: a file the agent wrecked comes
+// back; another MCP server's sandbox is not found.
+func TestMCPCheckpointRollback(t *testing.T) {
+	testutil.RequireRoot(t)
+	s := mcpSession(t, []string{"AIRLOCK_HOST="}, "--backend", "native")
+	res, _ := call(t, s, "create_sandbox", map[string]any{}, false)
+	var sb struct {
+		SandboxID string `json:"sandbox_id"`
+	}
+	structured(t, res, &sb)
+	call(t, s, "write_file", map[string]any{"sandbox_id": sb.SandboxID, "path": "app.py", "content": "print('good')\n"}, false)
+	res, _ = call(t, s, "checkpoint", map[string]any{"sandbox_id": sb.SandboxID, "name": "good"}, false)
+	var cp struct {
+		CheckpointID string `json:"checkpoint_id"`
+	}
+	structured(t, res, &cp)
+	call(t, s, "run_command", map[string]any{"sandbox_id": sb.SandboxID, "command": "rm -rf ./* && echo broken > app.py"}, false)
+	call(t, s, "rollback", map[string]any{"sandbox_id": sb.SandboxID, "checkpoint_id": cp.CheckpointID}, false)
+	if _, txt := call(t, s, "read_file", map[string]any{"sandbox_id": sb.SandboxID, "path": "app.py"}, false); !strings.Contains(txt, "print('good')") {
+		t.Fatalf("after rollback: %s", txt)
+	}
+	_, txt := call(t, s, "rollback", map[string]any{"sandbox_id": sb.SandboxID, "checkpoint_id": "cp-0000000000000000"}, true)
+	if !strings.Contains(txt, "not found") {
+		t.Fatalf("rollback to a missing checkpoint: %s", txt)
+	}
+}

@@ -43,6 +43,14 @@ commands:
   port-forward ID [LOCAL:]REMOTE  (127.0.0.1:LOCAL on this host to port
                        REMOTE on the sandbox's loopback; LOCAL 0: any)
 
+  pause [--memory] ID...  (processes end, files and record are kept: survives the server;
+                       --memory: frozen in place, memory kept, while the server lives)
+  resume ID...
+  checkpoint [--name N] [--json] ID
+  checkpoint ls [--json] ID
+  checkpoint rm ID CHECKPOINT
+  rollback ID CHECKPOINT  (restores the workspace in place, restarts processes)
+
 The server is --host (anywhere before --), else $AIRLOCK_HOST, else the
 local socket; the key $AIRLOCK_API_KEY.
 `
@@ -100,6 +108,13 @@ func runSandbox(args []string) int {
 		code = sbVolume(ctx, c, rest)
 	case "port-forward":
 		code = sbPortForward(ctx, c, rest)
+
+	case "pause", "resume":
+		code = sbPauseResume(ctx, c, sub, rest)
+	case "checkpoint":
+		code = sbCheckpoint(ctx, c, rest)
+	case "rollback":
+		code = sbRollback(ctx, c, rest)
 	default:
 		fmt.Fprintf(os.Stderr, "airlock sandbox: unknown command %q\n%s", sub, sandboxUsage)
 		return exitAirlock
@@ -206,6 +221,8 @@ func sbCreate(ctx context.Context, c *client.Client, args []string) int {
 	image := fs.String("image", "", "root filesystem image name")
 	timeout := fs.Duration("timeout", 0, "lifetime (default: the server's)")
 	keep := fs.Bool("keep-alive", false, "never expire")
+	keepWhile := fs.Bool("keep-alive-while-processes", false, "do not expire while a background process runs")
+	autoResume := fs.Bool("auto-resume", false, "a request to the sandbox while it is paused resumes it")
 	asJSON := fs.Bool("json", false, "print the sandbox as JSON")
 	var labels, env, vols stringList
 	fs.Var(&vols, "volume", "mount a named volume NAME:PATH[:ro] (repeatable)")
@@ -215,6 +232,10 @@ func sbCreate(ctx context.Context, c *client.Client, args []string) int {
 		return exitAirlock
 	}
 	req := api.CreateSandboxRequest{Backend: *backend, Profile: *profile, Image: *image, Timeout: api.Duration(*timeout), KeepAlive: *keep}
+	req.AutoResume = *autoResume
+	if *keepWhile {
+		req.KeepAliveWhile = &api.KeepAliveSpec{While: api.KeepAliveWhileProcesses}
+	}
 	var err error
 	if req.Labels, err = keyValues(labels, "--label"); err != nil {
 		return fail("sandbox create", err)

@@ -29,6 +29,8 @@ type serveFlags struct {
 	publicMetrics                                bool
 	ceilFile, netModes                           string
 	volQuota, previewDomain                      string
+	maxCheckpoints                               int
+	checkpointBytes                              string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -63,6 +65,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.ceilFile, "ceilings", "", "server policy file: per-tenant ceilings on network rules, limits, backends, images, profiles and host paths (see docs/serve.md)")
 	fs.Var(&f.allowCIDR, "tenant-allow-cidr", "guarded range (private, loopback, metadata, this host) every keyed tenant may name in network.allow (repeatable; adds to the ceilings file's default)")
 	fs.StringVar(&f.netModes, "tenant-network-modes", "", "network modes keyed tenants may ask, comma-separated (default: the ceilings file's, else none,allowlist,open)")
+	fs.IntVar(&f.maxCheckpoints, "max-checkpoints", 64, "checkpoints each tenant may keep")
+	fs.StringVar(&f.checkpointBytes, "checkpoint-bytes", "16Gi", "bytes of workspace each tenant's checkpoints may record together")
 	fs.StringVar(&f.volQuota, "volume-quota", "16Gi", "sizes of one tenant's named volumes together")
 	fs.StringVar(&f.previewDomain, "preview-domain", "", "route requests for host PORT-ID.DOMAIN to that port of sandbox ID (apps that must be at /; point *.DOMAIN at this server)")
 }
@@ -179,6 +183,11 @@ func (f *serveFlags) sizes(cfg *server.Config) error {
 	}
 	cfg.MaxUpload, cfg.ProcessBuffer = int64(upload), int(pbuf)
 	cfg.WasmMemory, cfg.MinFree = int64(wasmBytes), int64(free)
+	cpBytes, err := policy.ParseByteSize(f.checkpointBytes)
+	if err != nil || cpBytes <= 0 || f.maxCheckpoints <= 0 {
+		return fmt.Errorf("--checkpoint-bytes %q, --max-checkpoints %d: want a size such as 16Gi and a positive count: %w", f.checkpointBytes, f.maxCheckpoints, sandbox.ErrInvalid)
+	}
+	cfg.CheckpointQuota = server.CheckpointQuota{Count: f.maxCheckpoints, Bytes: int64(cpBytes)}
 	return nil
 }
 

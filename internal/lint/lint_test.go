@@ -172,6 +172,11 @@ var hostPathHomes = map[string]string{
 	"server/images.go":                  "uploads (archives, images) spooled in the server's data directory under names it makes",
 	"server/server.go":                  "the server's data directory (workspaces), named by the operator",
 	"server/store.go":                   "the store's directory, named by the operator",
+	"server/checkpoint.go":              "a sandbox's workspace and its rollback siblings, at paths the server made (RemoveAll and Rename never follow links inside)",
+	"server/manifest.go":                "manifests the server writes in its own checkpoint directory (the workspace itself is walked through os.Root)",
+	"server/objects.go":                 "the content-addressed checkpoint objects, named by their sha256 in the server's directory",
+	"server/pause.go":                   "a paused sandbox's files under the data directory, named by the ID the server made",
+	"server/tree_linux.go":              "owner shifts of a stopped sandbox's workspace (Lstat/Lchown, no process runs); restores go through os.Root",
 	"server/porttoken.go":               "the port-token key in the server's data directory, a name it makes",
 	"server/volumes.go":                 "named volumes' images under the data directory, named by IDs the server made",
 }

@@ -1,0 +1,214 @@
+package server
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// A manifest lists every entry of a sandbox's workspace with its kind,
+// mode, owner (relative to the sandbox's host id range) and, for files,
+// size and sha256. Checkpoints and pauses record one; rollback and resume
+// compare against it, so a changed file is named, never silently used.
+type manifest struct {
+	Version int             `json:"version"`
+	Entries []manifestEntry `json:"entries"`
+}
+
+type manifestEntry struct {
+	Path   string `json:"path"` // slash-separated, relative to the workspace
+	Kind   string `json:"kind"` // dir, file, symlink
+	Mode   uint32 `json:"mode"` // permission, set-id and sticky bits (os.FileMode)
+	UID    int    `json:"uid"`  // relative to the sandbox's host id range
+	GID    int    `json:"gid"`
+	Size   int64  `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	Target string `json:"target,omitempty"` // a symlink's
+}
+
+// owner is the host id range base of a sandbox's files (uid and gid of id
+// 0 inside); {0, 0} when its ids are the host's.
+type owner struct{ UID, GID int }
+
+// errCorrupt is a 409 naming what no longer matches its manifest.
+func errCorrupt(format string, args ...any) error {
+	return &httpError{api.CodeCorrupt, fmt.Errorf(format+": %w", append(args, sandbox.ErrInvalid)...)}
+}
+
+const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+
+// scanTree walks the tree at dir (through an os.Root: no symlink leads
+// out of it, whatever the sandbox made) and returns its manifest. With
+// store set, each file's content is put in the object store (once per
+// content: a file whose content is there already costs one read).
+// newBytes is what it stored.
+func scanTree(dir string, base owner, store *objectStore) (m *manifest, newBytes int64, skipped int, err error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer root.Close()
+	m = &manifest{Version: 1, Entries: []manifestEntry{}}
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, werr error) error {
+		if werr != nil {
+			return werr
+		}
+		if p == "." {
+			return nil
+		}
+		fi, err := root.Lstat(p)
+		if err != nil {
+			return err
+		}
+		e := manifestEntry{Path: p, Mode: uint32(fi.Mode() & modeBits)}
+		e.UID, e.GID = fileOwner(fi, base)
+		switch {
+		case fi.IsDir():
+			e.Kind = "dir"
+		case fi.Mode()&fs.ModeSymlink != 0:
+			e.Kind = "symlink"
+			if e.Target, err = root.Readlink(p); err != nil {
+				return err
+			}
+		case fi.Mode().IsRegular():
+			e.Kind = "file"
+			n, err := hashEntry(root, p, &e, store)
+			if err != nil {
+				return err
+			}
+			newBytes += n
+		default:
+			skipped++ // sockets, fifos, devices: not files a workspace restores
+			return nil
+		}
+		m.Entries = append(m.Entries, e)
+		return nil
+	})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return m, newBytes, skipped, nil
+}
+
+// hashEntry fills e's size and hash from the file p of root, storing its
+// content in store when store lacks it; it returns the bytes stored.
+func hashEntry(root *os.Root, p string, e *manifestEntry, store *objectStore) (int64, error) {
+	f, err := root.OpenFile(p, os.O_RDONLY|oNoFollow, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s: changed while read (not a regular file now)", p)
+	}
+	sum, n, err := hashReader(f)
+	if err != nil {
+		return 0, err
+	}
+	e.Size, e.SHA256 = n, sum
+	if store == nil || store.has(sum) {
+		return 0, nil
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	// The sandbox may write the file meanwhile: the stored copy is
+	// hashed again and named by what it holds.
+	if e.SHA256, e.Size, err = store.put(f); err != nil {
+		return 0, err
+	}
+	return e.Size, nil
+}
+
+func hashReader(r io.Reader) (string, int64, error) {
+	h := sha256.New()
+	n, err := io.Copy(h, r)
+	return hex.EncodeToString(h.Sum(nil)), n, err
+}
+
+// writeManifest writes m to path (atomically) and returns its sha256.
+func writeManifest(path string, m *manifest) (string, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// readManifest reads the manifest at path, refusing one whose sha256 is
+// not want (what the store recorded when it was written).
+func readManifest(path, want, what string) (*manifest, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, errCorrupt("%s: manifest %s is missing", what, filepath.Base(path))
+		}
+		return nil, fmt.Errorf("%s: read manifest: %w", what, err)
+	}
+	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != want {
+		return nil, errCorrupt("%s: manifest %s was changed (sha256 %x, recorded %s)", what, filepath.Base(path), sum, want)
+	}
+	var m manifest
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil || m.Version != 1 {
+		return nil, errCorrupt("%s: manifest %s: not a version 1 manifest", what, filepath.Base(path))
+	}
+	return &m, nil
+}
+
+// compareManifests returns a corrupt error naming the first entry where
+// got differs from want (a file changed, added or removed), else nil.
+func compareManifests(want, got *manifest, what string) error {
+	idx := make(map[string]manifestEntry, len(got.Entries))
+	for _, e := range got.Entries {
+		idx[e.Path] = e
+	}
+	for _, w := range want.Entries {
+		g, ok := idx[w.Path]
+		switch {
+		case !ok:
+			return errCorrupt("%s: file %q is missing", what, w.Path)
+		case g != w:
+			return errCorrupt("%s: file %q changed (%s)", what, w.Path, entryDiff(w, g))
+		}
+		delete(idx, w.Path)
+	}
+	for p := range idx {
+		return errCorrupt("%s: file %q was added", what, p)
+	}
+	return nil
+}
+
+func entryDiff(w, g manifestEntry) string {
+	switch {
+	case w.Kind != g.Kind:
+		return fmt.Sprintf("was a %s, is a %s", w.Kind, g.Kind)
+	case w.SHA256 != g.SHA256:
+		return fmt.Sprintf("sha256 %s, recorded %s", g.SHA256, w.SHA256)
+	case w.Mode != g.Mode:
+		return fmt.Sprintf("mode %v, recorded %v", fs.FileMode(g.Mode), fs.FileMode(w.Mode))
+	case w.Target != g.Target:
+		return fmt.Sprintf("link to %q, recorded %q", g.Target, w.Target)
+	}
+	return fmt.Sprintf("owner %d:%d, recorded %d:%d", g.UID, g.GID, w.UID, w.GID)
+}

@@ -1,0 +1,113 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// objectStore keeps file contents by sha256 (dir/ab/abcd...): every
+// checkpoint of a sandbox shares it, so a file unchanged since an earlier
+// checkpoint is not stored again. Only the server writes it; nothing of
+// it is inside a sandbox.
+type objectStore struct{ dir string }
+
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func (o *objectStore) path(sum string) string { return filepath.Join(o.dir, sum[:2], sum) }
+
+func (o *objectStore) has(sum string) bool {
+	_, err := os.Lstat(o.path(sum))
+	return err == nil
+}
+
+// put stores what r holds (copied by the kernel where it can: a reflink
+// on filesystems that have them) and returns its sha256 and size, hashed
+// from the stored copy.
+func (o *objectStore) put(r *os.File) (string, int64, error) {
+	if err := os.MkdirAll(o.dir, 0o700); err != nil {
+		return "", 0, err
+	}
+	tmp, err := os.CreateTemp(o.dir, "put-*")
+	if err != nil {
+		return "", 0, err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if _, err := io.Copy(tmp, r); err != nil {
+		return "", 0, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return "", 0, err
+	}
+	sum, n, err := hashReader(tmp)
+	if err != nil {
+		return "", 0, err
+	}
+	if err := os.MkdirAll(filepath.Dir(o.path(sum)), 0o700); err != nil {
+		return "", 0, err
+	}
+	if err := tmp.Chmod(0o400); err != nil {
+		return "", 0, err
+	}
+	return sum, n, os.Rename(tmp.Name(), o.path(sum))
+}
+
+// verify hashes every file of m in the store: a missing or changed object
+// is a corrupt error naming the workspace file it holds.
+func (o *objectStore) verify(m *manifest, what string) error {
+	seen := map[string]bool{}
+	for _, e := range m.Entries {
+		if e.Kind != "file" || seen[e.SHA256] {
+			continue
+		}
+		if !sha256Hex.MatchString(e.SHA256) {
+			return errCorrupt("%s: file %q: bad hash %q in the manifest", what, e.Path, e.SHA256)
+		}
+		f, err := os.Open(o.path(e.SHA256))
+		if errors.Is(err, fs.ErrNotExist) {
+			return errCorrupt("%s: file %q: its stored content %s is missing", what, e.Path, e.SHA256)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: file %q: %w", what, e.Path, err)
+		}
+		sum, _, err := hashReader(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: file %q: %w", what, e.Path, err)
+		}
+		if sum != e.SHA256 {
+			return errCorrupt("%s: file %q: stored content %s was changed (it hashes to %s)", what, e.Path, e.SHA256, sum)
+		}
+		seen[e.SHA256] = true
+	}
+	return nil
+}
+
+// sweep removes objects no manifest in keep refers to.
+func (o *objectStore) sweep(keep []*manifest) error {
+	live := map[string]bool{}
+	for _, m := range keep {
+		for _, e := range m.Entries {
+			if e.Kind == "file" {
+				live[e.SHA256] = true
+			}
+		}
+	}
+	return filepath.WalkDir(o.dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if !d.IsDir() && !live[d.Name()] {
+			return os.Remove(p)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,351 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/images"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// lifeState is what pause, resume, checkpoints and keep-alive-while know
+// of a live sandbox. Fields under live.mu, but cp (one checkpoint or
+// rollback at a time).
+type lifeState struct {
+	// pausable: its files are host directories the server keeps (native
+	// backend, no image, a workspace on a disk volume or in the data
+	// directory): pause, checkpoints and rollback work.
+	pausable   bool
+	why        string // why not pausable
+	owner      owner  // host id range base of its files
+	autoResume bool
+	keepWhile  string        // api.KeepAliveWhileProcesses or ""
+	keepIdle   time.Duration // idle time after the last process (0: the server's)
+	procSeen   time.Time     // last reap that saw a background process running
+	verified   bool          // resumed on files that matched the pause's manifest
+	frozen     bool          // its processes are frozen (freeze.go)
+	cp         *sync.Mutex
+}
+
+// lifeOf decides whether the sandbox l (just made with pol) can be
+// paused, and the host ids its files belong to.
+func (s *Server) lifeOf(l *live, pol *policy.Policy, root *images.Rootfs, dockerImage string) lifeState {
+	ls := lifeState{cp: &sync.Mutex{}}
+	switch {
+	case l.backend != "native":
+		ls.why = fmt.Sprintf("the %s backend keeps no files the server can keep", l.backend)
+	case root != nil || dockerImage != "":
+		ls.why = "an image sandbox's writable layer is the backend's (pause keeps workspaces only)"
+	case s.cfg.DiskQuota == DiskQuotaVolume && l.disk.vol == nil:
+		ls.why = "its workspace is in the run directory (a tmpfs): give it limits.disk so that it gets a disk volume"
+	default:
+		ls.pausable = true
+	}
+	if hi, ok := l.sb.(sandbox.HostIdentity); ok {
+		uid, gid := hi.HostIDs()
+		in, ing, err := pol.Process.Credentials(os.Getuid(), os.Getgid())
+		if err == nil {
+			ls.owner = owner{uid - in, gid - ing}
+		}
+	}
+	return ls
+}
+
+// recordLife stores what a pausable sandbox is resumed from.
+func (s *Server) recordLife(ctx context.Context, l *live, c caller, req api.CreateSandboxRequest) error {
+	l.mu.Lock()
+	ls := &l.life
+	ls.autoResume = req.AutoResume
+	if req.KeepAliveWhile != nil {
+		ls.keepWhile, ls.keepIdle = req.KeepAliveWhile.While, req.KeepAliveWhile.Idle.D()
+	}
+	row := &lifeRow{Trusted: c.trusted, AutoResume: ls.autoResume, KeepWhile: ls.keepWhile, KeepIdle: ls.keepIdle,
+		OwnerUID: ls.owner.UID, OwnerGID: ls.owner.GID}
+	pausable := ls.pausable
+	l.mu.Unlock()
+	if !pausable {
+		return nil
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	row.Request = b
+	return s.store.PutLifecycle(ctx, l.sb.ID(), row)
+}
+
+// expiredWhile applies keep_alive {while: processes} to a reap: while a
+// background process runs the sandbox does not expire; after the last one
+// it expires once idle for its idle time, and not before its timeout.
+func (ls *lifeState) expiredWhile(expired bool, now time.Time, serverIdle time.Duration, running int) bool {
+	if ls.keepWhile != api.KeepAliveWhileProcesses {
+		return expired
+	}
+	if running > 0 {
+		ls.procSeen = now
+		return false
+	}
+	idle := ls.keepIdle
+	if idle == 0 {
+		idle = serverIdle
+	}
+	return expired && (ls.procSeen.IsZero() || now.Sub(ls.procSeen) > idle)
+}
+
+// lookupResuming is lookup that resumes a paused sandbox created with
+// auto_resume.
+func (s *Server) lookupResuming(ctx context.Context, tenant, id string) (*live, error) {
+	l, err := s.lookup(tenant, id)
+	if fl, ferr := s.lookupAny(tenant, id); err != nil && ferr == nil && fl.isFrozen() {
+		if !fl.autoResumes() {
+			return nil, err
+		}
+		return fl, s.thaw(ctx, fl)
+	}
+	if err == nil || !errors.Is(err, sandbox.ErrNotFound) {
+		return l, err
+	}
+	rec, gerr := s.store.GetSandbox(ctx, tenant, id)
+	if gerr != nil || rec.State != StatePaused {
+		return nil, err
+	}
+	lr, lerr := s.store.GetLifecycle(ctx, id)
+	if lerr != nil || !lr.AutoResume {
+		return nil, fmt.Errorf("sandbox %q: paused (POST /v1/sandboxes/%s/resume, or create it with auto_resume): %w", id, id, sandbox.ErrNotFound)
+	}
+	return s.resume(ctx, tenant, id, nil, nil)
+}
+
+// checkpointDir is where sandbox id keeps its checkpoints and its pause
+// manifest: on its volume (counted in its disk quota), else in the data
+// directory.
+func (s *Server) checkpointDir(id string, d *disk) string {
+	if d != nil && d.vol != nil {
+		return filepath.Join(d.root, "checkpoints")
+	}
+	return filepath.Join(s.cfg.DataDir, "checkpoints", id)
+}
+
+// pausedFiles lists the files reconcile keeps: paused sandboxes'.
+func (s *Server) pausedFiles(ctx context.Context) map[string]bool {
+	keep := map[string]bool{}
+	ids, err := s.store.PausedIDs(ctx)
+	if err != nil {
+		s.log.Error("reconcile: paused sandboxes", "err", err)
+	}
+	for _, id := range ids {
+		keep[id], keep[id+".img"] = true, true
+	}
+	return keep
+}
+
+// removeAllBut removes the entries of dir not named in keep.
+func removeAllBut(dir string, keep map[string]bool) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range ents {
+		if !keep[e.Name()] {
+			errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// shutdownOne pauses a keep-alive sandbox that can be paused, else
+// destroys it: a server's clean shutdown (an upgrade) keeps what was
+// meant to live.
+func (s *Server) shutdownOne(l *live) {
+	l.mu.Lock()
+	keep := l.rec != nil && l.life.pausable && (l.keepAlive || l.life.keepWhile != "")
+	l.mu.Unlock()
+	if keep {
+		if err := s.pause(l, "server shutdown"); err == nil {
+			return
+		}
+	}
+	s.destroy(l, "server shutdown")
+}
+
+// pause stops l's processes and keeps its files, recording a manifest of
+// its workspace that resume checks. On failure before the processes are
+// gone the sandbox still runs.
+func (s *Server) pause(l *live, reason string) error {
+	_, err := s.stop(l, reason, false)
+	return err
+}
+
+// stop is pause; with mounted it leaves the files attached and returns
+// them, for a resume in this process that replaces them (a rollback): no
+// manifest, no unmount.
+func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
+	id := l.sb.ID()
+	l.mu.Lock()
+	if !l.life.pausable {
+		l.mu.Unlock()
+		return nil, fmt.Errorf("pause sandbox %q: %s: %w", id, l.life.why, sandbox.ErrNotSupported)
+	}
+	if l.closing {
+		l.mu.Unlock()
+		return nil, &httpError{api.CodeConflict, fmt.Errorf("pause sandbox %q: being destroyed or paused: %w", id, sandbox.ErrClosed)}
+	}
+	l.closing = true
+	rec, base := l.rec, l.life.owner
+	l.mu.Unlock()
+	defer close(l.gone)
+	s.thawForEnd(l)
+	l.killProcs()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := l.sb.Destroy(ctx); err != nil {
+		// Processes may be left: the files are no one's to keep.
+		s.log.Error("pause sandbox: destroy", "sandbox", id, "err", err)
+		return nil, s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
+	}
+	l.image.Release()
+	var sum string
+	if !mounted {
+		var err error
+		sum, err = s.recordPause(id, l.disk, base)
+		if err == nil && l.disk.vol != nil {
+			err = l.disk.vol.Close() // the image stays in the data directory
+		}
+		if err != nil {
+			s.log.Error("pause sandbox: keep files", "sandbox", id, "err", err)
+			return nil, s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
+		}
+		s.mu.Lock()
+		delete(s.volumes, l.disk)
+		s.mu.Unlock()
+	}
+	s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: "paused: " + reason, Fields: map[string]any{"paused": true}})
+	s.unregister(l, rec)
+	if err := s.store.MarkPaused(ctx, id, reason, sum, time.Now()); err != nil {
+		return nil, err
+	}
+	s.log.Info("sandbox paused", "sandbox", id, "reason", reason)
+	return l.disk, nil
+}
+
+// recordPause writes the manifest of a stopped sandbox's workspace and
+// returns its sha256.
+func (s *Server) recordPause(id string, d *disk, base owner) (string, error) {
+	m, _, _, err := scanTree(d.workspace, base, nil)
+	if err != nil {
+		return "", fmt.Errorf("manifest of the workspace: %w", err)
+	}
+	dir := s.checkpointDir(id, d)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	return writeManifest(filepath.Join(dir, "pause.json"), m)
+}
+
+// finishDestroy is destroy's end for a sandbox whose processes are gone.
+func (s *Server) finishDestroy(ctx context.Context, l *live, rec *Record, reason string) error {
+	id := l.sb.ID()
+	l.image.Release()
+	err := s.releaseDisk(l.disk)
+	if ferr := s.forgetLife(ctx, id); err == nil {
+		err = ferr
+	}
+	s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: reason})
+	s.unregister(l, rec)
+	if serr := s.store.MarkStopped(ctx, id, reason, time.Now()); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// forgetLife removes sandbox id's checkpoints (outside its volume) and
+// their rows: it is destroyed.
+func (s *Server) forgetLife(ctx context.Context, id string) error {
+	err := os.RemoveAll(filepath.Join(s.cfg.DataDir, "checkpoints", id))
+	if serr := s.store.ForgetLifecycle(ctx, id); err == nil {
+		err = serr
+	}
+	return err
+}
+
+// destroyPaused removes a paused sandbox's files and marks it stopped.
+func (s *Server) destroyPaused(ctx context.Context, rec *Record, reason string) error {
+	s.resumeMu.Lock()
+	defer s.resumeMu.Unlock()
+	errs := []error{
+		os.Remove(filepath.Join(s.cfg.DataDir, "volumes", rec.ID+".img")),
+		os.RemoveAll(filepath.Join(s.cfg.RunDir, "volumes", rec.ID)),
+		os.RemoveAll(filepath.Join(s.cfg.DataDir, "workspaces", rec.ID)),
+		s.forgetLife(ctx, rec.ID),
+	}
+	if errors.Is(errs[0], fs.ErrNotExist) {
+		errs[0] = nil
+	}
+	s.events.emit(audit.Event{Sandbox: rec.ID, Type: audit.TypeDestroy, Message: reason})
+	errs = append(errs, s.store.MarkStopped(ctx, rec.ID, reason, time.Now()))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("destroy paused sandbox %q: %w", rec.ID, err)
+	}
+	return nil
+}
+
+func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	id := r.PathValue("id")
+	var req api.PauseRequest
+	if r.ContentLength != 0 && !s.decodeBody(w, r, &req) {
+		return
+	}
+	l, err := s.lookupAny(c.tenant, id)
+	if err == nil && req.Memory {
+		s.handleFreeze(w, r, l)
+		return
+	}
+	if err != nil {
+		// Pausing a paused sandbox is a no-op.
+		if rec, gerr := s.store.GetSandbox(r.Context(), c.tenant, id); gerr == nil && rec.State == StatePaused {
+			writeJSON(w, http.StatusOK, s.view(nil, rec, false))
+			return
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.pause(l, "paused through the API"); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	rec, err := s.store.GetSandbox(r.Context(), c.tenant, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.view(nil, rec, false))
+}
+
+func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
+	c := callerOf(r)
+	l, err := s.resume(r.Context(), c.tenant, r.PathValue("id"), nil, nil)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	l.mu.Lock()
+	rec := l.rec
+	l.mu.Unlock()
+	writeJSON(w, http.StatusOK, s.view(l, rec, false))
+}
