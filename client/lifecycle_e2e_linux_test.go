@@ -497,3 +497,38 @@ func TestE2EFreeze(t *testing.T) {
 		t.Fatalf("the process after thaw: %v %+v", err, pr)
 	}
 }
+
+// TestE2EPauseKeepsVolumes: a paused sandbox gives up the mount of its
+// named volume and gets it back, at the same path, when it resumes (it
+// came back without it before).
+func TestE2EPauseKeepsVolumes(t *testing.T) {
+	s := requireNative(t)
+	c := s.client(t)
+	ctx := context.Background()
+	name := "pv-" + strings.ToLower(t.Name()[len(t.Name())-6:])
+	if _, err := c.CreateVolume(ctx, name, 32<<20); err != nil {
+		t.Fatal(err)
+	}
+	defer c.DeleteVolume(ctx, name)
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{Policy: diskPolicy, Volumes: []api.VolumeMount{{Name: name, Path: "/data"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Delete(ctx, sb.ID)
+	runOut(t, c, sb.ID, "echo kept > /data/f")
+	if _, err := c.Pause(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resume(ctx, sb.ID); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if got := runOut(t, c, sb.ID, "cat /data/f; grep -c ' /data ' /proc/mounts"); got != "kept\n1\n" {
+		t.Errorf("the volume after resume: %q", got)
+	}
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteVolume(ctx, name); err != nil {
+		t.Errorf("delete the volume once its sandbox is gone: %v", err)
+	}
+}

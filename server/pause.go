@@ -219,6 +219,9 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 		return nil, s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
 	}
 	l.image.Release()
+	if l.volumes != nil {
+		l.volumes() // a paused sandbox holds no named volume: resume mounts them again
+	}
 	var sum string
 	if !mounted {
 		var err error

@@ -11,6 +11,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/internal/volume"
+	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -76,23 +77,43 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 	}
 	verified, err := s.prepareFiles(id, dsk, old, lr.Manifest, before)
 	var l *live
+	unmount := func() {}
 	if err == nil {
-		l, rec.Spec, err = s.createOn(ctx, id, plan.backend, profile, pol, ws, nil, "", nil, dsk)
-	}
-	if err == nil {
-		if err = shiftOwner(ws, old, l.life.owner, idRangeWidth); err != nil {
-			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			l.sb.Destroy(dctx)
-			cancel()
-			err = fmt.Errorf("resume sandbox %q: give its files to its host ids: %w", id, err)
-		}
+		l, rec.Spec, unmount, err = s.startOn(ctx, tenant, id, plan, profile, pol, ws, req.Volumes, dsk, old)
 	}
 	if err != nil {
+		unmount()
 		s.closeDisk(dsk)
 		release()
 		return nil, err
 	}
 	return s.register(ctx, l, rec, lr, plan, verified)
+}
+
+// startOn starts a paused sandbox's processes on its files dsk: its
+// named volumes mounted again as its request asked, then its files given
+// to the host ids it leased this time (from old). On error nothing it
+// started is left; the files are the caller's.
+func (s *Server) startOn(ctx context.Context, tenant, id string, plan *createPlan, profile string, pol *policy.Policy, ws string, vols []api.VolumeMount, dsk *disk, old owner) (*live, []byte, func(), error) {
+	noop := func() {}
+	binds, unmount, err := s.mountVolumes(ctx, tenant, id, vols)
+	if err != nil {
+		return nil, nil, noop, err
+	}
+	l, spec, err := s.createOn(ctx, id, plan.backend, profile, pol, ws, nil, "", binds, dsk)
+	if err != nil {
+		unmount()
+		return nil, nil, noop, err
+	}
+	l.volumes = unmount
+	if err := shiftOwner(ws, old, l.life.owner, idRangeWidth); err != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		l.sb.Destroy(dctx)
+		cancel()
+		unmount()
+		return nil, nil, noop, fmt.Errorf("resume sandbox %q: give its files to its host ids: %w", id, err)
+	}
+	return l, spec, unmount, nil
 }
 
 // prepareFiles runs before on a paused sandbox's files, else checks them
