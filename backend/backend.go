@@ -33,9 +33,10 @@ type Options struct {
 	// sets its own so that its crash recovery never touches sandboxes of
 	// another airlock process.
 	CgroupParent string
-	// HostIDs gives native and gVisor sandboxes host uid/gid ranges of
-	// their own (ids 0..65535 inside map onto a leased range, so no
-	// sandbox process is ever a host user): "" keeps the caller's ids
+	// HostIDs gives native, gVisor and docker sandboxes host uid/gid
+	// ranges of their own (ids 0..65535 inside map onto a leased range, so
+	// no sandbox process is ever a host user; docker's container runs as
+	// the range's ids, without a user namespace): "" keeps the caller's ids
 	// (airlock run), "auto" uses airlock's reserved range, "user:NAME"
 	// NAME's /etc/subuid and /etc/subgid entries. Only as root.
 	HostIDs string
@@ -60,7 +61,7 @@ func Open(name string, opts Options) (sandbox.Backend, error) {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	var ids *idmap.Source
-	if name == "" || name == "native" || name == "gvisor" {
+	if name == "" || name == "native" || name == "gvisor" || name == "docker" {
 		var err error
 		if ids, err = HostIDs(opts.HostIDs); err != nil {
 			return nil, err
@@ -74,7 +75,7 @@ func Open(name string, opts Options) (sandbox.Backend, error) {
 	case "docker":
 		// Owner plays the cgroup parent's part: Cleanup removes only the
 		// containers labelled with it.
-		cfg := docker.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "docker"), Owner: cgroupSub(opts.CgroupParent, "docker")}
+		cfg := docker.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "docker"), Owner: cgroupSub(opts.CgroupParent, "docker"), HostIDs: ids}
 		if opts.Images != nil {
 			cfg.Images = opts.Images
 		}

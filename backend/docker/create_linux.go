@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/prep"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/internal/logtail"
@@ -46,6 +49,9 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 			u.Run()
 		}
 	}()
+	if err := b.leaseIDs(p, &u); err != nil {
+		return nil, p.wrap("%w", err)
+	}
 	p.times = append(p.times, time.Now())
 	if err := b.makeState(p, &u); err != nil {
 		return nil, p.wrap("%w", err)
@@ -75,7 +81,8 @@ type prepared struct {
 	e        *engine
 	info     Info
 	img      resolved
-	uid, gid int
+	uid, gid int          // the container's ids (the lease's, with one)
+	lease    *idmap.Lease // the host id range, or nil
 	agentBin string
 	guard    *policy.ConfigGuard
 	t0       time.Time
@@ -120,6 +127,27 @@ func (b *Backend) prepare(ctx context.Context, spec sandbox.Spec) (*prepared, er
 }
 
 func (b *Backend) stateDir(id string) string { return filepath.Join(b.cfg.StateDir, id) }
+
+// leaseIDs gives the sandbox a range of host ids when the backend has a
+// source (a root server): the container runs as the range's ids for the
+// policy's (root inside is the range's first uid, a user without
+// capabilities on the host), and owns its own workspace.
+func (b *Backend) leaseIDs(p *prepared, u *undo.Stack) error {
+	if b.cfg.HostIDs == nil || os.Geteuid() != 0 {
+		return nil
+	}
+	if p.uid >= idmap.Size || p.gid >= idmap.Size {
+		return fmt.Errorf("uid/gid %d/%d: a sandbox with a host id range has ids 0..%d: %w", p.uid, p.gid, idmap.Size-1, sandbox.ErrInvalid)
+	}
+	l, err := b.cfg.HostIDs.Lease()
+	if err != nil {
+		return err
+	}
+	u.Push(l.Release)
+	p.lease = l
+	p.uid, p.gid = l.UID+p.uid, l.GID+p.gid
+	return hostfs.OwnWorkspace(p.spec, p.uid, p.gid)
+}
 
 // makeState plans the mounts and writes what they need into the sandbox's
 // state directory: the deny objects, the injected files and the overlay
@@ -169,14 +197,36 @@ func (b *Backend) makeState(p *prepared, u *undo.Stack) error {
 			return fmt.Errorf("state: file %s: %v: %w", f.Path, err, sandbox.ErrUnavailable)
 		}
 	}
-	for i := range plan.Overlays {
+	for i, lower := range plan.Overlays {
+		layer := filepath.Join(dir, stateOverlay, strconv.Itoa(i))
 		for _, sub := range []string{"upper", "work"} {
-			if err := os.MkdirAll(filepath.Join(dir, stateOverlay, strconv.Itoa(i), sub), 0o700); err != nil {
+			if err := os.MkdirAll(filepath.Join(layer, sub), 0o700); err != nil {
 				return fmt.Errorf("state: overlay: %v: %w", err, sandbox.ErrUnavailable)
 			}
 		}
+		if err := likeLower(filepath.Join(layer, "upper"), lower); err != nil {
+			return fmt.Errorf("state: overlay: %v: %w", err, sandbox.ErrUnavailable)
+		}
 	}
 	return nil
+}
+
+// likeLower gives an overlay's upper directory the owner and mode of its
+// lower one: the root of the merged view takes the upper's, and the
+// sandbox (a leased uid on a root server) must see its own directory.
+func likeLower(upper, lower string) error {
+	fi, err := os.Stat(lower)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if err := os.Lchown(upper, int(st.Uid), int(st.Gid)); err != nil {
+		return err
+	}
+	return os.Chmod(upper, fi.Mode().Perm())
 }
 
 func (b *Backend) labels(id string) map[string]string {
@@ -373,7 +423,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, u *undo.Stack) (*doc
 	}
 	s := &dockerSandbox{
 		id: spec.ID, b: b, e: p.e, cid: p.cid, log: p.log, audit: p.sink, client: client, conn: p.conn,
-		exited: p.exited, cg: p.cg, state: p.dir, guard: p.guard, uid: p.uid, gid: p.gid,
+		exited: p.exited, cg: p.cg, state: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, lease: p.lease,
 		started: p.t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
 		overlays: p.plan.Overlays, inside: p.plan.Inside, syncSkip: p.plan.SyncSkip,
 	}

@@ -9,6 +9,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/images"
 )
 
@@ -46,6 +47,12 @@ type Config struct {
 	// under a tag of its own), so one name works on every backend. Nil:
 	// the daemon's images only.
 	Images ImageSource
+	// HostIDs, when set (a server as root), gives every sandbox a leased
+	// range of host ids: its processes run as the range's uid for the
+	// policy's uid (0: the range's first), never as a host user or host
+	// root, and its workspace is given to it. Without user namespace
+	// remapping in the daemon the container's ids are the host's.
+	HostIDs *idmap.Source
 	// Log is the backend's logger; nil discards.
 	Log *slog.Logger
 }

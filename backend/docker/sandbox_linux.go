@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/syncback"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -43,6 +44,7 @@ type dockerSandbox struct {
 	syncSkip []string
 	guard    *policy.ConfigGuard
 	uid, gid int
+	lease    *idmap.Lease // the host id range, released at the end (nil: none)
 	started  time.Time
 	timer    atomic.Pointer[time.Timer]
 	execs    atomic.Int64
@@ -168,6 +170,9 @@ func (s *dockerSandbox) end(why string) {
 		if err := os.RemoveAll(s.state); err != nil {
 			errs = append(errs, fmt.Errorf("remove state: %w", err))
 		}
+		if len(errs) == 0 && s.lease != nil {
+			s.lease.Release() // nothing of the container's is left running as it
+		}
 		if len(errs) > 0 {
 			s.tdErr = fmt.Errorf("destroy sandbox %q: %w", s.id, errors.Join(errs...))
 		}
@@ -224,3 +229,7 @@ func (s *dockerSandbox) DialPort(ctx context.Context, port int) (net.Conn, error
 	}
 	return s.client.Dial(ctx, port)
 }
+
+// HostIDs returns the host uid and gid the container's processes run as
+// (its lease's, on a root server). See sandbox.HostIdentity.
+func (s *dockerSandbox) HostIDs() (uid, gid int) { return s.uid, s.gid }
