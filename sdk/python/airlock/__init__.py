@@ -13,9 +13,10 @@ flavour.
 """
 
 from .aio import AsyncCommandHandle, AsyncSandbox
-from .errors import (AirlockError, ClosedError, CommandExitError, ConflictError, CorruptError, InvalidError,
-                     LimitExceededError, NotFoundError, NotSupportedError, PermissionDeniedError,
-                     TimeoutError, TooLargeError, UnauthenticatedError, UnavailableError)
+from .errors import (AirlockError, ClosedError, CommandExitError, ConflictError, CorruptError,
+                     InvalidError, LimitExceededError, NotFoundError, NotSupportedError,
+                     PermissionDeniedError, TimeoutError, TooLargeError, UnauthenticatedError,
+                     UnavailableError)
 from .sandbox import CommandHandle, Commands, Files, Sandbox
 from .types import (Checkpoint, CodeError, CodeImage, CodeResult, CommandResult, Event, ExitStatus,
                     FileInfo, ProcessInfo, SandboxInfo, Stats)

@@ -368,6 +368,7 @@ class Sandbox:
     def __init__(self, info: SandboxInfo, transport: Transport) -> None:
         self._t = transport
         self._info = info
+        self._workdir = info.workdir
         self.commands = Commands(self)
         self.files = Files(self)
 
@@ -428,11 +429,18 @@ class Sandbox:
     @property
     def workdir(self) -> str:
         """The default working directory (and $HOME) inside the sandbox."""
-        return self._info.workdir
+        return self._workdir
 
     def info(self) -> SandboxInfo:
         """Fetches the sandbox's current description (with resource use)."""
-        self._info = SandboxInfo.from_json(self._t.call("get_sandbox", {"id": self.id}))
+        return self._remember(self._t.call("get_sandbox", {"id": self.id}))
+
+    def _remember(self, answer: Dict[str, Any]) -> SandboxInfo:
+        """Keeps answer as the sandbox's description. A paused or stopped
+        sandbox's has no workdir, which a pause does not change: the last
+        one known stays."""
+        self._info = SandboxInfo.from_json(answer)
+        self._workdir = self._info.workdir or self._workdir
         return self._info
 
     def set_timeout(self, timeout: Duration) -> SandboxInfo:
@@ -488,8 +496,7 @@ class Sandbox:
         (policy limits.disk) or in the server's data directory can be
         paused; others raise NotSupportedError saying why."""
         body = {"memory": True} if memory else None
-        self._info = SandboxInfo.from_json(self._t.call("pause", {"id": self.id}, body=body, timeout=None))
-        return self._info
+        return self._remember(self._t.call("pause", {"id": self.id}, body=body, timeout=None))
 
     def resume(self) -> SandboxInfo:
         """Starts a paused sandbox again on its files (same ID), or thaws a
@@ -497,8 +504,7 @@ class Sandbox:
         it was paused raise CorruptError naming the file, and it stays
         paused. The answer's verified says its files matched the manifest
         its pause recorded (False after a server crash)."""
-        self._info = SandboxInfo.from_json(self._t.call("resume", {"id": self.id}, timeout=None))
-        return self._info
+        return self._remember(self._t.call("resume", {"id": self.id}, timeout=None))
 
     def checkpoint(self, name: Optional[str] = None) -> Checkpoint:
         """Records the sandbox's workspace (every file's content, mode and
@@ -526,8 +532,7 @@ class Sandbox:
         missing one raises CorruptError naming it, and the sandbox is left
         as it was."""
         body = {"checkpoint": _checkpoint_id(checkpoint)}
-        self._info = SandboxInfo.from_json(self._t.call("rollback", {"id": self.id}, body=body, timeout=None))
-        return self._info
+        return self._remember(self._t.call("rollback", {"id": self.id}, body=body, timeout=None))
 
     # ---- code interpreter, events ----
 

@@ -328,7 +328,10 @@ export class Sandbox {
   readonly commands: Commands;
   readonly files: Files;
 
+  private workdirValue: string;
+
   constructor(public readonly transport: Transport, private infoValue: SandboxInfo) {
+    this.workdirValue = infoValue.workdir ?? "";
     this.commands = new Commands(this);
     this.files = new Files(this);
   }
@@ -371,12 +374,21 @@ export class Sandbox {
 
   get id(): string { return this.infoValue.id; }
   /** The default working directory (and $HOME) inside the sandbox. */
-  get workdir(): string { return this.infoValue.workdir ?? ""; }
+  get workdir(): string { return this.workdirValue; }
 
   /** Fetches the sandbox's current description (with resource use). */
   async info(): Promise<SandboxInfo> {
-    this.infoValue = await this.transport.call<SandboxInfo>("getSandbox", { id: this.id });
-    return this.infoValue;
+    return this.remember(await this.transport.call<SandboxInfo>("getSandbox", { id: this.id }));
+  }
+
+  /**
+   * Keeps info as the sandbox's description. A paused or stopped sandbox's
+   * has no workdir, which a pause does not change: the last one known stays.
+   */
+  private remember(info: SandboxInfo): SandboxInfo {
+    this.infoValue = info;
+    this.workdirValue = info.workdir || this.workdirValue;
+    return info;
   }
 
   /** Makes the sandbox expire timeout from now. */
@@ -412,8 +424,7 @@ export class Sandbox {
    */
   async pause(opts: { memory?: boolean } = {}): Promise<SandboxInfo> {
     const body = opts.memory ? { memory: true } : undefined;
-    this.infoValue = await this.transport.call<SandboxInfo>("pause", { id: this.id }, { body });
-    return this.infoValue;
+    return this.remember(await this.transport.call<SandboxInfo>("pause", { id: this.id }, { body }));
   }
 
   /**
@@ -424,8 +435,7 @@ export class Sandbox {
    * recorded (false after a server crash).
    */
   async resume(): Promise<SandboxInfo> {
-    this.infoValue = await this.transport.call<SandboxInfo>("resume", { id: this.id });
-    return this.infoValue;
+    return this.remember(await this.transport.call<SandboxInfo>("resume", { id: this.id }));
   }
 
   /**
@@ -456,8 +466,8 @@ export class Sandbox {
    * rejects with CorruptError naming it, and the sandbox is left as it was.
    */
   async rollback(checkpoint: string | Checkpoint): Promise<SandboxInfo> {
-    this.infoValue = await this.transport.call<SandboxInfo>("rollback", { id: this.id }, { body: { checkpoint: checkpointId(checkpoint) } });
-    return this.infoValue;
+    const body = { checkpoint: checkpointId(checkpoint) };
+    return this.remember(await this.transport.call<SandboxInfo>("rollback", { id: this.id }, { body }));
   }
 
   /**
