@@ -97,6 +97,8 @@ var pythonTypes = map[string]string{
 	"SandboxInfo": "Sandbox", "Stats": "Stats", "ExitStatus": "ExitStatus", "CommandResult": "ExecResult",
 	"ProcessInfo": "Process", "FileInfo": "FileInfo", "CodeResult": "CodeResult", "CodeError": "CodeError",
 	"CodeImage": "CodeImage", "Event": "Event",
+	"KeepAliveSpec": "KeepAliveSpec", "PauseRequest": "PauseRequest", "CheckpointRequest": "CheckpointRequest",
+	"RollbackRequest": "RollbackRequest", "Checkpoint": "Checkpoint",
 }
 
 var typescriptTypes = map[string]string{
@@ -106,6 +108,8 @@ var typescriptTypes = map[string]string{
 	"SandboxInfo": "Sandbox", "Stats": "Stats", "ExitStatus": "ExitStatus", "ExecResult": "ExecResult",
 	"Process": "Process", "FileInfo": "FileInfo", "CodeResult": "CodeResult", "CodeError": "CodeError",
 	"CodeImage": "CodeImage", "Event": "Event", "Frame": "Frame",
+	"KeepAliveSpec": "KeepAliveSpec", "PauseRequest": "PauseRequest", "CheckpointRequest": "CheckpointRequest",
+	"RollbackRequest": "RollbackRequest", "Checkpoint": "Checkpoint",
 }
 
 const pythonIntrospect = `

@@ -13,20 +13,21 @@ flavour.
 """
 
 from .aio import AsyncCommandHandle, AsyncSandbox
-from .errors import (AirlockError, ClosedError, CommandExitError, ConflictError, InvalidError,
-                     LimitExceededError, NotFoundError, NotSupportedError, PermissionDeniedError,
-                     TimeoutError, TooLargeError, UnauthenticatedError, UnavailableError)
+from .errors import (AirlockError, ClosedError, CommandExitError, ConflictError, CorruptError,
+                     InvalidError, LimitExceededError, NotFoundError, NotSupportedError,
+                     PermissionDeniedError, TimeoutError, TooLargeError, UnauthenticatedError,
+                     UnavailableError)
 from .sandbox import CommandHandle, Commands, Files, Sandbox
-from .types import (CodeError, CodeImage, CodeResult, CommandResult, Event, ExitStatus, FileInfo,
-                    ProcessInfo, SandboxInfo, Stats)
+from .types import (Checkpoint, CodeError, CodeImage, CodeResult, CommandResult, Event, ExitStatus,
+                    FileInfo, ProcessInfo, SandboxInfo, Stats)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Sandbox", "AsyncSandbox", "Commands", "Files", "CommandHandle", "AsyncCommandHandle",
     "CodeResult", "CodeError", "CodeImage", "CommandResult", "ExitStatus", "FileInfo", "ProcessInfo",
-    "SandboxInfo", "Stats", "Event",
+    "SandboxInfo", "Stats", "Event", "Checkpoint",
     "AirlockError", "InvalidError", "UnauthenticatedError", "PermissionDeniedError", "NotFoundError",
-    "ConflictError", "ClosedError", "TooLargeError", "LimitExceededError", "NotSupportedError",
+    "ConflictError", "CorruptError", "ClosedError", "TooLargeError", "LimitExceededError", "NotSupportedError",
     "UnavailableError", "TimeoutError", "CommandExitError",
 ]

@@ -37,6 +37,12 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "upload_archive": ("PUT", "/v1/sandboxes/{id}/archive"),
     "events": ("GET", "/v1/sandboxes/{id}/events"),
     "port_token": ("POST", "/v1/sandboxes/{id}/port-tokens"),
+    "pause": ("POST", "/v1/sandboxes/{id}/pause"),
+    "resume": ("POST", "/v1/sandboxes/{id}/resume"),
+    "create_checkpoint": ("POST", "/v1/sandboxes/{id}/checkpoints"),
+    "list_checkpoints": ("GET", "/v1/sandboxes/{id}/checkpoints"),
+    "delete_checkpoint": ("DELETE", "/v1/sandboxes/{id}/checkpoints/{checkpoint}"),
+    "rollback": ("POST", "/v1/sandboxes/{id}/rollback"),
 }
 
 # Operations of the API this SDK deliberately leaves out, with the reason.

@@ -12,7 +12,7 @@ import inspect
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 from .sandbox import CommandHandle, Duration, Sandbox
-from .types import CodeResult, CommandResult, Event, FileInfo, ProcessInfo, SandboxInfo
+from .types import Checkpoint, CodeResult, CommandResult, Event, FileInfo, ProcessInfo, SandboxInfo
 
 
 def _on_loop(cb: Optional[Callable[[str], Any]], loop: asyncio.AbstractEventLoop) -> Optional[Callable[[str], Any]]:
@@ -156,6 +156,30 @@ class AsyncSandbox:
 
     async def set_timeout(self, timeout: Duration) -> SandboxInfo:
         return await _run(self._sb.set_timeout, timeout)
+
+    async def pause(self, memory: bool = False) -> SandboxInfo:
+        """See Sandbox.pause."""
+        return await _run(self._sb.pause, memory)
+
+    async def resume(self) -> SandboxInfo:
+        """See Sandbox.resume."""
+        return await _run(self._sb.resume)
+
+    async def checkpoint(self, name: Optional[str] = None) -> Checkpoint:
+        """See Sandbox.checkpoint."""
+        return await _run(self._sb.checkpoint, name)
+
+    async def checkpoints(self) -> List[Checkpoint]:
+        """See Sandbox.checkpoints."""
+        return await _run(self._sb.checkpoints)
+
+    async def delete_checkpoint(self, checkpoint: Union[str, Checkpoint]) -> None:
+        """See Sandbox.delete_checkpoint."""
+        await _run(self._sb.delete_checkpoint, checkpoint)
+
+    async def rollback(self, checkpoint: Union[str, Checkpoint]) -> SandboxInfo:
+        """See Sandbox.rollback."""
+        return await _run(self._sb.rollback, checkpoint)
 
     async def run_code(self, code: str, language: str = "python", timeout: Optional[Duration] = None) -> CodeResult:
         return await _run(self._sb.run_code, code, language, timeout)

@@ -42,7 +42,14 @@ class NotFoundError(AirlockError):
 
 
 class ConflictError(AirlockError):
-    """409: it already exists."""
+    """409: it already exists, or the sandbox is not in a state the request
+    needs (frozen, being paused or destroyed, stopped)."""
+
+
+class CorruptError(ConflictError):
+    """409: stored state (a checkpoint, a paused sandbox's files) no longer
+    matches the manifest of hashes recorded with it; the message names the
+    file. The sandbox is left as it was."""
 
 
 class ClosedError(AirlockError):
@@ -95,6 +102,8 @@ _BY_CODE: Dict[str, Type[AirlockError]] = {
     "command_not_found": CommandNotFoundError,
     "cannot_execute": CannotExecuteError,
     "exists": ConflictError,
+    "conflict": ConflictError,
+    "corrupt": CorruptError,
     "closed": ClosedError,
     "too_large": TooLargeError,
     "insufficient_storage": LimitExceededError,

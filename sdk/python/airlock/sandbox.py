@@ -13,8 +13,8 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 from . import errors
 from ._transport import Transport
-from .types import (CodeResult, CommandResult, Event, ExecRequest, FileInfo, ProcessInfo,
-                    SandboxInfo, _build)
+from .types import (Checkpoint, CodeResult, CommandResult, Event, ExecRequest, FileInfo,
+                    ProcessInfo, SandboxInfo, _build)
 
 Duration = Union[int, float, str]
 OutputCallback = Callable[[str], Any]
@@ -309,6 +309,13 @@ class Files:
             resp.close()
 
 
+def _checkpoint_id(cp: Union[str, Checkpoint]) -> str:
+    cid = cp.id if isinstance(cp, Checkpoint) else cp
+    if not cid:
+        raise errors.InvalidError("checkpoint: want a checkpoint ID (cp-...) or a Checkpoint")
+    return cid
+
+
 def _regular_only(ti: tarfile.TarInfo) -> Optional[tarfile.TarInfo]:
     # The server accepts regular files and directories only.
     return ti if (ti.isfile() or ti.isdir()) else None
@@ -361,6 +368,7 @@ class Sandbox:
     def __init__(self, info: SandboxInfo, transport: Transport) -> None:
         self._t = transport
         self._info = info
+        self._workdir = info.workdir
         self.commands = Commands(self)
         self.files = Files(self)
 
@@ -369,13 +377,19 @@ class Sandbox:
     @classmethod
     def create(cls, *, profile: Optional[str] = None, backend: Optional[str] = None,
                policy: Optional[Dict[str, Any]] = None, image: Optional[str] = None,
-               timeout: Optional[Duration] = None, keep_alive: bool = False,
+               timeout: Optional[Duration] = None, keep_alive: Union[bool, Mapping[str, Any]] = False,
                labels: Optional[Mapping[str, str]] = None, env: Optional[Mapping[str, str]] = None,
-               volumes: Optional[List[Dict[str, Any]]] = None,
+               volumes: Optional[List[Dict[str, Any]]] = None, auto_resume: bool = False,
                host: Optional[str] = None, api_key: Optional[str] = None) -> "Sandbox":
         """Creates a sandbox. policy is an inline policy (the YAML policy's
         fields as a dict) layered on profile; timeout is its lifetime;
-        volumes mounts named volumes: [{"name", "path", "read_only"}]."""
+        volumes mounts named volumes: [{"name", "path", "read_only"}].
+
+        keep_alive=True: it never expires; keep_alive={"while": "processes",
+        "idle": 30}: it does not expire while a background process runs,
+        then expires once idle that long (seconds or "30s"; default: the
+        server's idle timeout) and past its timeout. auto_resume=True: a
+        request to it while it is paused or frozen resumes it first."""
         t = Transport(host, api_key)
         body: Dict[str, Any] = {}
         for k, v in (("profile", profile), ("backend", backend), ("policy", policy), ("image", image),
@@ -383,8 +397,15 @@ class Sandbox:
                      ("env", dict(env) if env else None), ("volumes", list(volumes) if volumes else None)):
             if v is not None:
                 body[k] = v
-        if keep_alive:
+        if isinstance(keep_alive, Mapping):
+            spec = dict(keep_alive)
+            if "idle" in spec:
+                spec["idle"] = _duration(spec["idle"])
+            body["keep_alive"] = spec
+        elif keep_alive:
             body["keep_alive"] = True
+        if auto_resume:
+            body["auto_resume"] = True
         return cls(SandboxInfo.from_json(t.call("create_sandbox", body=body, timeout=None)), t)
 
     @classmethod
@@ -408,11 +429,18 @@ class Sandbox:
     @property
     def workdir(self) -> str:
         """The default working directory (and $HOME) inside the sandbox."""
-        return self._info.workdir
+        return self._workdir
 
     def info(self) -> SandboxInfo:
         """Fetches the sandbox's current description (with resource use)."""
-        self._info = SandboxInfo.from_json(self._t.call("get_sandbox", {"id": self.id}))
+        return self._remember(self._t.call("get_sandbox", {"id": self.id}))
+
+    def _remember(self, answer: Dict[str, Any]) -> SandboxInfo:
+        """Keeps answer as the sandbox's description. A paused or stopped
+        sandbox's has no workdir, which a pause does not change: the last
+        one known stays."""
+        self._info = SandboxInfo.from_json(answer)
+        self._workdir = self._info.workdir or self._workdir
         return self._info
 
     def set_timeout(self, timeout: Duration) -> SandboxInfo:
@@ -449,6 +477,62 @@ class Sandbox:
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, backend={self._info.backend!r})"
+
+    # ---- pause, resume, checkpoints, rollback ----
+
+    def pause(self, memory: bool = False) -> SandboxInfo:
+        """Pauses the sandbox: its processes end, its files, checkpoints and
+        record are kept (state "paused", which survives a server restart)
+        and resume() starts it again on the same files, same ID. Background
+        processes and interpreter state do not survive it. Pausing a
+        paused sandbox is a no-op.
+
+        With memory=True its processes are frozen in place instead, memory
+        kept, while the server lives (state "frozen"); requests to it then
+        raise ConflictError until resume(), unless it was created with
+        auto_resume=True.
+
+        Native sandboxes without an image whose workspace is a disk volume
+        (policy limits.disk) or in the server's data directory can be
+        paused; others raise NotSupportedError saying why."""
+        body = {"memory": True} if memory else None
+        return self._remember(self._t.call("pause", {"id": self.id}, body=body, timeout=None))
+
+    def resume(self) -> SandboxInfo:
+        """Starts a paused sandbox again on its files (same ID), or thaws a
+        frozen one; a running one is returned as it is. Files changed while
+        it was paused raise CorruptError naming the file, and it stays
+        paused. The answer's verified says its files matched the manifest
+        its pause recorded (False after a server crash)."""
+        return self._remember(self._t.call("resume", {"id": self.id}, timeout=None))
+
+    def checkpoint(self, name: Optional[str] = None) -> Checkpoint:
+        """Records the sandbox's workspace (every file's content, mode and
+        owner; each distinct content stored once) and returns the
+        checkpoint, whose id rollback() takes. name is a label of yours (at
+        most 128 bytes). A tenant's checkpoints are bounded in count and
+        bytes: beyond, LimitExceededError."""
+        body = {"name": name} if name else None
+        return _build(Checkpoint, self._t.call("create_checkpoint", {"id": self.id}, body=body, timeout=None))
+
+    def checkpoints(self) -> List[Checkpoint]:
+        """The sandbox's checkpoints, oldest first."""
+        r = self._t.call("list_checkpoints", {"id": self.id})
+        return [_build(Checkpoint, c) for c in r.get("checkpoints") or []]
+
+    def delete_checkpoint(self, checkpoint: Union[str, Checkpoint]) -> None:
+        """Deletes a checkpoint (its ID, or the Checkpoint); content another
+        checkpoint shares is kept."""
+        self._t.call("delete_checkpoint", {"id": self.id, "checkpoint": _checkpoint_id(checkpoint)})
+
+    def rollback(self, checkpoint: Union[str, Checkpoint]) -> SandboxInfo:
+        """Restores the workspace to checkpoint (its ID, or the Checkpoint)
+        in place: same ID, its processes restarted. Every stored file is
+        checked against the checkpoint's manifest first: a changed or
+        missing one raises CorruptError naming it, and the sandbox is left
+        as it was."""
+        body = {"checkpoint": _checkpoint_id(checkpoint)}
+        return self._remember(self._t.call("rollback", {"id": self.id}, body=body, timeout=None))
 
     # ---- code interpreter, events ----
 

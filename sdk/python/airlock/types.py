@@ -10,10 +10,17 @@ from __future__ import annotations
 import base64
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, TypedDict
+from typing import Any, Dict, List, Optional, TypedDict, Union
 
 
 # ---- request bodies ---------------------------------------------------------
+
+# keep_alive's object form: the sandbox does not expire while a background
+# process runs, then expires once idle for "idle" (a Go duration; default:
+# the server's idle timeout) and past its timeout. "while" is a Python
+# keyword: the functional form.
+KeepAliveSpec = TypedDict("KeepAliveSpec", {"while": str, "idle": str}, total=False)
+
 
 class CreateSandboxRequest(TypedDict, total=False):
     backend: str
@@ -21,10 +28,11 @@ class CreateSandboxRequest(TypedDict, total=False):
     policy: Dict[str, Any]
     image: str
     timeout: str
-    keep_alive: bool
+    keep_alive: Union[bool, KeepAliveSpec]
     labels: Dict[str, str]
     env: Dict[str, str]
     volumes: List[Dict[str, Any]]
+    auto_resume: bool
 
 
 class PatchSandboxRequest(TypedDict, total=False):
@@ -70,6 +78,18 @@ class MkdirRequest(TypedDict, total=False):
     parents: bool
 
 
+class PauseRequest(TypedDict, total=False):
+    memory: bool
+
+
+class CheckpointRequest(TypedDict, total=False):
+    name: str
+
+
+class RollbackRequest(TypedDict, total=False):
+    checkpoint: str
+
+
 # ---- answers ----------------------------------------------------------------
 
 def _build(cls, data: Optional[Dict[str, Any]]):
@@ -96,7 +116,7 @@ class SandboxInfo:
     backend: str = ""
     profile: str = ""
     image: str = ""
-    state: str = ""
+    state: str = ""  # running, frozen, paused or stopped
     reason: str = ""
     labels: Dict[str, str] = field(default_factory=dict)
     keep_alive: bool = False
@@ -108,6 +128,11 @@ class SandboxInfo:
     ended_at: str = ""
     policy: Optional[Dict[str, Any]] = None
     stats: Optional[Stats] = None
+    keep_alive_while: str = ""  # "processes" for keep_alive={"while": "processes"}
+    auto_resume: bool = False
+    # A resumed sandbox's files matched the manifest its pause recorded
+    # (False after a server crash: nothing was recorded).
+    verified: bool = False
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":
@@ -116,6 +141,22 @@ class SandboxInfo:
             s.stats = _build(Stats, s.stats)
         s.labels = s.labels or {}
         return s
+
+
+@dataclass
+class Checkpoint:
+    """A recorded state of a sandbox's workspace (the Checkpoint schema):
+    a manifest of every file's sha256 and mode, each distinct content
+    stored once."""
+    id: str = ""
+    sandbox: str = ""
+    name: str = ""
+    created_at: str = ""
+    files: int = 0
+    bytes: int = 0  # the workspace's size: what counts against the checkpoint quota
+    new_bytes: int = 0  # content no earlier checkpoint of the sandbox had
+    skipped: int = 0  # sockets, fifos and devices, not recorded
+    manifest_sha256: str = ""
 
 
 @dataclass

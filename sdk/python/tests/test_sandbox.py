@@ -170,6 +170,58 @@ class SandboxTest(unittest.TestCase):
             self.assertEqual(conn.getresponse().status, 401)
             conn.close()
 
+    def test_checkpoint_rollback_pause_resume(self):
+        # A pausable sandbox: native, no image, its workspace on a disk
+        # volume of its own (limits.disk).
+        with Sandbox.create(policy={"limits": {"disk": "256Mi"}}, timeout=300) as sb:
+            path = sb.workdir + "/notes/plan.txt"
+            sb.files.write(path, "step 1\n")
+            cp = sb.checkpoint("plan written")
+            self.assertTrue(cp.id.startswith("cp-"), cp)
+            self.assertEqual((cp.sandbox, cp.name, len(cp.manifest_sha256)), (sb.id, "plan written", 64))
+            self.assertGreaterEqual(cp.bytes, len("step 1\n"))
+            self.assertEqual([c.id for c in sb.checkpoints()], [cp.id])
+            self.assertEqual([c.id for c in asyncio.run(AsyncSandbox(sb).checkpoints())], [cp.id])
+
+            sb.commands.run(["rm", "-r", sb.workdir + "/notes"], check=True)
+            self.assertFalse(sb.files.exists(path))
+            info = sb.rollback(cp)
+            self.assertEqual((info.id, info.state), (sb.id, "running"))
+            self.assertEqual(sb.files.read(path), "step 1\n")
+
+            p = sb.pause()
+            self.assertEqual((p.id, p.state), (sb.id, "paused"))
+            self.assertEqual(sb.pause().state, "paused")  # a no-op
+            with self.assertRaises(airlock.NotFoundError):  # no auto_resume
+                sb.files.read(path)
+            r = sb.resume()
+            self.assertEqual((r.id, r.state, r.verified), (sb.id, "running", True))
+            self.assertEqual(sb.files.read(path), "step 1\n")
+
+            # memory=True freezes it in place: requests are refused (409
+            # conflict) until resume thaws it.
+            self.assertEqual(sb.pause(memory=True).state, "frozen")
+            with self.assertRaises(airlock.ConflictError) as ctx:
+                sb.commands.run("true")
+            self.assertEqual(ctx.exception.code, "conflict")
+            self.assertEqual(sb.resume().state, "running")
+            self.assertEqual(sb.commands.run(["cat", path]).stdout, "step 1\n")
+
+            sb.delete_checkpoint(cp.id)
+            self.assertEqual(sb.checkpoints(), [])
+            with self.assertRaises(airlock.NotFoundError):
+                sb.rollback(cp.id)
+
+        # auto_resume: a request to a paused sandbox resumes it first.
+        with Sandbox.create(policy={"limits": {"disk": "256Mi"}}, auto_resume=True,
+                            keep_alive={"while": "processes", "idle": 30}) as sb:
+            info = sb.info()
+            self.assertEqual((info.auto_resume, info.keep_alive_while), (True, "processes"))
+            sb.files.write(sb.workdir + "/kept.txt", "kept\n")
+            self.assertEqual(sb.pause().state, "paused")
+            self.assertEqual(sb.files.read(sb.workdir + "/kept.txt"), "kept\n")
+            self.assertEqual(sb.info().state, "running")
+
     def test_async(self):
         async def main():
             async with await AsyncSandbox.create() as sb:

@@ -24,8 +24,17 @@ export class UnauthenticatedError extends AirlockError {}
 export class PermissionDeniedError extends AirlockError {}
 /** 404: no such sandbox, process, file, command or interpreter. */
 export class NotFoundError extends AirlockError {}
-/** 409 */
+/**
+ * 409: it already exists, or the sandbox is not in a state the request
+ * needs (frozen, being paused or destroyed, stopped).
+ */
 export class ConflictError extends AirlockError {}
+/**
+ * 409: stored state (a checkpoint, a paused sandbox's files) no longer
+ * matches the manifest of hashes recorded with it; the message names the
+ * file. The sandbox is left as it was.
+ */
+export class CorruptError extends ConflictError {}
 /** 410: the sandbox ended while the request ran. */
 export class ClosedError extends AirlockError {}
 /** 413 */
@@ -64,6 +73,8 @@ const byCode: Record<string, new (m: string, s: number, c: string) => AirlockErr
   command_not_found: CommandNotFoundError,
   cannot_execute: CannotExecuteError,
   exists: ConflictError,
+  conflict: ConflictError,
+  corrupt: CorruptError,
   closed: ClosedError,
   too_large: TooLargeError,
   insufficient_storage: LimitExceededError,

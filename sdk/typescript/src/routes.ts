@@ -34,6 +34,12 @@ export const ROUTES = {
   uploadArchive: ["PUT", "/v1/sandboxes/{id}/archive"],
   events: ["GET", "/v1/sandboxes/{id}/events"],
   portToken: ["POST", "/v1/sandboxes/{id}/port-tokens"],
+  pause: ["POST", "/v1/sandboxes/{id}/pause"],
+  resume: ["POST", "/v1/sandboxes/{id}/resume"],
+  createCheckpoint: ["POST", "/v1/sandboxes/{id}/checkpoints"],
+  listCheckpoints: ["GET", "/v1/sandboxes/{id}/checkpoints"],
+  deleteCheckpoint: ["DELETE", "/v1/sandboxes/{id}/checkpoints/{checkpoint}"],
+  rollback: ["POST", "/v1/sandboxes/{id}/rollback"],
 } as const satisfies Record<string, readonly [string, string]>;
 
 export type Operation = keyof typeof ROUTES;

@@ -6,7 +6,7 @@ import { AirlockError, CommandExitError, ConflictError, errorFor, InvalidError, 
 import { pack, unpack, type TarEntry } from "./tar.js";
 import { Transport, type ConnectionOptions } from "./transport.js";
 import type {
-  CodeResult, CommandResult, CreateSandboxRequest, Event, ExecRequest, ExecResult, ExitStatus,
+  Checkpoint, CodeResult, CommandResult, CreateSandboxRequest, Event, ExecRequest, ExecResult, ExitStatus,
   FileInfo, NetworkRequest, PortToken, Process, SandboxInfo,
 } from "./types.js";
 
@@ -305,7 +305,14 @@ export interface CreateOptions extends ConnectionOptions {
   image?: string;
   /** Lifetime. */
   timeout?: Duration;
-  keepAlive?: boolean;
+  /**
+   * true: never expires. { while: "processes", idle: 30 }: does not expire
+   * while a background process runs, then expires once idle that long
+   * (default: the server's idle timeout) and past its timeout.
+   */
+  keepAlive?: boolean | { while: "processes"; idle?: Duration };
+  /** A request to the sandbox while it is paused or frozen resumes it first. */
+  autoResume?: boolean;
   labels?: Record<string, string>;
   /** Added to every process's environment. */
   env?: Record<string, string>;
@@ -321,7 +328,10 @@ export class Sandbox {
   readonly commands: Commands;
   readonly files: Files;
 
+  private workdirValue: string;
+
   constructor(public readonly transport: Transport, private infoValue: SandboxInfo) {
+    this.workdirValue = infoValue.workdir ?? "";
     this.commands = new Commands(this);
     this.files = new Files(this);
   }
@@ -335,7 +345,9 @@ export class Sandbox {
     if (opts.policy) body.policy = opts.policy;
     if (opts.image) body.image = opts.image;
     if (opts.timeout !== undefined) body.timeout = duration(opts.timeout);
-    if (opts.keepAlive) body.keep_alive = true;
+    if (typeof opts.keepAlive === "object") body.keep_alive = { while: opts.keepAlive.while, idle: duration(opts.keepAlive.idle) };
+    else if (opts.keepAlive) body.keep_alive = true;
+    if (opts.autoResume) body.auto_resume = true;
     if (opts.labels) body.labels = opts.labels;
     if (opts.env) body.env = opts.env;
     if (opts.volumes) body.volumes = opts.volumes;
@@ -362,12 +374,21 @@ export class Sandbox {
 
   get id(): string { return this.infoValue.id; }
   /** The default working directory (and $HOME) inside the sandbox. */
-  get workdir(): string { return this.infoValue.workdir ?? ""; }
+  get workdir(): string { return this.workdirValue; }
 
   /** Fetches the sandbox's current description (with resource use). */
   async info(): Promise<SandboxInfo> {
-    this.infoValue = await this.transport.call<SandboxInfo>("getSandbox", { id: this.id });
-    return this.infoValue;
+    return this.remember(await this.transport.call<SandboxInfo>("getSandbox", { id: this.id }));
+  }
+
+  /**
+   * Keeps info as the sandbox's description. A paused or stopped sandbox's
+   * has no workdir, which a pause does not change: the last one known stays.
+   */
+  private remember(info: SandboxInfo): SandboxInfo {
+    this.infoValue = info;
+    this.workdirValue = info.workdir || this.workdirValue;
+    return info;
   }
 
   /** Makes the sandbox expire timeout from now. */
@@ -383,6 +404,70 @@ export class Sandbox {
   /** Replaces the sandbox's egress rules (audited; only from outside). */
   async setNetwork(rules: NetworkRequest): Promise<void> {
     await this.transport.call("setNetwork", { id: this.id }, { body: rules });
+  }
+
+  /**
+   * Pauses the sandbox: its processes end, its files, checkpoints and
+   * record are kept (state "paused", which survives a server restart) and
+   * resume() starts it again on the same files, same ID. Background
+   * processes and interpreter state do not survive it. Pausing a paused
+   * sandbox is a no-op.
+   *
+   * With memory: true its processes are frozen in place instead, memory
+   * kept, while the server lives (state "frozen"); requests to it then
+   * reject with ConflictError until resume(), unless it was created with
+   * autoResume.
+   *
+   * Native sandboxes without an image whose workspace is a disk volume
+   * (policy limits.disk) or in the server's data directory can be paused;
+   * others reject with NotSupportedError saying why.
+   */
+  async pause(opts: { memory?: boolean } = {}): Promise<SandboxInfo> {
+    const body = opts.memory ? { memory: true } : undefined;
+    return this.remember(await this.transport.call<SandboxInfo>("pause", { id: this.id }, { body }));
+  }
+
+  /**
+   * Starts a paused sandbox again on its files (same ID), or thaws a frozen
+   * one; a running one resolves as it is. Files changed while it was paused
+   * reject with CorruptError naming the file, and it stays paused. The
+   * answer's verified says its files matched the manifest its pause
+   * recorded (false after a server crash).
+   */
+  async resume(): Promise<SandboxInfo> {
+    return this.remember(await this.transport.call<SandboxInfo>("resume", { id: this.id }));
+  }
+
+  /**
+   * Records the sandbox's workspace (every file's content, mode and owner;
+   * each distinct content stored once) and resolves with the checkpoint,
+   * whose id rollback() takes. name is a label of yours (at most 128
+   * bytes). A tenant's checkpoints are bounded in count and bytes: beyond,
+   * LimitExceededError.
+   */
+  async checkpoint(name?: string): Promise<Checkpoint> {
+    return this.transport.call<Checkpoint>("createCheckpoint", { id: this.id }, { body: name ? { name } : undefined });
+  }
+
+  /** The sandbox's checkpoints, oldest first. */
+  async checkpoints(): Promise<Checkpoint[]> {
+    return (await this.transport.call<{ checkpoints: Checkpoint[] | null }>("listCheckpoints", { id: this.id })).checkpoints ?? [];
+  }
+
+  /** Deletes a checkpoint (its ID, or the Checkpoint); content another checkpoint shares is kept. */
+  async deleteCheckpoint(checkpoint: string | Checkpoint): Promise<void> {
+    await this.transport.call("deleteCheckpoint", { id: this.id, checkpoint: checkpointId(checkpoint) });
+  }
+
+  /**
+   * Restores the workspace to checkpoint (its ID, or the Checkpoint) in
+   * place: same ID, its processes restarted. Every stored file is checked
+   * against the checkpoint's manifest first: a changed or missing one
+   * rejects with CorruptError naming it, and the sandbox is left as it was.
+   */
+  async rollback(checkpoint: string | Checkpoint): Promise<SandboxInfo> {
+    const body = { checkpoint: checkpointId(checkpoint) };
+    return this.remember(await this.transport.call<SandboxInfo>("rollback", { id: this.id }, { body }));
   }
 
   /**
@@ -454,6 +539,12 @@ export class Sandbox {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.kill();
   }
+}
+
+function checkpointId(cp: string | Checkpoint): string {
+  const id = typeof cp === "string" ? cp : cp.id;
+  if (!id) throw new InvalidError("checkpoint: want a checkpoint ID (cp-...) or a Checkpoint");
+  return id;
 }
 
 /** Creates a sandbox, runs fn with it and destroys it afterwards, whatever happens. */

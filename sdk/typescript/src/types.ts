@@ -12,11 +12,25 @@ export interface CreateSandboxRequest {
   image?: string;
   /** Lifetime, a Go duration such as "30m". */
   timeout?: string;
-  keep_alive?: boolean;
+  /** true: never expires; or the object form (KeepAliveSpec). */
+  keep_alive?: boolean | KeepAliveSpec;
   labels?: Record<string, string>;
   env?: Record<string, string>;
   /** Named volumes of the tenant mounted into the sandbox. */
   volumes?: { name: string; path: string; read_only?: boolean }[];
+  /** A request to the sandbox while it is paused or frozen resumes it first. */
+  auto_resume?: boolean;
+}
+
+/**
+ * keep_alive's object form: the sandbox does not expire while a background
+ * process runs, then expires once idle for idle (default: the server's idle
+ * timeout) and past its timeout.
+ */
+export interface KeepAliveSpec {
+  while: "processes";
+  /** A Go duration such as "30s". */
+  idle?: string;
 }
 
 export interface PatchSandboxRequest {
@@ -65,6 +79,19 @@ export interface MkdirRequest {
   parents?: boolean;
 }
 
+export interface PauseRequest {
+  /** Freeze the processes in place, memory kept, while the server lives. */
+  memory?: boolean;
+}
+
+export interface CheckpointRequest {
+  name?: string;
+}
+
+export interface RollbackRequest {
+  checkpoint: string;
+}
+
 export interface Stats {
   memory_peak_bytes: number;
   memory_bytes: number;
@@ -79,7 +106,7 @@ export interface SandboxInfo {
   backend: string;
   profile?: string;
   image?: string;
-  state: "running" | "stopped";
+  state: "running" | "frozen" | "paused" | "stopped";
   reason?: string;
   labels?: Record<string, string>;
   keep_alive: boolean;
@@ -91,6 +118,33 @@ export interface SandboxInfo {
   ended_at?: string;
   policy?: Record<string, unknown>;
   stats?: Stats;
+  /** "processes" for keep_alive {while: "processes"}. */
+  keep_alive_while?: "processes";
+  auto_resume?: boolean;
+  /**
+   * A resumed sandbox's files matched the manifest its pause recorded
+   * (false after a server crash: nothing was recorded).
+   */
+  verified?: boolean;
+}
+
+/**
+ * A recorded state of a sandbox's workspace: a manifest of every file's
+ * sha256 and mode, each distinct content stored once.
+ */
+export interface Checkpoint {
+  id: string;
+  sandbox: string;
+  name?: string;
+  created_at: string;
+  files: number;
+  /** The workspace's size: what counts against the tenant's checkpoint quota. */
+  bytes: number;
+  /** Content no earlier checkpoint of the sandbox had (what it stored). */
+  new_bytes: number;
+  /** Sockets, fifos and devices, not recorded. */
+  skipped?: number;
+  manifest_sha256: string;
 }
 
 export interface ExitStatus {

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 
 import {
-  CommandExitError, InvalidError, NotFoundError, PermissionDeniedError, Sandbox, withSandbox,
+  CommandExitError, ConflictError, InvalidError, NotFoundError, PermissionDeniedError, Sandbox, withSandbox,
 } from "../dist/index.js";
 import { available, requireOrSkip, startServer, unavailable } from "./_serve.mjs";
 
@@ -146,6 +146,56 @@ describe("sdk against airlock serve", () => {
     await withSandbox({}, async (sb) => {
       await sb.commands.run("true");
       assert.ok((await sb.events()).some((e) => e.type === "exec"));
+    });
+  });
+
+  test("checkpoint, rollback, pause, resume", async (t) => {
+    if (!available(t)) return;
+    // A pausable sandbox: native, no image, its workspace on a disk volume
+    // of its own (limits.disk).
+    await withSandbox({ policy: { limits: { disk: "256Mi" } }, timeout: 300 }, async (sb) => {
+      const p = sb.workdir + "/notes/plan.txt";
+      await sb.files.write(p, "step 1\n");
+      const cp = await sb.checkpoint("plan written");
+      assert.match(cp.id, /^cp-/);
+      assert.deepEqual([cp.sandbox, cp.name, cp.manifest_sha256.length], [sb.id, "plan written", 64]);
+      assert.ok(cp.bytes >= "step 1\n".length, JSON.stringify(cp));
+      assert.deepEqual((await sb.checkpoints()).map((c) => c.id), [cp.id]);
+
+      await sb.commands.run(["rm", "-r", sb.workdir + "/notes"], { check: true });
+      assert.equal(await sb.files.exists(p), false);
+      const info = await sb.rollback(cp);
+      assert.deepEqual([info.id, info.state], [sb.id, "running"]);
+      assert.equal(await sb.files.read(p), "step 1\n");
+
+      const paused = await sb.pause();
+      assert.deepEqual([paused.id, paused.state], [sb.id, "paused"]);
+      assert.equal((await sb.pause()).state, "paused"); // a no-op
+      await assert.rejects(sb.files.read(p), NotFoundError); // no autoResume
+      const resumed = await sb.resume();
+      assert.deepEqual([resumed.id, resumed.state, resumed.verified], [sb.id, "running", true]);
+      assert.equal(await sb.files.read(p), "step 1\n");
+
+      // memory: true freezes it in place: requests are refused (409
+      // conflict) until resume thaws it.
+      assert.equal((await sb.pause({ memory: true })).state, "frozen");
+      await assert.rejects(sb.commands.run("true"), (e) => e instanceof ConflictError && e.code === "conflict");
+      assert.equal((await sb.resume()).state, "running");
+      assert.equal((await sb.commands.run(["cat", p])).stdout, "step 1\n");
+
+      await sb.deleteCheckpoint(cp.id);
+      assert.deepEqual(await sb.checkpoints(), []);
+      await assert.rejects(sb.rollback(cp.id), NotFoundError);
+    });
+    // autoResume: a request to a paused sandbox resumes it first.
+    const opts = { policy: { limits: { disk: "256Mi" } }, autoResume: true, keepAlive: { while: "processes", idle: 30 } };
+    await withSandbox(opts, async (sb) => {
+      const info = await sb.info();
+      assert.deepEqual([info.auto_resume, info.keep_alive_while], [true, "processes"]);
+      await sb.files.write(sb.workdir + "/kept.txt", "kept\n");
+      assert.equal((await sb.pause()).state, "paused");
+      assert.equal(await sb.files.read(sb.workdir + "/kept.txt"), "kept\n");
+      assert.equal((await sb.info()).state, "running");
     });
   });
 
