@@ -399,6 +399,9 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 		Rlimits:       rlimits(p.pol),
 		Workdir:       p.pol.Process.Workdir,
 	}
+	if keepsRootCaps(p, st.writable != nil) {
+		cfg.KeepCaps = rootCapabilities
+	}
 	if direct != nil {
 		cfg.Exec = direct.Args
 		cfg.Env = direct.Env
