@@ -71,6 +71,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 			return nil, p.wrap("%w", err)
 		}
 		undo.Push(p.lease.Release)
+		p.rootCaps = keepsRootCaps(p, p.spec.Root != nil)
 		c := hostCreds(p)
 		if err := hostfs.OwnWorkspace(p.spec, c.UID, c.GID); err != nil {
 			return nil, p.wrap("%w", err)
@@ -102,6 +103,7 @@ type prepared struct {
 	t0       time.Time
 	uid, gid int          // inside, and (as root, without a range) on the host
 	lease    *idmap.Lease // the host id range, or nil (ids 1:1)
+	rootCaps bool         // root inside keeps rootCapabilities (keepsRootCaps)
 	filter   filterSpec
 	mediate  bool
 	degraded []string
@@ -399,7 +401,7 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 		Rlimits:       rlimits(p.pol),
 		Workdir:       p.pol.Process.Workdir,
 	}
-	if keepsRootCaps(p, st.writable != nil) {
+	if p.rootCaps {
 		cfg.KeepCaps = rootCapabilities
 	}
 	if direct != nil {
@@ -558,7 +560,11 @@ func hostCreds(p *prepared) fsguard.Creds {
 		return fsguard.Creds{UID: os.Geteuid(), GID: os.Getegid()}
 	}
 	if p.lease != nil {
-		return fsguard.Creds{UID: p.lease.UID + p.uid, GID: p.lease.GID + p.gid, Groups: []int{}}
+		c := fsguard.Creds{UID: p.lease.UID + p.uid, GID: p.lease.GID + p.gid, Groups: []int{}}
+		if p.rootCaps {
+			c.Root = &fsguard.Range{UID: p.lease.UID, GID: p.lease.GID, Count: p.lease.Count}
+		}
+		return c
 	}
 	return fsguard.Creds{UID: p.uid, GID: p.gid, Groups: []int{}}
 }

@@ -795,7 +795,21 @@ func (c *call) chmod(dirfd int32, pathArg int, mode uint32, flags int) result {
 			return c.deny(d)
 		}
 	}
-	if err := unix.Fchmodat(e.dir.fd, e.name, mode&0o7777, 0); err != nil {
+	err = unix.Fchmodat(e.dir.fd, e.name, mode&0o7777, 0)
+	if err == unix.EPERM {
+		// As root inside would (its namespace's file, held by descriptor).
+		if fd, oerr := unix.Openat(e.dir.fd, e.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); oerr == nil {
+			var fst unix.Stat_t
+			// The file checked above, not one swapped in since.
+			if unix.Fstat(fd, &fst) == nil && fst.Dev == st.Dev && fst.Ino == st.Ino {
+				err = c.chmodAsRoot(err, &fst, func() error {
+					return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), mode&0o7777, 0)
+				})
+			}
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
 		return errResult(err)
 	}
 	return result{}
@@ -838,7 +852,15 @@ func (c *call) fchmod(fd int32, mode uint32) result {
 			}
 		}
 	}
-	if err := unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(f), mode&0o7777, 0); err != nil {
+	chmod := func() error { return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(f), mode&0o7777, 0) }
+	err = chmod()
+	if err == unix.EPERM {
+		var st unix.Stat_t
+		if unix.Fstat(f, &st) == nil {
+			err = c.chmodAsRoot(err, &st, chmod)
+		}
+	}
+	if err != nil {
 		return errResult(err)
 	}
 	return result{}
