@@ -393,7 +393,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	if err := prepareWorkspace(dir); err != nil {
 		t.Fatal(err)
 	}
-	s := &side{inside: true, ws: dir, token: randToken("sleeper-"), f: f}
+	s := &side{inside: true, ws: dir, token: randToken("sleeper-"), f: f, rootCaps: bk.rootCaps}
 	if a.setup != nil {
 		if err := a.setup(s); err != nil {
 			return result{Verdict: Error, Evidence: "setup: " + err.Error()}
