@@ -62,6 +62,10 @@ func rootNative(t *testing.T, f *fixture) *native.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Its init runs as a range uid: the fixture's root must be searchable
+	// (not listable) to reach the agent binary and the workspaces, as a
+	// server's directories are. Every other backend runs as host root.
+	must(t, os.Chmod(f.root, 0o711))
 	return native.New(native.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-native-root"), CgroupParent: cgroupParent("native-root"),
 		WritableDir: filepath.Join(f.root, "rw-native-root"), HostIDs: ids})
 }

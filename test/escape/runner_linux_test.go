@@ -426,6 +426,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	}
 
 	spec := r.spec(t, dir, a.allowlist, bk.image)
+	spec.OwnWorkspace = bk.rootCaps // the range's root owns it, as on a server
 	if a.pinned != nil {
 		spec.Pinned = map[string]string{a.pinned(s): "the policy file"}
 	}
@@ -606,7 +607,9 @@ func (r *runner) createReady(ctx context.Context, t *testing.T, bk backendUnderT
 	if err := copyFile(src, bin, 0o755); err != nil {
 		return nil, err
 	}
-	sb, err := bk.b.Create(ctx, r.spec(t, dir, false, bk.image))
+	spec := r.spec(t, dir, false, bk.image)
+	spec.OwnWorkspace = bk.rootCaps
+	sb, err := bk.b.Create(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
