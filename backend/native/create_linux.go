@@ -427,6 +427,12 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 	if err := st.cg.joinV1(st.cmd.Process.Pid); err != nil {
 		return nil, fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)
 	}
+	if p.lease != nil {
+		// Its init is a range uid: it cannot write the sysctl itself.
+		if err := sealMemfdExec(st.cmd.Process.Pid); err != nil {
+			return nil, err
+		}
+	}
 	return plan, nil
 }
 
