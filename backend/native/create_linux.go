@@ -240,6 +240,7 @@ type started struct {
 	keepWritable bool
 	overlay      *os.File   // the image root made by the host (root callers), for the init
 	mapped       []*os.File // idmapped layers, writable layer last (mapOverlay), for the init
+	sealed       chan error // sealMemfdExec's result, when the host writes the sysctl
 	tCgroup      time.Time
 	tForked      time.Time
 	tPrepare     time.Time
@@ -364,6 +365,12 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 // seccomp, limits) while its runtime starts, and puts it in the v1
 // cgroups with the limits written.
 func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *undo.Stack) (*fsPlan, error) {
+	if p.lease != nil {
+		// Its init is a range uid: it cannot write the sysctl itself. The
+		// host's child runs while the rest is configured (handshake waits).
+		st.sealed = make(chan error, 1)
+		go func() { st.sealed <- sealMemfdExec(st.cmd.Process.Pid) }()
+	}
 	plan, err := buildPlan(p.pol, p.spec.Files, p.spec.Caches, !p.feats.Rootless && p.uid == 0 && p.lease == nil, p.mediate)
 	if err != nil {
 		return nil, err
@@ -427,12 +434,6 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 	if err := st.cg.joinV1(st.cmd.Process.Pid); err != nil {
 		return nil, fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)
 	}
-	if p.lease != nil {
-		// Its init is a range uid: it cannot write the sysctl itself.
-		if err := sealMemfdExec(st.cmd.Process.Pid); err != nil {
-			return nil, err
-		}
-	}
 	return plan, nil
 }
 
@@ -466,6 +467,12 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 	helloDone, err := b.sendHello(hctx, p, st, s, direct, undo)
 	if err != nil {
 		return nil, err
+	}
+	if st.sealed != nil {
+		if err := <-st.sealed; err != nil {
+			closeAll(st.mapped)
+			return nil, err
+		}
 	}
 	listener, initTiming, err := handshake(hctx, st.ctlHost, st.waited, st.mapped)
 	closeAll(st.mapped)

@@ -111,6 +111,9 @@ func TestRootInsideImage(t *testing.T) {
 		{"set -e; cd /workspace; tar xf w.tar; touch mine; stat -c '%n %u:%g' w/owned w/user mine", "w/owned 123:456\nw/user 1000:1000\nmine 0:0"},
 		{"chmod 0600 /workspace/foreign 2>&1; chmod 0755 /workspace/foreign 2>&1; chown 0 /workspace/foreign 2>&1; (echo x >> /workspace/foreign) 2>/dev/null || echo write refused; cat /workspace/foreign",
 			"chmod: /workspace/foreign: Operation not permitted\nchmod: /workspace/foreign: Operation not permitted\nchown: /workspace/foreign: Operation not permitted\nwrite refused\nhost"},
+		// memfds sealed non-executable, as in a 1:1 sandbox (the host wrote
+		// the sysctl of its pid namespace; the host's own is untouched).
+		{"cat /proc/sys/vm/memfd_noexec", "2"},
 		// setuid(2): root becomes the user, which then holds nothing.
 		{"su -s /bin/sh -c 'id -u; id -g; grep CapEff /proc/self/status; cat /home/user/secret 2>&1' user",
 			"1000\n1000\nCapEff:\t0000000000000000\ncat: can't open '/home/user/secret': Permission denied"},
