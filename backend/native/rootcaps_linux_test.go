@@ -98,6 +98,7 @@ func TestRootInsideImage(t *testing.T) {
 	must(t, os.Chown(foreign, 4242, 4242))
 	must(t, os.Chmod(foreign, 0o640))
 	must(t, os.Chmod(foreign, 0o644))
+	hostMemfd, _ := os.ReadFile("/proc/sys/vm/memfd_noexec")
 	sb, uid, gid := rootSandbox(t, imagestest.BusyboxRoot(t), ws, nil)
 	for _, c := range []struct{ script, want string }{
 		{"id -u; grep -E '^Cap(Eff|Prm|Bnd|Inh|Amb)' /proc/self/status | tr -s '\\t' ' '",
@@ -133,6 +134,9 @@ func TestRootInsideImage(t *testing.T) {
 	p.Wait(context.Background())
 	if out.String() != "1000\nCapEff:\t0000000000000000\n" {
 		t.Errorf("exec as user: %q", out.String())
+	}
+	if b, _ := os.ReadFile("/proc/sys/vm/memfd_noexec"); string(b) != string(hostMemfd) {
+		t.Errorf("the host's memfd_noexec changed: %q, was %q", b, hostMemfd)
 	}
 	if b, err := os.ReadFile(foreign); err != nil || string(b) != "host\n" {
 		t.Errorf("foreign host file: %q %v", b, err)
