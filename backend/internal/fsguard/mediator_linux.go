@@ -452,6 +452,9 @@ func (c *call) openIn(root int, dirfd int32, pathArg, flags int, mode uint32, ex
 		return result{answered: true}
 	}
 	fd, err := unix.Openat(e.dir.fd, e.name, oflags, mode)
+	if err == unix.EACCES && c.m.cfg.Creds.Root != nil {
+		fd, err = c.openAsRoot(e, oflags, mode, exists, &st)
+	}
 	if err != nil {
 		return errResult(err)
 	}

@@ -1,6 +1,7 @@
 package fsguard
 
 import (
+	"strconv"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -55,4 +56,46 @@ func (c *call) chmodAsRoot(err error, st *unix.Stat_t, f func() error) error {
 		return err
 	}
 	return withCap(unix.CAP_FOWNER, f)
+}
+
+// openAsRoot retries an open the mediator's own credentials were refused
+// (EACCES) as the sandbox's root would: with CAP_DAC_OVERRIDE, when what
+// the permission is about belongs to its namespace. An existing file
+// (st, checked by the caller) is reopened through a descriptor of that
+// very inode; a new one is created exclusively in a directory of the
+// namespace's (e's, by descriptor). Anything else keeps EACCES.
+func (c *call) openAsRoot(e entry, oflags int, mode uint32, exists bool, st *unix.Stat_t) (int, error) {
+	r := c.m.cfg.Creds.Root
+	if exists {
+		pf, err := unix.Openat(e.dir.fd, e.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return -1, unix.EACCES
+		}
+		defer unix.Close(pf)
+		var fst unix.Stat_t
+		if unix.Fstat(pf, &fst) != nil || fst.Dev != st.Dev || fst.Ino != st.Ino || fst.Mode&unix.S_IFMT != unix.S_IFREG || !r.owns(fst.Uid, fst.Gid) {
+			return -1, unix.EACCES
+		}
+		fd := -1
+		err = withCap(unix.CAP_DAC_OVERRIDE, func() error {
+			var err error
+			fd, err = unix.Open("/proc/self/fd/"+strconv.Itoa(pf), oflags&^(unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW), 0)
+			return err
+		})
+		return fd, err
+	}
+	var dst unix.Stat_t
+	if unix.Fstat(e.dir.fd, &dst) != nil || !r.owns(dst.Uid, dst.Gid) || oflags&unix.O_CREAT == 0 {
+		return -1, unix.EACCES
+	}
+	fd := -1
+	err := withCap(unix.CAP_DAC_OVERRIDE, func() error {
+		var err error
+		fd, err = unix.Openat(e.dir.fd, e.name, oflags|unix.O_EXCL, mode)
+		return err
+	})
+	if err == unix.EEXIST {
+		return -1, unix.EACCES // appeared meanwhile: not the file that was checked
+	}
+	return fd, err
 }
