@@ -113,8 +113,8 @@ func TestRootInsideImage(t *testing.T) {
 		// In the workspace too, root overrides modes of its range's files
 		// (the host's mediator performs these opens, as root inside would):
 		// a tree whose directory is another user's, a file it made 000.
-		{"set -e; cd /workspace; tar xf t.tar; stat -c '%n %u:%g %a' t t/owned t/user; chmod 000 mine; echo y > mine; cat mine",
-			"t 1000:1000 755\nt/owned 123:456 640\nt/user 1000:1000 600\ny"},
+		{"set -e; cd /workspace; tar xf t.tar; stat -c '%n %u:%g %a' t t/owned t/user; chmod 000 mine; echo y > mine; cat mine; mkdir t/d; ln -s d t/l; stat -c '%n %u' t/d t/l",
+			"t 1000:1000 755\nt/owned 123:456 640\nt/user 1000:1000 600\ny\nt/d 0\nt/l 0"},
 		{"chmod 0600 /workspace/foreign 2>&1; chmod 0755 /workspace/foreign 2>&1; chown 0 /workspace/foreign 2>&1; (echo x >> /workspace/foreign) 2>/dev/null || echo write refused; cat /workspace/foreign",
 			"chmod: /workspace/foreign: Operation not permitted\nchmod: /workspace/foreign: Operation not permitted\nchown: /workspace/foreign: Operation not permitted\nwrite refused\nhost"},
 		// memfds sealed non-executable, as in a 1:1 sandbox (the host wrote

@@ -568,14 +568,14 @@ func (c *call) mknod(dirfd int32, pathArg int, mode uint32, dev uint64) result {
 	}
 	perm := mode & 0o7777 &^ c.umask()
 	if isDir {
-		err = unix.Mkdirat(e.dir.fd, e.name, perm)
+		err = c.createIn(e, func() error { return unix.Mkdirat(e.dir.fd, e.name, perm) })
 	} else {
 		switch mode & unix.S_IFMT {
 		case 0, unix.S_IFREG, unix.S_IFIFO, unix.S_IFSOCK:
 		default:
 			return result{errno: unix.EPERM} // devices: the sandbox has no CAP_MKNOD
 		}
-		err = unix.Mknodat(e.dir.fd, e.name, mode&unix.S_IFMT|perm, int(dev))
+		err = c.createIn(e, func() error { return unix.Mknodat(e.dir.fd, e.name, mode&unix.S_IFMT|perm, int(dev)) })
 	}
 	if err != nil {
 		return errResult(err)
@@ -603,7 +603,7 @@ func (c *call) symlink(targetArg int, dirfd int32, pathArg int) result {
 	if d := c.check(policy.OpSymlink, e); d != nil {
 		return c.deny(d)
 	}
-	if err := unix.Symlinkat(target, e.dir.fd, e.name); err != nil {
+	if err := c.createIn(e, func() error { return unix.Symlinkat(target, e.dir.fd, e.name) }); err != nil {
 		return errResult(err)
 	}
 	return result{}
