@@ -82,6 +82,12 @@ func mergeProcess(pr, opr *Process) {
 		maps.Copy(pr.Env, opr.Env)
 	}
 	str(&pr.Workdir, opr.Workdir)
+	// "none" wins over "default" whichever layer says it: a later layer
+	// (a tenant's request over an operator's policy) never regains
+	// capabilities an earlier one took away.
+	if pr.Capabilities != CapabilitiesNone {
+		str(&pr.Capabilities, opr.Capabilities)
+	}
 	if opr.UID != nil {
 		pr.UID = opr.UID
 	}

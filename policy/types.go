@@ -122,7 +122,18 @@ type Process struct {
 	// UID and GID inside the sandbox; default the caller's.
 	UID *int `yaml:"uid,omitempty" json:"uid,omitempty"`
 	GID *int `yaml:"gid,omitempty" json:"gid,omitempty"`
+	// Capabilities is what root inside holds where a backend can give it
+	// capabilities over the sandbox's own namespace only (a native image
+	// sandbox with its own host id range): "default" (or empty) a
+	// Docker-like set, "none" nothing (as every other sandbox).
+	Capabilities string `yaml:"capabilities,omitempty" json:"capabilities,omitempty"`
 }
+
+// Values of Process.Capabilities.
+const (
+	CapabilitiesDefault = "default"
+	CapabilitiesNone    = "none"
+)
 
 // Limits bound what a sandbox may use. Zero means "no limit" only where the
 // profile sets none; the default profile sets all of them.

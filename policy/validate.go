@@ -197,6 +197,7 @@ func (c *checker) process() {
 	}
 	c.id("process.uid", pr.UID)
 	c.id("process.gid", pr.GID)
+	c.oneOf("process.capabilities", pr.Capabilities, []string{CapabilitiesDefault, CapabilitiesNone})
 }
 
 func (c *checker) limits() {

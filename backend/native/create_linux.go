@@ -71,6 +71,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 			return nil, p.wrap("%w", err)
 		}
 		undo.Push(p.lease.Release)
+		p.rootCaps = keepsRootCaps(p, p.spec.Root != nil)
 		c := hostCreds(p)
 		if err := hostfs.OwnWorkspace(p.spec, c.UID, c.GID); err != nil {
 			return nil, p.wrap("%w", err)
@@ -102,6 +103,7 @@ type prepared struct {
 	t0       time.Time
 	uid, gid int          // inside, and (as root, without a range) on the host
 	lease    *idmap.Lease // the host id range, or nil (ids 1:1)
+	rootCaps bool         // root inside keeps rootCapabilities (keepsRootCaps)
 	filter   filterSpec
 	mediate  bool
 	degraded []string
@@ -258,6 +260,7 @@ type started struct {
 	keepWritable bool
 	overlay      *os.File   // the image root made by the host (root callers), for the init
 	mapped       []*os.File // idmapped layers, writable layer last (mapOverlay), for the init
+	sealed       chan error // sealMemfdExec's result, when the host writes the sysctl
 	tCgroup      time.Time
 	tForked      time.Time
 	tPrepare     time.Time
@@ -402,6 +405,12 @@ func (st *started) channels(undo *undo.Stack) error {
 // seccomp, limits) while its runtime starts, and puts it in the v1
 // cgroups with the limits written.
 func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *undo.Stack) (*fsPlan, error) {
+	if p.lease != nil {
+		// Its init is a range uid: it cannot write the sysctl itself. The
+		// host's child runs while the rest is configured (handshake waits).
+		st.sealed = make(chan error, 1)
+		go func() { st.sealed <- sealMemfdExec(st.cmd.Process.Pid) }()
+	}
 	plan, err := buildPlan(p.pol, p.spec.Files, p.spec.Caches, !p.feats.Rootless && p.uid == 0 && p.lease == nil, p.mediate)
 	if err != nil {
 		return nil, err
@@ -438,6 +447,9 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 		SeccompNotify: p.feats.SeccompUserNotif,
 		Rlimits:       rlimits(p.pol),
 		Workdir:       p.pol.Process.Workdir,
+	}
+	if p.rootCaps {
+		cfg.KeepCaps = rootCapabilities
 	}
 	if direct != nil {
 		cfg.Exec = direct.Args
@@ -495,6 +507,12 @@ func (b *Backend) connect(ctx context.Context, p *prepared, st *started, plan *f
 	helloDone, err := b.sendHello(hctx, p, st, s, direct, undo)
 	if err != nil {
 		return nil, err
+	}
+	if st.sealed != nil {
+		if err := <-st.sealed; err != nil {
+			closeAll(st.mapped)
+			return nil, err
+		}
 	}
 	listener, initTiming, err := handshake(hctx, st.ctlHost, st.waited, st.mapped)
 	closeAll(st.mapped)
@@ -595,7 +613,11 @@ func hostCreds(p *prepared) fsguard.Creds {
 		return fsguard.Creds{UID: os.Geteuid(), GID: os.Getegid()}
 	}
 	if p.lease != nil {
-		return fsguard.Creds{UID: p.lease.UID + p.uid, GID: p.lease.GID + p.gid, Groups: []int{}}
+		c := fsguard.Creds{UID: p.lease.UID + p.uid, GID: p.lease.GID + p.gid, Groups: []int{}}
+		if p.rootCaps {
+			c.Root = &fsguard.Range{UID: p.lease.UID, GID: p.lease.GID, Count: p.lease.Count}
+		}
+		return c
 	}
 	return fsguard.Creds{UID: p.uid, GID: p.gid, Groups: []int{}}
 }

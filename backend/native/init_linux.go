@@ -177,13 +177,12 @@ func setupSandbox(cfg *initConfig, ctl *os.File) error {
 	// securebits already stop). Dropping it on every thread costs ~45
 	// stop-the-world syscalls; instead it is dropped on the one thread that
 	// forks every sandboxed process, which they inherit it from.
-	allThreadsBounding := len(cfg.Exec) > 0 // direct mode forks from any thread
-	if !allThreadsBounding {
-		if err := stage("drop capability bounding set", agent.PrepareSpawnThread(dropBoundingSet)); err != nil {
+	if len(cfg.KeepCaps) > 0 {
+		// Root inside keeps its capabilities over its own namespace.
+		if err := stage("keep root's capabilities", keepCapabilities(cfg.KeepCaps)); err != nil {
 			return err
 		}
-	}
-	if err := stage("drop capabilities", dropCapabilities(allThreadsBounding)); err != nil {
+	} else if err := dropAll(len(cfg.Exec) > 0); err != nil {
 		return err
 	}
 	mark("capabilities")
@@ -210,6 +209,17 @@ func setupSandbox(cfg *initConfig, ctl *os.File) error {
 	return nil
 }
 
+// dropAll drops every capability (allThreadsBounding: the bounding set
+// on every thread; direct mode forks from any thread).
+func dropAll(allThreadsBounding bool) error {
+	if !allThreadsBounding {
+		if err := stage("drop capability bounding set", agent.PrepareSpawnThread(dropBoundingSet)); err != nil {
+			return err
+		}
+	}
+	return stage("drop capabilities", dropCapabilities(allThreadsBounding))
+}
+
 // dropBoundingSet empties the capability bounding set of the calling thread.
 func dropBoundingSet() error {
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
@@ -234,15 +244,7 @@ func dropCapabilities(boundingAllThreads bool) error {
 		secbitNoCapAmbientRaise = 1 << 6
 		secbitNoCapAmbientLock  = 1 << 7
 	)
-	all := func(trap, a1, a2, a3 uintptr) error {
-		if _, _, e := syscall.AllThreadsSyscall(trap, a1, a2, a3); e != 0 {
-			if e == syscall.ENOTSUP {
-				return fmt.Errorf("%w (all-threads syscalls need a CGO_ENABLED=0 build)", e)
-			}
-			return e
-		}
-		return nil
-	}
+	all := allThreads
 	bits := secbitNoroot | secbitNorootLocked | secbitNoSetuidFixupLock | secbitKeepCapsLocked |
 		secbitNoCapAmbientRaise | secbitNoCapAmbientLock
 	_ = secbitNoSetuidFixup

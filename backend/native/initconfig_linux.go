@@ -13,6 +13,9 @@ type initConfig struct {
 	Seccomp       []bpfInsn `json:"seccomp,omitempty"`
 	SeccompNotify bool      `json:"seccomp_notify"`
 	Rlimits       []rlimit  `json:"rlimits,omitempty"`
+	// KeepCaps, when set, are the capabilities root inside keeps
+	// (rootCapabilities; keepCapabilities); else it holds none.
+	KeepCaps []int `json:"keep_caps,omitempty"`
 	// Overlay, when set, makes the root an overlay of image layers with
 	// the sandbox's writable layer (instead of a tmpfs of binds); it
 	// stays writable.

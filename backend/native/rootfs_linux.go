@@ -122,7 +122,7 @@ func mountMapped(n int) error {
 	}
 	// overlayfs takes private clones of its layers, which it may do only
 	// of mounts in our own namespace: attach them first, on a small tmpfs
-	// at /tmp that the overlay then covers (it goes with the old root).
+	// at /tmp, detached once the overlay is made.
 	if err := unix.Mount("tmpfs", "/tmp", "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0700,size=64k"); err != nil {
 		return fmt.Errorf("image root: staging tmpfs: %w", err)
 	}
@@ -142,6 +142,12 @@ func mountMapped(n int) error {
 		return err
 	}
 	defer ov.Close()
+	// The overlay holds its own clones of the layers: the staging tmpfs
+	// goes now, or it would shadow the host's /tmp under the old root
+	// (a bind from there, a workspace in /tmp, would find nothing).
+	if err := unix.Unmount("/tmp", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("image root: detach staging tmpfs: %w", err)
+	}
 	return imageroot.Attach(int(ov.Fd()), "/tmp")
 }
 

@@ -99,6 +99,7 @@ func buildFilter(notify, mediate bool) (filterSpec, error) {
 	a.jeq(unix.SYS_UNSHARE, "checkflags", "")
 	a.jeq(unix.SYS_IOCTL, "checkioctl", "")
 	a.jeq(unix.SYS_SOCKET, "checksocket", "")
+	signalDispatch(&a)
 	// clone3 passes its flags in memory the filter cannot read: ENOSYS
 	// makes libc fall back to clone, whose flags are checked.
 	a.jeq(unix.SYS_CLONE3, "enosys", "")
@@ -126,6 +127,7 @@ func buildFilter(notify, mediate bool) (filterSpec, error) {
 	a.ret(unix.SECCOMP_RET_ALLOW)
 
 	fileChecks(&a, mediate)
+	signalChecks(&a)
 
 	a.label("allow")
 	a.ret(unix.SECCOMP_RET_ALLOW)
@@ -238,6 +240,9 @@ func sortedKeys(m map[uint32]string) []uint32 {
 // syscallName names a denied syscall for violation events.
 func syscallName(nr int32, args [6]uint64) string {
 	if n, ok := deniedSyscallNames[int(nr)]; ok {
+		return n
+	}
+	if n, ok := signalCallName(nr); ok {
 		return n
 	}
 	switch nr {

@@ -204,9 +204,21 @@ func Busybox(t testing.TB) v1.Image {
 // $AIRLOCK_TEST_DEBIAN, else its cache path. Missing: skip (fail in CI).
 func DebianTarball(t testing.TB) string {
 	t.Helper()
-	p := os.Getenv("AIRLOCK_TEST_DEBIAN")
+	return debianTarball(t, "AIRLOCK_TEST_DEBIAN", "minbase")
+}
+
+// DebianPythonTarball is the path of the Debian image with python3, pip
+// and CPython's own test suite (scripts/test-images.sh python), or
+// $AIRLOCK_TEST_DEBIAN_PYTHON; it skips t when there is none.
+func DebianPythonTarball(t testing.TB) string {
+	t.Helper()
+	return debianTarball(t, "AIRLOCK_TEST_DEBIAN_PYTHON", "python")
+}
+
+func debianTarball(t testing.TB, env, variant string) string {
+	p := os.Getenv(env)
 	if p == "" {
-		p = filepath.Join(CacheDir(), "debian-bookworm-minbase.tar")
+		p = filepath.Join(CacheDir(), "debian-bookworm-"+variant+".tar")
 	}
 	if _, err := os.Stat(p); err != nil {
 		testutil.Skip(t, "no Debian test image at "+p+" (scripts/test-images.sh builds it)")
@@ -225,7 +237,16 @@ func CacheDir() string {
 // Debian is the Debian image: the tarball as one layer.
 func Debian(t testing.TB) v1.Image {
 	t.Helper()
-	p := DebianTarball(t)
+	return debianImage(t, DebianTarball(t))
+}
+
+// DebianPython is the Debian image with python3, pip and CPython's tests.
+func DebianPython(t testing.TB) v1.Image {
+	t.Helper()
+	return debianImage(t, DebianPythonTarball(t))
+}
+
+func debianImage(t testing.TB, p string) v1.Image {
 	l, err := tarball.LayerFromFile(p, tarball.WithCompressionLevel(1))
 	if err != nil {
 		t.Fatal(err)

@@ -84,6 +84,14 @@ func DebianRoot(t testing.TB) *images.Rootfs {
 	return Hold(t, SharedStore(t), "airlock-test/debian:bookworm", Debian)
 }
 
+// DebianPythonRoot holds the Debian image with python3, pip and CPython's
+// test suite ("airlock-test/debian-python:bookworm").
+func DebianPythonRoot(t testing.TB) *images.Rootfs {
+	t.Helper()
+	DebianPythonTarball(t)
+	return Hold(t, SharedStore(t), "airlock-test/debian-python:bookworm", DebianPython)
+}
+
 // Spec makes an image sandbox's policy and spec: base (an unresolved
 // policy, e.g. a profile) with the image's config applied, workspace ws
 // ("" for none), resolved for the calling user.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/backend"
 	"github.com/airlock-dev/airlock/backend/docker"
 	"github.com/airlock-dev/airlock/backend/gvisor"
 	"github.com/airlock-dev/airlock/backend/microvm"
@@ -42,6 +43,9 @@ func backendsUnderTest(t *testing.T, f *fixture) []backendUnderTest {
 		// root with an overlay under it: its conformance and image tests
 		// cover it, at half the CI time of a second full run.
 		{b: native.New(native.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-native-image"), CgroupParent: cgroupParent("native-image"), WritableDir: filepath.Join(f.root, "rw-native")}), image: bb},
+		// And with a host id range, as airlock serve runs them: root
+		// inside with its capabilities over its own namespace.
+		{b: rootNative(t, f), image: bb, rootCaps: true},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -49,6 +53,21 @@ func backendsUnderTest(t *testing.T, f *fixture) []backendUnderTest {
 		list[i].probe = list[i].b.Probe(ctx)
 	}
 	return list
+}
+
+// rootNative is the native backend with the host id ranges airlock serve
+// uses as root.
+func rootNative(t *testing.T, f *fixture) *native.Backend {
+	ids, err := backend.HostIDs("auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its init runs as a range uid: the fixture's root must be searchable
+	// (not listable) to reach the agent binary and the workspaces, as a
+	// server's directories are. Every other backend runs as host root.
+	must(t, os.Chmod(f.root, 0o711))
+	return native.New(native.Config{AgentBinary: f.agentBin, StateDir: filepath.Join(f.root, "state-native-root"), CgroupParent: cgroupParent("native-root"),
+		WritableDir: filepath.Join(f.root, "rw-native-root"), HostIDs: ids})
 }
 
 // microvmKernel is the guest kernel `make guest-kernel` prepared in this

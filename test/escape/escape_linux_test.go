@@ -33,11 +33,17 @@ type backendUnderTest struct {
 	// overlay root, its writable layer) with the workspace at its host
 	// path, so that every attack means the same as on the host root.
 	image *images.Rootfs
+	// rootCaps: the image sandboxes have their own host id range, so
+	// root inside holds its capabilities over its own namespace.
+	rootCaps bool
 }
 
 // name is the backend's name in the scorecard: an image variant is
 // "native+image".
 func (bk backendUnderTest) name() string {
+	if bk.image != nil && bk.rootCaps {
+		return bk.b.Name() + "+image+root"
+	}
 	if bk.image != nil {
 		return bk.b.Name() + "+image"
 	}

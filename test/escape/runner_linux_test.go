@@ -393,7 +393,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	if err := prepareWorkspace(dir); err != nil {
 		t.Fatal(err)
 	}
-	s := &side{inside: true, ws: dir, token: randToken("sleeper-"), f: f}
+	s := &side{inside: true, ws: dir, token: randToken("sleeper-"), f: f, rootCaps: bk.rootCaps}
 	if a.setup != nil {
 		if err := a.setup(s); err != nil {
 			return result{Verdict: Error, Evidence: "setup: " + err.Error()}
@@ -426,6 +426,7 @@ func (r *runner) runInside(t *testing.T, bk backendUnderTest, a attackDef) resul
 	}
 
 	spec := r.spec(t, dir, a.allowlist, bk.image)
+	spec.OwnWorkspace = bk.rootCaps // the range's root owns it, as on a server
 	if a.pinned != nil {
 		spec.Pinned = map[string]string{a.pinned(s): "the policy file"}
 	}
@@ -606,7 +607,9 @@ func (r *runner) createReady(ctx context.Context, t *testing.T, bk backendUnderT
 	if err := copyFile(src, bin, 0o755); err != nil {
 		return nil, err
 	}
-	sb, err := bk.b.Create(ctx, r.spec(t, dir, false, bk.image))
+	spec := r.spec(t, dir, false, bk.image)
+	spec.OwnWorkspace = bk.rootCaps
+	sb, err := bk.b.Create(ctx, spec)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,17 @@ type side struct {
 	// neighbourSecret is a file in another live sandbox's workspace
 	// (attacks with neighbour set).
 	neighbourSecret string
+	// rootCaps: root inside holds rootCapabilities over its own
+	// namespace (an image sandbox with its own host id range).
+	rootCaps bool
 }
+
+// rootCapMask is the effective set root inside an image sandbox with its
+// own id range holds (native's rootCapabilities: CHOWN, DAC_OVERRIDE,
+// FOWNER, FSETID, KILL, SETGID, SETUID, SETPCAP, NET_BIND_SERVICE,
+// SETFCAP), all over its own namespace only: the attacks that follow
+// try what they could reach.
+const rootCapMask = "800005fb"
 
 // agentPids are the processes an attack on the agent aims at: the agent
 // (PID 1 and the parent) inside, a stand-in victim on the host.
@@ -267,7 +277,13 @@ func allAttacks() []attackDef {
 				}
 				return os.Chmod(p, 0o755|os.ModeSetuid)
 			}},
-		{name: "capabilities", category: "kernel", goal: "hold any effective capability", cmd: "caps", wasi: noSys, args: noArgs},
+		{name: "capabilities", category: "kernel", goal: "hold any effective capability (root inside with its own id range: any beyond its namespace's default set)", cmd: "caps", wasi: noSys,
+			args: func(s *side) []string {
+				if s.rootCaps {
+					return kv("allowed=" + rootCapMask)
+				}
+				return nil
+			}},
 		{name: "mknod-device", category: "kernel", goal: "mknod a device node (/dev/kmsg, the disk) and read the host through it", cmd: "mknod-disk", wasi: noSys,
 			args: func(s *side) []string { return kv("dir=" + s.ws) }},
 		{name: "sysctl-write", category: "kernel", goal: "write a host-global sysctl (/proc/sys/vm/swappiness, its own value)", cmd: "sysctl-write", wasi: noSys, args: noArgs},
@@ -344,6 +360,14 @@ func allAttacks() []attackDef {
 		// ---- self-defence ----
 		{name: "kill-agent", category: "self-defence", goal: "SIGKILL the in-sandbox agent", cmd: "kill", wasi: noProc,
 			args: func(s *side) []string { return kv("pids=" + s.agentPids()) }},
+		{name: "crash-agent-kill", category: "self-defence", goal: "crash the agent with fault and termination signals from kill(2) (SIGSEGV, SIGABRT, SIGTERM, ...)", cmd: "crash", wasi: noProc,
+			args: func(s *side) []string { return kv("how=kill", "pids="+s.agentPids()) }},
+		{name: "crash-agent-sigqueue", category: "self-defence", goal: "crash the agent with a SIGSEGV that looks like a fault (rt_sigqueueinfo, SI_QUEUE)", cmd: "crash", wasi: noProc,
+			args: func(s *side) []string { return kv("how=sigqueue", "pids="+s.agentPids()) }},
+		{name: "crash-agent-pidfd", category: "self-defence", goal: "crash the agent with a SIGSEGV that looks like a fault (pidfd_send_signal with a siginfo)", cmd: "crash", wasi: noProc,
+			args: func(s *side) []string { return kv("how=pidfd", "pids="+s.agentPids()) }},
+		{name: "crash-agent-fsetsig", category: "self-defence", goal: "crash the agent with a kernel-sent SIGSEGV (F_SETOWN + F_SETSIG on a pipe)", cmd: "crash", wasi: noProc,
+			args: func(s *side) []string { return kv("how=fsetsig", "pids="+s.agentPids()) }},
 		{name: "ptrace-agent", category: "self-defence", goal: "ptrace the agent", cmd: "ptrace", wasi: noProc,
 			args: func(s *side) []string { return kv("pids=" + s.agentPids()) }},
 		{name: "agent-mem", category: "self-defence", goal: "open the agent's /proc/<pid>/mem", cmd: "proc-mem", wasi: noProc,

@@ -452,6 +452,9 @@ func (c *call) openIn(root int, dirfd int32, pathArg, flags int, mode uint32, ex
 		return result{answered: true}
 	}
 	fd, err := unix.Openat(e.dir.fd, e.name, oflags, mode)
+	if err == unix.EACCES && c.m.cfg.Creds.Root != nil {
+		fd, err = c.openAsRoot(e, oflags, mode, exists, &st)
+	}
 	if err != nil {
 		return errResult(err)
 	}
@@ -565,14 +568,14 @@ func (c *call) mknod(dirfd int32, pathArg int, mode uint32, dev uint64) result {
 	}
 	perm := mode & 0o7777 &^ c.umask()
 	if isDir {
-		err = unix.Mkdirat(e.dir.fd, e.name, perm)
+		err = c.createIn(e, func() error { return unix.Mkdirat(e.dir.fd, e.name, perm) })
 	} else {
 		switch mode & unix.S_IFMT {
 		case 0, unix.S_IFREG, unix.S_IFIFO, unix.S_IFSOCK:
 		default:
 			return result{errno: unix.EPERM} // devices: the sandbox has no CAP_MKNOD
 		}
-		err = unix.Mknodat(e.dir.fd, e.name, mode&unix.S_IFMT|perm, int(dev))
+		err = c.createIn(e, func() error { return unix.Mknodat(e.dir.fd, e.name, mode&unix.S_IFMT|perm, int(dev)) })
 	}
 	if err != nil {
 		return errResult(err)
@@ -600,7 +603,7 @@ func (c *call) symlink(targetArg int, dirfd int32, pathArg int) result {
 	if d := c.check(policy.OpSymlink, e); d != nil {
 		return c.deny(d)
 	}
-	if err := unix.Symlinkat(target, e.dir.fd, e.name); err != nil {
+	if err := c.createIn(e, func() error { return unix.Symlinkat(target, e.dir.fd, e.name) }); err != nil {
 		return errResult(err)
 	}
 	return result{}
@@ -795,7 +798,21 @@ func (c *call) chmod(dirfd int32, pathArg int, mode uint32, flags int) result {
 			return c.deny(d)
 		}
 	}
-	if err := unix.Fchmodat(e.dir.fd, e.name, mode&0o7777, 0); err != nil {
+	err = unix.Fchmodat(e.dir.fd, e.name, mode&0o7777, 0)
+	if err == unix.EPERM {
+		// As root inside would (its namespace's file, held by descriptor).
+		if fd, oerr := unix.Openat(e.dir.fd, e.name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); oerr == nil {
+			var fst unix.Stat_t
+			// The file checked above, not one swapped in since.
+			if unix.Fstat(fd, &fst) == nil && fst.Dev == st.Dev && fst.Ino == st.Ino {
+				err = c.chmodAsRoot(err, &fst, func() error {
+					return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), mode&0o7777, 0)
+				})
+			}
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
 		return errResult(err)
 	}
 	return result{}
@@ -838,7 +855,15 @@ func (c *call) fchmod(fd int32, mode uint32) result {
 			}
 		}
 	}
-	if err := unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(f), mode&0o7777, 0); err != nil {
+	chmod := func() error { return unix.Fchmodat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(f), mode&0o7777, 0) }
+	err = chmod()
+	if err == unix.EPERM {
+		var st unix.Stat_t
+		if unix.Fstat(f, &st) == nil {
+			err = c.chmodAsRoot(err, &st, chmod)
+		}
+	}
+	if err != nil {
 		return errResult(err)
 	}
 	return result{}

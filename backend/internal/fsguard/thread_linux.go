@@ -13,6 +13,9 @@ import (
 type Creds struct {
 	UID, GID int
 	Groups   []int // supplementary groups (root hosts only; rootless keeps its own)
+	// Root, when set, is the range over whose files the sandbox's root
+	// holds capabilities (see Range); nil: none.
+	Root *Range
 }
 
 // prepareThread gives the calling OS thread (locked to its goroutine for

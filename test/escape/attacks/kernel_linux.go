@@ -199,7 +199,15 @@ func setuidPayload(params) {
 
 // attackCaps reports any effective capability: each one opens kernel
 // surface (mounts, raw sockets, ptrace) even inside a user namespace.
-func attackCaps(params) {
+func attackCaps(p params) {
+	var allowed uint64
+	if a := p["allowed"]; a != "" {
+		n, err := strconv.ParseUint(a, 16, 64)
+		if err != nil {
+			fail("allowed %q: %v", a, err)
+		}
+		allowed = n
+	}
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		fail("read status: %v", err)
@@ -211,8 +219,11 @@ func attackCaps(params) {
 			if err != nil {
 				fail("parse CapEff %q: %v", v, err)
 			}
-			if n != 0 {
-				escaped("effective capabilities %s (%s)", v, capNames(n))
+			if n&^allowed != 0 {
+				escaped("effective capabilities %s (%s)", v, capNames(n&^allowed))
+			}
+			if allowed != 0 {
+				blocked("only the sandbox root's own set (CapEff %s, allowed %x)", v, allowed)
 			}
 			blocked("no effective capabilities (CapEff %s)", v)
 		}
