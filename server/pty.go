@@ -68,7 +68,8 @@ func readPTYStart(ctx context.Context, conn *websocket.Conn) (start api.PTYStart
 	if typ != websocket.MessageText {
 		return start, true, errBadRequest("pty: the first message must be a JSON start message")
 	}
-	return start, true, decodeJSONBytes(data, &start)
+	err = decodeJSONBytes(data, &start)
+	return start, true, err
 }
 
 // runPTY starts start's command on a terminal in l, pumps the socket's
