@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // maxPTYMessage bounds one WebSocket message from the client.
@@ -22,7 +23,6 @@ const maxPTYMessage = 1 << 20
 // messages are PTYMessage controls (resize). The server sends terminal
 // output as binary messages and ends with a text "exit" message.
 func (s *Server) handlePTY(w http.ResponseWriter, r *http.Request) {
-	c := callerOf(r)
 	l, release := s.acquire(w, r)
 	if l == nil {
 		return
@@ -43,33 +43,43 @@ func (s *Server) handlePTY(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
-
-	fail := func(err error) {
-		_, code := statusOf(err)
-		b, _ := json.Marshal(api.PTYMessage{Type: "error", Error: &api.ErrorInfo{Code: code, Message: err.Error()}})
-		conn.Write(ctx, websocket.MessageText, b)
-		conn.Close(websocket.StatusPolicyViolation, code)
+	start, ok, err := readPTYStart(ctx, conn)
+	if !ok {
+		return
 	}
+	if err == nil {
+		err = s.runPTY(ctx, conn, l, callerOf(r), start)
+	}
+	if err != nil {
+		ptyFail(ctx, conn, err)
+	}
+}
+
+// readPTYStart reads the session's first message. !ok: the client went
+// away or was silent for 30s (nothing to answer); else err is what is
+// wrong with the message.
+func readPTYStart(ctx context.Context, conn *websocket.Conn) (start api.PTYStart, ok bool, err error) {
 	startCtx, startCancel := context.WithTimeout(ctx, 30*time.Second)
 	typ, data, err := conn.Read(startCtx)
 	startCancel()
 	if err != nil {
-		return
+		return start, false, nil
 	}
-	var start api.PTYStart
 	if typ != websocket.MessageText {
-		fail(errBadRequest("pty: the first message must be a JSON start message"))
-		return
+		return start, true, errBadRequest("pty: the first message must be a JSON start message")
 	}
-	if err := decodeJSONBytes(data, &start); err != nil {
-		fail(err)
-		return
-	}
+	err = decodeJSONBytes(data, &start)
+	return start, true, err
+}
+
+// runPTY starts start's command on a terminal in l, pumps the socket's
+// input into it and, when it exits, sends the "exit" message and closes
+// the socket. An error is for the caller to send (ptyFail).
+func (s *Server) runPTY(ctx context.Context, conn *websocket.Conn, l *live, c caller, start api.PTYStart) error {
 	ereq := api.ExecRequest{Args: start.Args, Env: start.Env, Dir: start.Dir, Timeout: start.Timeout}
 	sreq, err := s.execRequest(l, &ereq)
 	if err != nil {
-		fail(err)
-		return
+		return err
 	}
 	sreq.TTY, sreq.Rows, sreq.Cols = true, start.Rows, start.Cols
 	if sreq.Rows == 0 || sreq.Cols == 0 {
@@ -83,48 +93,60 @@ func (s *Server) handlePTY(w http.ResponseWriter, r *http.Request) {
 		Fields: map[string]any{"args": truncArgs(start.Args), "tenant": c.tenant, "tty": true}})
 	p, err := l.sb.Exec(context.WithoutCancel(ctx), sreq)
 	if err != nil {
-		fail(fmt.Errorf("pty exec in %q: %w", l.sb.ID(), err))
-		return
+		return fmt.Errorf("pty exec in %q: %w", l.sb.ID(), err)
 	}
-	// Input pump: keyboard bytes and resizes; a closed socket kills the process.
-	go func() {
-		defer inW.Close()
-		for {
-			typ, data, err := conn.Read(ctx)
-			if err != nil {
-				kctx, kcancel := context.WithTimeout(context.Background(), 5*time.Second)
-				p.Kill(kctx)
-				kcancel()
-				return
-			}
-			if typ == websocket.MessageBinary {
-				if _, err := inW.Write(data); err != nil {
-					return
-				}
-				continue
-			}
-			var m api.PTYMessage
-			if err := decodeJSONBytes(data, &m); err != nil {
-				continue
-			}
-			switch m.Type {
-			case "resize":
-				if m.Rows > 0 && m.Cols > 0 {
-					p.Resize(ctx, m.Rows, m.Cols)
-				}
-			case "eof":
-				inW.Close()
-			}
-		}
-	}()
+	go ptyInput(ctx, conn, p, inW)
 	ex, err := p.Wait(context.Background())
 	if err != nil {
-		fail(fmt.Errorf("pty exec in %q: %w", l.sb.ID(), err))
-		return
+		return fmt.Errorf("pty exec in %q: %w", l.sb.ID(), err)
 	}
 	b, _ := json.Marshal(api.PTYMessage{Type: "exit", Exit: apiExitPtr(ex)})
 	conn.Write(ctx, websocket.MessageText, b)
 	conn.Close(websocket.StatusNormalClosure, "exited")
+	return nil
+}
+
+// ptyInput pumps the socket into the terminal: binary messages are
+// keyboard bytes for in, text messages resizes and "eof" (which closes in).
+// When the socket closes it kills p.
+func ptyInput(ctx context.Context, conn *websocket.Conn, p sandbox.Process, in *io.PipeWriter) {
+	defer in.Close()
+	for {
+		typ, data, err := conn.Read(ctx)
+		if err != nil {
+			kctx, kcancel := context.WithTimeout(context.Background(), 5*time.Second)
+			p.Kill(kctx)
+			kcancel()
+			return
+		}
+		if typ == websocket.MessageBinary {
+			if _, err := in.Write(data); err != nil {
+				return
+			}
+			continue
+		}
+		var m api.PTYMessage
+		if err := decodeJSONBytes(data, &m); err != nil {
+			continue
+		}
+		switch m.Type {
+		case "resize":
+			if m.Rows > 0 && m.Cols > 0 {
+				p.Resize(ctx, m.Rows, m.Cols)
+			}
+		case "eof":
+			in.Close()
+		}
+	}
+}
+
+// ptyFail sends err as an "error" message and closes the socket with its
+// code.
+func ptyFail(ctx context.Context, conn *websocket.Conn, err error) {
+	_, code := statusOf(err)
+	b, _ := json.Marshal(api.PTYMessage{Type: "error", Error: &api.ErrorInfo{Code: code, Message: err.Error()}})
+	conn.Write(ctx, websocket.MessageText, b)
+	conn.Close(websocket.StatusPolicyViolation, code)
 }
 
 type wsWriter struct {

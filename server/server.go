@@ -166,9 +166,52 @@ type usage struct {
 // every row still marked running is marked stopped and every backend's
 // leftovers are removed), then starts the reaper and the warm pools.
 func New(ctx context.Context, cfg Config) (*Server, error) {
-	if cfg.Store == nil || cfg.Policies == nil || len(cfg.Backends) == 0 || cfg.DataDir == "" {
-		return nil, fmt.Errorf("new server: store, policies, data dir and a backend are required: %w", sandbox.ErrInvalid)
+	if err := cfg.complete(); err != nil {
+		return nil, fmt.Errorf("new server: %w", err)
 	}
+	s, err := newServer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.recoverState(ctx); err != nil {
+		s.cancel()
+		return nil, err
+	}
+	s.handler = s.routes()
+	s.wg.Add(2)
+	go s.reapLoop()
+	go s.keyLoop()
+	for _, pc := range cfg.Pools {
+		if err := s.startPool(pc); err != nil {
+			s.Shutdown(context.Background())
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// complete checks cfg and fills in the defaults of what it leaves zero.
+func (cfg *Config) complete() error {
+	if cfg.Store == nil || cfg.Policies == nil || len(cfg.Backends) == 0 || cfg.DataDir == "" {
+		return fmt.Errorf("store, policies, data dir and a backend are required: %w", sandbox.ErrInvalid)
+	}
+	switch cfg.DiskQuota {
+	case "":
+		cfg.DiskQuota = DiskQuotaNone
+	case DiskQuotaNone, DiskQuotaVolume:
+	default:
+		return fmt.Errorf("disk quota %q: want volume or none: %w", cfg.DiskQuota, sandbox.ErrInvalid)
+	}
+	cfg.setDefaults()
+	if cfg.Ceilings == nil {
+		cfg.Ceilings = &Ceilings{Default: DefaultCeiling()}
+	}
+	return cfg.Ceilings.compile()
+}
+
+// setDefaults fills in the zero (or, for sizes, non-positive) fields that
+// have a default.
+func (cfg *Config) setDefaults() {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -197,13 +240,6 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxUpload <= 0 {
 		cfg.MaxUpload = 1 << 30
 	}
-	switch cfg.DiskQuota {
-	case "":
-		cfg.DiskQuota = DiskQuotaNone
-	case DiskQuotaNone, DiskQuotaVolume:
-	default:
-		return nil, fmt.Errorf("new server: disk quota %q: want volume or none: %w", cfg.DiskQuota, sandbox.ErrInvalid)
-	}
 	if cfg.WasmMemory <= 0 {
 		cfg.WasmMemory = 4 << 30
 	}
@@ -231,12 +267,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.CheckpointQuota.Bytes <= 0 {
 		cfg.CheckpointQuota.Bytes = 16 << 30
 	}
-	if cfg.Ceilings == nil {
-		cfg.Ceilings = &Ceilings{Default: DefaultCeiling()}
-	}
-	if err := cfg.Ceilings.compile(); err != nil {
-		return nil, fmt.Errorf("new server: %w", err)
-	}
+}
+
+// newServer builds the Server of a completed cfg: its context, storage
+// guard, metrics and port signer (nothing runs yet). On error it cancels
+// the context it made.
+func newServer(cfg Config) (*Server, error) {
 	sctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Log,
@@ -257,26 +293,21 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("new server: %w", err)
 	}
 	s.portTransport = s.newPortTransport()
+	return s, nil
+}
+
+// recoverState sweeps named volumes left mounted, starts the event writer and
+// reconciles the store (reconcile); on error it closes the event writer.
+func (s *Server) recoverState(ctx context.Context) error {
 	if err := s.sweepNamedVolumes(ctx); err != nil {
 		s.log.Warn("named volumes", "err", err)
 	}
-	s.events = newEventWriter(cfg.Store, cfg.Log, s.metrics)
+	s.events = newEventWriter(s.cfg.Store, s.cfg.Log, s.metrics)
 	if err := s.reconcile(ctx); err != nil {
-		cancel()
 		s.events.close()
-		return nil, err
+		return err
 	}
-	s.handler = s.routes()
-	s.wg.Add(2)
-	go s.reapLoop()
-	go s.keyLoop()
-	for _, pc := range cfg.Pools {
-		if err := s.startPool(pc); err != nil {
-			s.Shutdown(context.Background())
-			return nil, err
-		}
-	}
-	return s, nil
+	return nil
 }
 
 // reconcile makes the store agree with reality after a restart.

@@ -165,7 +165,7 @@ var hostPathHomes = map[string]string{
 	"cmd/airlock/serve_cgroup_linux.go": "the server's own cgroup parents, found through /proc/self",
 	"policy/load.go":                    "the policy file the user names",
 	"egress/env.go":                     "the host's CA bundle at its fixed system paths",
-	"server/archive.go":                 "an upload spooled in the server's data directory under a name it makes",
+	"server/archive_put.go":             "an upload spooled in the server's data directory under a name it makes",
 	"server/ceiling.go":                 "the ceilings file the operator names",
 	"server/disk.go":                    "a sandbox's volume and workspace under the data directory, named by the ID the server made",
 	"internal/volume/":                  "the volume images and mount points the server makes below its data directory, named by it",
