@@ -1,0 +1,98 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/images/imagestest"
+)
+
+// testImagePause: an image sandbox pauses with its writable layer (on its
+// disk volume) and its image held (a prune of every unused image leaves
+// it), resumes (after a SIGTERM and restart with restart set) with what it
+// wrote to its image root and its workspace, and its delete leaves no
+// layer and no lease (the prune then removes the image).
+func testImagePause(t *testing.T, restart bool) {
+	requireNative(t)
+	dir := t.TempDir()
+	s, err := startServe(dir, "--backend", "native", "--image-store", dir+"/images")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	ctx := context.Background()
+	c := s.client(t)
+	var buf bytes.Buffer
+	tg, _ := name.NewTag("bb:1")
+	if err := tarball.Write(tg, imagestest.Busybox(t), &buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ImportImage(ctx, &buf, ""); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{Image: "bb:1", KeepAlive: true, Policy: diskPolicy})
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, s.logText())
+	}
+	const script = `cat /etc/motd /workspace/f; stat -c %u:%g /etc/motd; test ! -e /etc/passwd`
+	runOut(t, c, sb.ID, `set -e; echo layer > /etc/motd; echo ws > /workspace/f; rm /etc/passwd`)
+	want := "layer\nws\n0:0\n"
+	if got := runOut(t, c, sb.ID, script); got != want {
+		t.Fatalf("before pause: %q", got)
+	}
+	lease := filepath.Join(dir, "images", "leases", sb.ID)
+	if restart {
+		s.stop()
+		if err := s.start(); err != nil {
+			t.Fatal(err)
+		}
+		c = s.client(t)
+	} else if p, err := c.Pause(ctx, sb.ID); err != nil || p.State != api.StatePaused {
+		t.Fatalf("pause: %v %+v\n%s", err, p, s.logText())
+	}
+	if g, err := c.Get(ctx, sb.ID); err != nil || g.State != api.StatePaused {
+		t.Fatalf("want paused: %v %+v", err, g)
+	}
+	if _, err := os.Stat(lease); err != nil {
+		t.Fatalf("paused sandbox's image lease: %v", err)
+	}
+	if _, err := c.PruneImages(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Image(ctx, "bb:1"); err != nil {
+		t.Fatalf("a paused sandbox's image was pruned: %v", err)
+	}
+	r, err := c.Resume(ctx, sb.ID)
+	if err != nil || r.State != "running" || !r.Verified {
+		t.Fatalf("resume: %v %+v\n%s", err, r, s.logText())
+	}
+	if got := runOut(t, c, sb.ID, script); got != want {
+		t.Fatalf("after resume: %q, want %q", got, want)
+	}
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	assertNoFilesOf(t, s, sb.ID)
+	if m, _ := filepath.Glob(filepath.Join(s.data, "layers", sb.ID+"*")); len(m) > 0 {
+		t.Errorf("writable layer left: %v", m)
+	}
+	if _, err := os.Stat(lease); !os.IsNotExist(err) {
+		t.Errorf("image lease left after delete: %v", err)
+	}
+	if _, err := c.PruneImages(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Image(ctx, "bb:1"); err == nil {
+		t.Errorf("prune of unused images kept the image of a deleted sandbox")
+	}
+}
+
+func TestE2EImageSandboxPause(t *testing.T)        { testImagePause(t, false) }
+func TestE2EImageSandboxPauseSIGTERM(t *testing.T) { testImagePause(t, true) }
