@@ -5,21 +5,25 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/images/imagestest"
 )
 
 // testImagePause: an image sandbox pauses with its writable layer (on its
 // disk volume) and its image held (a prune of every unused image leaves
 // it), resumes (after a SIGTERM and restart with restart set) with what it
-// wrote to its image root and its workspace, and its delete leaves no
+// wrote to its image root and its workspace (after a kill -9 with crash
+// set: unverified), and its delete leaves no
 // layer and no lease (the prune then removes the image).
-func testImagePause(t *testing.T, restart bool) {
+func testImagePause(t *testing.T, restart, crash bool) {
 	requireNative(t)
 	dir := t.TempDir()
 	s, err := startServe(dir, "--backend", "native", "--image-store", dir+"/images")
@@ -49,7 +53,11 @@ func testImagePause(t *testing.T, restart bool) {
 	}
 	lease := filepath.Join(dir, "images", "leases", sb.ID)
 	if restart {
-		s.stop()
+		if crash {
+			s.kill9()
+		} else {
+			s.stop()
+		}
 		if err := s.start(); err != nil {
 			t.Fatal(err)
 		}
@@ -69,8 +77,11 @@ func testImagePause(t *testing.T, restart bool) {
 	if _, err := c.Image(ctx, "bb:1"); err != nil {
 		t.Fatalf("a paused sandbox's image was pruned: %v", err)
 	}
+	if !restart {
+		checkPausedLayer(t, c, filepath.Join(s.data, "volumes", sb.ID+".img"), sb.ID)
+	}
 	r, err := c.Resume(ctx, sb.ID)
-	if err != nil || r.State != "running" || !r.Verified {
+	if err != nil || r.State != "running" || r.Verified == crash {
 		t.Fatalf("resume: %v %+v\n%s", err, r, s.logText())
 	}
 	if got := runOut(t, c, sb.ID, script); got != want {
@@ -94,5 +105,48 @@ func testImagePause(t *testing.T, restart bool) {
 	}
 }
 
-func TestE2EImageSandboxPause(t *testing.T)        { testImagePause(t, false) }
-func TestE2EImageSandboxPauseSIGTERM(t *testing.T) { testImagePause(t, true) }
+func TestE2EImageSandboxPause(t *testing.T)        { testImagePause(t, false, false) }
+func TestE2EImageSandboxPauseSIGTERM(t *testing.T) { testImagePause(t, true, false) }
+
+// TestE2EImageSandboxPauseKill9: after a crash the image sandbox comes
+// back paused (unverified) on its layer, its image held again.
+func TestE2EImageSandboxPauseKill9(t *testing.T) { testImagePause(t, true, true) }
+
+// checkPausedLayer looks at paused image sandbox id's disk volume img on
+// the host: its writable layer is there, what root inside wrote is stored
+// as uid 0 (inside ids: the layer is idmapped), unlike its workspace
+// (its leased host ids); a change to the layer makes the resume refuse,
+// naming the file, and undoing it lets the resume through.
+func checkPausedLayer(t *testing.T, c *client.Client, img, id string) {
+	mnt := t.TempDir()
+	mount(t, img, mnt)
+	motd := filepath.Join(mnt, "layer", "upper", "etc", "motd")
+	for _, f := range []struct {
+		path string
+		root bool
+	}{{motd, true}, {filepath.Join(mnt, "workspace", "f"), false}} {
+		fi, err := os.Lstat(f.path)
+		if err != nil {
+			unmount(t, mnt)
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); (st.Uid == 0 && st.Gid == 0) != f.root {
+			t.Errorf("%s stored as %d:%d (want 0:0: %v)", f.path, st.Uid, st.Gid, f.root)
+		}
+	}
+	err := os.WriteFile(motd, []byte("changed\n"), 0)
+	unmount(t, mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Resume(context.Background(), id)
+	if ce := wantCode(t, "resume on a changed layer", err, 409, api.CodeCorrupt); !strings.Contains(ce.Message, "/layer/etc/motd") {
+		t.Fatalf("the error does not name the file: %s", ce.Message)
+	}
+	mount(t, img, mnt)
+	err = os.WriteFile(motd, []byte("layer\n"), 0)
+	unmount(t, mnt)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
