@@ -150,3 +150,63 @@ func checkPausedLayer(t *testing.T, c *client.Client, img, id string) {
 		t.Fatal(err)
 	}
 }
+
+// TestE2EImageSandboxPauseWithoutVolumes: with --disk-quota none the
+// writable layer is DATA/layers/ID; it survives a restart and its
+// delete removes it.
+func TestE2EImageSandboxPauseWithoutVolumes(t *testing.T) {
+	requireNative(t)
+	// Not below /tmp: a native image sandbox's init builds its root at
+	// /tmp, hiding host paths there from its binds (its workspace is in
+	// the data directory here).
+	dir, err := os.MkdirTemp("/var/tmp", "airlock-imgpause-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o711); err != nil { // sandboxes' host ids reach their workspaces below
+		t.Fatal(err)
+	}
+	s, err := startServe(dir, "--backend", "native", "--disk-quota", "none", "--image-store", dir+"/images")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	ctx := context.Background()
+	c := s.client(t)
+	var buf bytes.Buffer
+	tg, _ := name.NewTag("bb:1")
+	if err := tarball.Write(tg, imagestest.Busybox(t), &buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ImportImage(ctx, &buf, ""); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{Image: "bb:1", KeepAlive: true})
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, s.logText())
+	}
+	runOut(t, c, sb.ID, `set -e; echo layer > /etc/motd; echo ws > /workspace/f`)
+	s.stop()
+	layer := filepath.Join(s.data, "layers", sb.ID)
+	if b, err := os.ReadFile(filepath.Join(layer, "upper", "etc", "motd")); err != nil || string(b) != "layer\n" {
+		t.Fatalf("paused sandbox's layer: %q %v", b, err)
+	}
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	c = s.client(t)
+	if r, err := c.Resume(ctx, sb.ID); err != nil || !r.Verified {
+		t.Fatalf("resume: %v %+v\n%s", err, r, s.logText())
+	}
+	if got := runOut(t, c, sb.ID, "cat /etc/motd /workspace/f"); got != "layer\nws\n" {
+		t.Fatalf("after resume: %q", got)
+	}
+	if err := c.Delete(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(layer); !os.IsNotExist(err) {
+		t.Errorf("writable layer left after delete: %v", err)
+	}
+	assertNoFilesOf(t, s, sb.ID)
+}
