@@ -26,21 +26,9 @@ import (
 func testImagePause(t *testing.T, restart, crash bool) {
 	requireNative(t)
 	dir := t.TempDir()
-	s, err := startServe(dir, "--backend", "native", "--image-store", dir+"/images")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c := imageServe(t, dir)
 	defer s.stop()
 	ctx := context.Background()
-	c := s.client(t)
-	var buf bytes.Buffer
-	tg, _ := name.NewTag("bb:1")
-	if err := tarball.Write(tg, imagestest.Busybox(t), &buf); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ImportImage(ctx, &buf, ""); err != nil {
-		t.Fatal(err)
-	}
 	sb, err := c.Create(ctx, api.CreateSandboxRequest{Image: "bb:1", KeepAlive: true, Policy: diskPolicy})
 	if err != nil {
 		t.Fatalf("create: %v\n%s", err, s.logText())
@@ -167,21 +155,9 @@ func TestE2EImageSandboxPauseWithoutVolumes(t *testing.T) {
 	if err := os.Chmod(dir, 0o711); err != nil { // sandboxes' host ids reach their workspaces below
 		t.Fatal(err)
 	}
-	s, err := startServe(dir, "--backend", "native", "--disk-quota", "none", "--image-store", dir+"/images")
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, c := imageServe(t, dir, "--disk-quota", "none")
 	defer s.stop()
 	ctx := context.Background()
-	c := s.client(t)
-	var buf bytes.Buffer
-	tg, _ := name.NewTag("bb:1")
-	if err := tarball.Write(tg, imagestest.Busybox(t), &buf); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ImportImage(ctx, &buf, ""); err != nil {
-		t.Fatal(err)
-	}
 	sb, err := c.Create(ctx, api.CreateSandboxRequest{Image: "bb:1", KeepAlive: true})
 	if err != nil {
 		t.Fatalf("create: %v\n%s", err, s.logText())
@@ -202,6 +178,10 @@ func TestE2EImageSandboxPauseWithoutVolumes(t *testing.T) {
 	if got := runOut(t, c, sb.ID, "cat /etc/motd /workspace/f"); got != "layer\nws\n" {
 		t.Fatalf("after resume: %q", got)
 	}
+	// Deleted while paused: the layer and the image's hold go.
+	if _, err := c.Pause(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Delete(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -209,4 +189,62 @@ func TestE2EImageSandboxPauseWithoutVolumes(t *testing.T) {
 		t.Errorf("writable layer left after delete: %v", err)
 	}
 	assertNoFilesOf(t, s, sb.ID)
+	if _, err := os.Stat(filepath.Join(dir, "images", "leases", sb.ID)); !os.IsNotExist(err) {
+		t.Errorf("image lease left after delete: %v", err)
+	}
+	if _, err := c.PruneImages(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Image(ctx, "bb:1"); err == nil {
+		t.Errorf("prune kept the image of a sandbox deleted while paused")
+	}
+}
+
+// imageServe starts a real serve (native) on dir with an image store
+// holding busybox as bb:1.
+func imageServe(t *testing.T, dir string, extra ...string) (*serveProc, *client.Client) {
+	t.Helper()
+	s, err := startServe(dir, append([]string{"--backend", "native", "--image-store", dir + "/images"}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.client(t)
+	var buf bytes.Buffer
+	tg, _ := name.NewTag("bb:1")
+	if err := tarball.Write(tg, imagestest.Busybox(t), &buf); err != nil {
+		s.stop()
+		t.Fatal(err)
+	}
+	if _, err := c.ImportImage(context.Background(), &buf, ""); err != nil {
+		s.stop()
+		t.Fatal(err)
+	}
+	return s, c
+}
+
+// TestE2EImageSandboxRollback: a rollback of an image sandbox (which
+// stops and re-creates it) restores its workspace and keeps its
+// writable layer as it is.
+func TestE2EImageSandboxRollback(t *testing.T) {
+	requireNative(t)
+	s, c := imageServe(t, t.TempDir())
+	defer s.stop()
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{Image: "bb:1", Policy: diskPolicy})
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, s.logText())
+	}
+	defer c.Delete(ctx, sb.ID)
+	runOut(t, c, sb.ID, `set -e; echo ws > /workspace/f`)
+	cp, err := c.Checkpoint(ctx, sb.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOut(t, c, sb.ID, `set -e; rm /workspace/f; echo after > /etc/motd`)
+	if _, err := c.Rollback(ctx, sb.ID, cp.ID); err != nil {
+		t.Fatalf("rollback: %v\n%s", err, s.logText())
+	}
+	if got := runOut(t, c, sb.ID, "cat /workspace/f /etc/motd"); got != "ws\nafter\n" {
+		t.Fatalf("after rollback: %q", got)
+	}
 }
