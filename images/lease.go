@@ -66,7 +66,14 @@ func (s *Store) Acquire(ctx context.Context, ref, holder string, opts AcquireOpt
 			return err
 		}
 		if _, err := os.Lstat(p); err == nil {
-			return fmt.Errorf("lease %q: %w", holder, errdefs.ErrExists)
+			// A lease whose holder died (a server that restarted and
+			// holds its paused sandboxes' images again) is taken over.
+			stale, terr := tryLock(p)
+			if terr != nil || stale == nil {
+				return fmt.Errorf("lease %q: %w", holder, errdefs.ErrExists)
+			}
+			os.Remove(p)
+			stale.unlock()
 		}
 		lease, err := lockFile(ctx, p, false)
 		if err != nil {

@@ -335,6 +335,41 @@ func TestLeaseKeepsImageUntilReleased(t *testing.T) {
 	assertEmpty(t, s)
 }
 
+// A lease file whose holder died (its lock went with it: a restarted
+// server's paused sandbox) is taken over by the same holder; a live one
+// is not.
+func TestDeadHoldersLeaseTakenOver(t *testing.T) {
+	testutil.RequireLinux(t)
+	root := filepath.Join(t.TempDir(), "store")
+	s, err := images.Open(root, images.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	p := filepath.Join(t.TempDir(), "bb.tar")
+	writeTarball(t, p, "bb:1", imagestest.Busybox(t))
+	if _, err := s.Import(ctx, p, images.ImportOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "leases"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "leases", "sb-dead"), []byte("sha256:0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Acquire(ctx, "bb:1", "sb-dead", images.AcquireOptions{})
+	if err != nil {
+		t.Fatalf("lease of a dead holder: %v", err)
+	}
+	if _, err := s.Acquire(ctx, "bb:1", "sb-dead", images.AcquireOptions{}); !errors.Is(err, errdefs.ErrExists) {
+		t.Errorf("lease of a live holder taken: %v", err)
+	}
+	if rep, err := s.Prune(ctx, true); err != nil || rep.Layers != 0 {
+		t.Fatalf("prune while the taken-over lease is held: %+v %v", rep, err)
+	}
+	r.Release()
+}
+
 func TestSetIDStrippedUnlessAsked(t *testing.T) {
 	s := newStore(t)
 	ctx := context.Background()

@@ -25,6 +25,7 @@ type disk struct {
 	root      string // DataDir/volumes/ID (the mount point), or the workspace itself
 	workspace string
 	scratch   string // where a backend keeps writable layers ("" without volumes)
+	layer     string // an image sandbox's writable layer the server keeps ("": none; imagepause.go)
 	vol       *volume.Volume
 }
 
@@ -97,7 +98,7 @@ func (d *disk) remove() error {
 	if d.vol != nil {
 		errs = append(errs, d.vol.Close())
 	}
-	errs = append(errs, os.RemoveAll(d.root))
+	errs = append(errs, os.RemoveAll(d.root), d.removeLayer())
 	if d.vol != nil {
 		if err := os.Remove(d.vol.Image); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
@@ -166,7 +167,7 @@ func (s *Server) sweepDisks(keep map[string]bool) error {
 	if err := os.MkdirAll(s.cfg.RunDir, 0o711); err != nil {
 		errs = append(errs, fmt.Errorf("reconcile: %s: %w", s.cfg.RunDir, err))
 	}
-	for _, d := range []string{mounts, filepath.Join(s.cfg.DataDir, "volumes"), filepath.Join(s.cfg.DataDir, "workspaces"), filepath.Join(s.cfg.DataDir, "checkpoints")} {
+	for _, d := range []string{mounts, filepath.Join(s.cfg.DataDir, "volumes"), filepath.Join(s.cfg.DataDir, "workspaces"), filepath.Join(s.cfg.DataDir, "checkpoints"), filepath.Join(s.cfg.DataDir, "layers")} {
 		if err := removeAllBut(d, keep); err != nil {
 			errs = append(errs, fmt.Errorf("reconcile: remove %s: %w", d, err))
 		}

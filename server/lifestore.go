@@ -26,15 +26,18 @@ type lifeRow struct {
 	// Manifest is the sha256 of the manifest a pause recorded of the
 	// workspace ("" after a crash or while running).
 	Manifest string
+	// Image is an image sandbox's image ID ("" none): its resume and a
+	// restarted server hold that image, whatever its tag names since.
+	Image string
 }
 
 // PutLifecycle stores (replaces) sandbox id's lifecycle row.
 func (s *Store) PutLifecycle(ctx context.Context, id string, r *lifeRow) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO lifecycle (id, request, trusted, auto_resume, keep_while, keep_idle, owner_uid, owner_gid, manifest)
-		VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET request = excluded.request, trusted = excluded.trusted,
+	_, err := s.db.ExecContext(ctx, `INSERT INTO lifecycle (id, request, trusted, auto_resume, keep_while, keep_idle, owner_uid, owner_gid, manifest, image)
+		VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET request = excluded.request, trusted = excluded.trusted,
 		auto_resume = excluded.auto_resume, keep_while = excluded.keep_while, keep_idle = excluded.keep_idle,
-		owner_uid = excluded.owner_uid, owner_gid = excluded.owner_gid, manifest = excluded.manifest`,
-		id, string(r.Request), r.Trusted, r.AutoResume, r.KeepWhile, int64(r.KeepIdle), r.OwnerUID, r.OwnerGID, r.Manifest)
+		owner_uid = excluded.owner_uid, owner_gid = excluded.owner_gid, manifest = excluded.manifest, image = excluded.image`,
+		id, string(r.Request), r.Trusted, r.AutoResume, r.KeepWhile, int64(r.KeepIdle), r.OwnerUID, r.OwnerGID, r.Manifest, r.Image)
 	if err != nil {
 		return fmt.Errorf("store lifecycle of %q: %w", id, err)
 	}
@@ -47,8 +50,8 @@ func (s *Store) GetLifecycle(ctx context.Context, id string) (*lifeRow, error) {
 	var r lifeRow
 	var req string
 	var idle int64
-	err := s.db.QueryRowContext(ctx, `SELECT request, trusted, auto_resume, keep_while, keep_idle, owner_uid, owner_gid, manifest
-		FROM lifecycle WHERE id = ?`, id).Scan(&req, &r.Trusted, &r.AutoResume, &r.KeepWhile, &idle, &r.OwnerUID, &r.OwnerGID, &r.Manifest)
+	err := s.db.QueryRowContext(ctx, `SELECT request, trusted, auto_resume, keep_while, keep_idle, owner_uid, owner_gid, manifest, image
+		FROM lifecycle WHERE id = ?`, id).Scan(&req, &r.Trusted, &r.AutoResume, &r.KeepWhile, &idle, &r.OwnerUID, &r.OwnerGID, &r.Manifest, &r.Image)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sandbox %q: no lifecycle record: %w", id, sandbox.ErrNotFound)
 	}

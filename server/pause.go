@@ -45,7 +45,7 @@ func (s *Server) lifeOf(l *live, pol *policy.Policy, root *images.Rootfs, docker
 	switch {
 	case l.backend != "native":
 		ls.why = fmt.Sprintf("the %s backend keeps no files the server can keep", l.backend)
-	case root != nil || dockerImage != "":
+	case dockerImage != "" || (root != nil && l.disk.layer == ""):
 		ls.why = "an image sandbox's writable layer is the backend's (pause keeps workspaces only)"
 	case s.cfg.DiskQuota == DiskQuotaVolume && l.disk.vol == nil:
 		ls.why = "its workspace is in the run directory (a tmpfs): give it limits.disk so that it gets a disk volume"
@@ -72,6 +72,9 @@ func (s *Server) recordLife(ctx context.Context, l *live, c caller, req api.Crea
 	}
 	row := &lifeRow{Trusted: c.trusted, AutoResume: ls.autoResume, KeepWhile: ls.keepWhile, KeepIdle: ls.keepIdle,
 		OwnerUID: ls.owner.UID, OwnerGID: ls.owner.GID}
+	if l.image != nil {
+		row.Image = l.image.Image.ID
+	}
 	pausable := ls.pausable
 	l.mu.Unlock()
 	if !pausable {
@@ -147,6 +150,7 @@ func (s *Server) pausedFiles(ctx context.Context) map[string]bool {
 	for _, id := range ids {
 		keep[id], keep[id+".img"] = true, true
 	}
+	s.holdPausedImages(ctx, ids)
 	return keep
 }
 
@@ -218,7 +222,6 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 		s.log.Error("pause sandbox: destroy", "sandbox", id, "err", err)
 		return nil, s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
 	}
-	l.image.Release()
 	if l.volumes != nil {
 		l.volumes() // a paused sandbox holds no named volume: resume mounts them again
 	}
@@ -237,6 +240,7 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 		delete(s.volumes, l.disk)
 		s.mu.Unlock()
 	}
+	s.held.put(id, l.image) // a paused sandbox's image stays in the store
 	s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: "paused: " + reason, Fields: map[string]any{"paused": true}})
 	s.unregister(l, rec)
 	if err := s.store.MarkPaused(ctx, id, reason, sum, time.Now()); err != nil {
@@ -249,9 +253,9 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 // recordPause writes the manifest of a stopped sandbox's workspace and
 // returns its sha256.
 func (s *Server) recordPause(id string, d *disk, base owner) (string, error) {
-	m, _, _, err := scanTree(d.workspace, base, nil)
+	m, err := pausedManifest(d, base)
 	if err != nil {
-		return "", fmt.Errorf("manifest of the workspace: %w", err)
+		return "", err
 	}
 	dir := s.checkpointDir(id, d)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -294,8 +298,10 @@ func (s *Server) destroyPaused(ctx context.Context, rec *Record, reason string) 
 		os.Remove(filepath.Join(s.cfg.DataDir, "volumes", rec.ID+".img")),
 		os.RemoveAll(filepath.Join(s.cfg.RunDir, "volumes", rec.ID)),
 		os.RemoveAll(filepath.Join(s.cfg.DataDir, "workspaces", rec.ID)),
+		(&disk{layer: filepath.Join(s.cfg.DataDir, "layers", rec.ID)}).removeLayer(),
 		s.forgetLife(ctx, rec.ID),
 	}
+	s.held.take(rec.ID).Release()
 	if errors.Is(errs[0], fs.ErrNotExist) {
 		errs[0] = nil
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -57,34 +58,47 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 	if profile == "" {
 		profile = "default"
 	}
-	pol, ws, err := s.resolve(id, plan.backend, profile, plan.raw, nil)
+	root, err := s.imageFor(ctx, id, lr)
 	if err != nil {
-		return nil, fmt.Errorf("resume sandbox %q: %w", id, err)
+		return nil, err
 	}
-	if err := s.fit(plan.ceil, tenant, plan.asked, pol); err != nil {
+	// Until it runs again, a paused sandbox keeps its image held.
+	keepImage := func() { s.held.put(id, root) }
+	pol, ws, err := s.resolve(id, plan.backend, profile, plan.raw, root)
+	if err == nil {
+		err = s.fit(plan.ceil, tenant, plan.asked, pol)
+	}
+	if err != nil {
+		keepImage()
 		return nil, fmt.Errorf("resume sandbox %q: %w", id, err)
 	}
 	release, err := s.reserve(ctx, tenant, plan.backend.Name(), int64(pol.Limits.Memory))
 	if err != nil {
+		keepImage()
 		return nil, err
 	}
 	old := owner{lr.OwnerUID, lr.OwnerGID}
 	if dsk == nil {
 		if dsk, err = s.openDisk(id, ws); err != nil {
 			release()
+			keepImage()
 			return nil, fmt.Errorf("resume sandbox %q: %w", id, err)
 		}
+	}
+	if lr.Image != "" {
+		dsk.layer = s.layerPath(id, dsk) // checked with the workspace
 	}
 	verified, err := s.prepareFiles(id, dsk, old, lr.Manifest, before)
 	var l *live
 	unmount := func() {}
 	if err == nil {
-		l, rec.Spec, unmount, err = s.startOn(ctx, tenant, id, plan, profile, pol, ws, req.Volumes, dsk, old)
+		l, rec.Spec, unmount, err = s.startOn(ctx, tenant, id, plan, profile, pol, ws, req.Volumes, root, dsk, old)
 	}
 	if err != nil {
 		unmount()
 		s.closeDisk(dsk)
 		release()
+		keepImage()
 		return nil, err
 	}
 	return s.register(ctx, l, rec, lr, plan, verified)
@@ -94,13 +108,13 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 // named volumes mounted again as its request asked, then its files given
 // to the host ids it leased this time (from old). On error nothing it
 // started is left; the files are the caller's.
-func (s *Server) startOn(ctx context.Context, tenant, id string, plan *createPlan, profile string, pol *policy.Policy, ws string, vols []api.VolumeMount, dsk *disk, old owner) (*live, []byte, func(), error) {
+func (s *Server) startOn(ctx context.Context, tenant, id string, plan *createPlan, profile string, pol *policy.Policy, ws string, vols []api.VolumeMount, root *images.Rootfs, dsk *disk, old owner) (*live, []byte, func(), error) {
 	noop := func() {}
 	binds, unmount, err := s.mountVolumes(ctx, tenant, id, vols)
 	if err != nil {
 		return nil, nil, noop, err
 	}
-	l, spec, err := s.createOn(ctx, id, plan.backend, profile, pol, ws, nil, "", binds, dsk)
+	l, spec, err := s.createOn(ctx, id, plan.backend, profile, pol, ws, root, "", binds, dsk)
 	if err != nil {
 		unmount()
 		return nil, nil, noop, err
@@ -130,11 +144,11 @@ func (s *Server) prepareFiles(id string, d *disk, base owner, sum string, before
 	if err != nil {
 		return false, err
 	}
-	got, _, _, err := scanTree(d.workspace, base, nil)
+	got, err := pausedManifest(d, base)
 	if err != nil {
-		return false, fmt.Errorf("%s: manifest of the workspace: %w", what, err)
+		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := compareManifests(want, got, what+": the workspace changed while paused"); err != nil {
+	if err := compareManifests(want, got, what+": its files changed while paused"); err != nil {
 		return false, err
 	}
 	return true, nil

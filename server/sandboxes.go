@@ -241,11 +241,19 @@ func (s *Server) createOn(ctx context.Context, id string, backend sandbox.Backen
 		return nil, nil, fmt.Errorf("create sandbox: encode policy: %w", err)
 	}
 	releaseDisk := func(*disk) error { return nil }
-	if dsk == nil {
+	resume := dsk != nil
+	if !resume {
 		if dsk, err = s.makeDisk(ctx, id, ws, int64(pol.Limits.DiskBytes)); err != nil {
 			return nil, nil, err
 		}
 		releaseDisk = s.releaseDisk
+	}
+	layer := ""
+	if keepsLayer(backend, root) {
+		if layer, err = s.writableLayer(id, dsk, pol, resume); err != nil {
+			releaseDisk(dsk)
+			return nil, nil, err
+		}
 	}
 	sink := s.events.sink(id, backend.Name(), s.cfg.EventRate)
 	log := s.log.With("sandbox", id, "backend", backend.Name())
@@ -264,6 +272,7 @@ func (s *Server) createOn(ctx context.Context, id string, backend sandbox.Backen
 	spec := sandbox.Spec{ID: id, Policy: pol, Image: dockerImage, Audit: sink, Log: log, OwnWorkspace: true, Scratch: dsk.scratch, Caches: vols}
 	if root != nil {
 		spec.Image, spec.Root = pol.Filesystem.Image, root.SandboxRoot()
+		spec.Root.Writable = layer
 	}
 	// Every server sandbox gets its own proxy, so that the rules of one
 	// created with a network can be changed later, from outside only.

@@ -155,6 +155,7 @@ type Server struct {
 	nvols         namedVolumes    // named volumes mounted for live sandboxes (volumes.go)
 
 	resumeMu sync.Mutex // one resume at a time (pause.go)
+	held     heldImages // images of paused sandboxes (imagepause.go)
 }
 
 type usage struct {

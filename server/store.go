@@ -108,6 +108,8 @@ var migrations = []string{
 	);
 	CREATE INDEX checkpoints_sandbox ON checkpoints(sandbox, created_at);
 	CREATE INDEX checkpoints_tenant ON checkpoints(tenant);`,
+	// A paused image sandbox's image, by ID (imagepause.go).
+	`ALTER TABLE lifecycle ADD COLUMN image TEXT NOT NULL DEFAULT '';`,
 }
 
 // StoreFile is the store's file name in the data directory.
