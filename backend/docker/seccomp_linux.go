@@ -77,7 +77,7 @@ func seccompProfile() (string, error) {
 
 func buildProfile() *seccomp.Seccomp {
 	p := seccomp.DefaultProfile()
-	changed := append(append(append([]string{"execveat"}, deniedSyscalls...), nosysSyscalls...), signalCalls...)
+	changed := append(append(append([]string{"execveat", "fcntl"}, deniedSyscalls...), nosysSyscalls...), signalCalls...)
 	for name := range modeArg {
 		changed = append(changed, name)
 	}
@@ -122,8 +122,31 @@ func buildProfile() *seccomp.Seccomp {
 	}
 	kept = append(kept, allow([]string{"execveat"}, specs.LinuxSeccompArg{Index: 4, Value: unix.AT_EMPTY_PATH, ValueTwo: 0, Op: specs.OpMaskedEqual}))
 	kept = append(kept, allow(signalCalls, specs.LinuxSeccompArg{Index: 0, Value: 1, Op: specs.OpNotEqual}))
+	kept = append(kept, fcntlRules(allow)...)
 	p.Syscalls = kept
 	return p
+}
+
+// faultSignals are the signals the Go runtime crashes on when they come
+// with a kernel-like si_code (SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV,
+// SIGSTKFLT, SIGSYS): the agent, PID 1, catches the others.
+var faultSignals = []uint64{4, 5, 7, 8, 11, 16, 31}
+
+// fcntlRules allow fcntl except F_SETSIG of a fault signal: I/O readiness
+// would send it with a kernel si_code to the F_SETOWN owner (the agent).
+// Docker's profile language has no "not one of" on one argument, so each
+// other signal (and 0, the default SIGIO) is allowed by a rule of its own.
+func fcntlRules(allow func([]string, ...specs.LinuxSeccompArg) *seccomp.Syscall) []*seccomp.Syscall {
+	rules := []*seccomp.Syscall{allow([]string{"fcntl"}, specs.LinuxSeccompArg{Index: 1, Value: unix.F_SETSIG, Op: specs.OpNotEqual})}
+	for sig := uint64(0); sig <= 64; sig++ {
+		if slices.Contains(faultSignals, sig) {
+			continue
+		}
+		rules = append(rules, allow([]string{"fcntl"},
+			specs.LinuxSeccompArg{Index: 1, Value: unix.F_SETSIG, Op: specs.OpEqualTo},
+			specs.LinuxSeccompArg{Index: 2, Value: sig, Op: specs.OpEqualTo}))
+	}
+	return rules
 }
 
 func sortedKeys[V any](m map[string]V) []string {

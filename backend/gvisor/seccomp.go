@@ -57,7 +57,13 @@ var cloneNewFlags = []uint64{
 const (
 	atEmptyPath = 0x1000
 	oCreat      = 0o100
+	fSetSig     = 10 // F_SETSIG
 )
+
+// faultSignals are the signals the Go runtime crashes on when they come
+// with a kernel-like si_code (SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV,
+// SIGSTKFLT, SIGSYS).
+var faultSignals = []uint64{4, 5, 7, 8, 11, 16, 31}
 
 func seccompProfile() *ociSeccomp {
 	// No rule for clone3 (whose flags a filter cannot read): runsc
@@ -77,6 +83,12 @@ func seccompProfile() *ociSeccomp {
 			{Names: []string{"kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
 				Args: []ociSeccArg{{Index: 0, Value: 1, Op: "SCMP_CMP_EQ"}}},
 		},
+	}
+	// Nor one sent by I/O readiness (fcntl F_SETOWN + F_SETSIG): a fault
+	// signal with a kernel si_code, which the Go runtime crashes on.
+	for _, sig := range faultSignals {
+		p.Syscalls = append(p.Syscalls, ociSyscallRule{Names: []string{"fcntl"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
+			Args: []ociSeccArg{{Index: 1, Value: fSetSig, Op: "SCMP_CMP_EQ"}, {Index: 2, Value: sig, Op: "SCMP_CMP_EQ"}}})
 	}
 	// No set-uid/set-gid bits on anything: chmod-family modes, and the
 	// mode of calls that create (where the files are the host's, in the

@@ -51,10 +51,55 @@ func installSeccomp() error {
 			unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: uint32(nr), Jt: 0, Jf: 1},
 			unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: eperm})
 	}
+	prog = append(prog, signalChecks(eperm)...)
 	prog = append(prog, unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW})
 	fprog := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
 	if _, _, e := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&fprog))); e != 0 {
 		return fmt.Errorf("install seccomp filter: %w", e)
 	}
 	return nil
+}
+
+// faultSignals are the signals the Go runtime crashes on when they come
+// with a kernel-like si_code: the agent (the guest's PID 1) catches the
+// rest, and kill(2) sends these with SI_USER, which it catches too.
+var faultSignals = []uint32{
+	uint32(unix.SIGILL), uint32(unix.SIGTRAP), uint32(unix.SIGBUS), uint32(unix.SIGFPE),
+	uint32(unix.SIGSEGV), uint32(unix.SIGSTKFLT), uint32(unix.SIGSYS),
+}
+
+// signalChecks refuses the ways to send the agent a fault signal that
+// looks like a real fault, as the native backend's filter does:
+// rt_sigqueueinfo and rt_tgsigqueueinfo to PID 1 (any si_code the
+// caller likes), pidfd_send_signal with a siginfo, and fcntl(F_SETSIG)
+// of a fault signal (I/O readiness would send it with a kernel si_code to
+// the F_SETOWN owner). It runs with the syscall number loaded and either
+// answers or falls through with it still loaded.
+func signalChecks(eperm uint32) []unix.SockFilter {
+	const (
+		offArg0 = 16
+		offArg1 = 24
+		offArg2 = 32
+	)
+	jeq := func(k uint32, jt, jf uint8) unix.SockFilter {
+		return unix.SockFilter{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, K: k, Jt: jt, Jf: jf}
+	}
+	ld := func(off uint32) unix.SockFilter {
+		return unix.SockFilter{Code: unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, K: off}
+	}
+	allow := unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: unix.SECCOMP_RET_ALLOW}
+	deny := unix.SockFilter{Code: unix.BPF_RET | unix.BPF_K, K: eperm}
+	prog := []unix.SockFilter{
+		jeq(unix.SYS_RT_SIGQUEUEINFO, 1, 0),
+		jeq(unix.SYS_RT_TGSIGQUEUEINFO, 0, 4),
+		ld(offArg0), jeq(1, 0, 1), deny, allow,
+		jeq(unix.SYS_PIDFD_SEND_SIGNAL, 0, 6),
+		ld(offArg2), jeq(0, 0, 3), ld(offArg2 + 4), jeq(0, 0, 1), allow, deny,
+	}
+	n := len(faultSignals)
+	prog = append(prog, jeq(unix.SYS_FCNTL, 0, uint8(5+n)), ld(offArg1), jeq(unix.F_SETSIG, 0, uint8(n+1)), ld(offArg2))
+	for i, sig := range faultSignals {
+		prog = append(prog, jeq(sig, uint8(n-i), 0))
+	}
+	return append(prog, allow, deny)
 }
