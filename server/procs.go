@@ -76,9 +76,9 @@ func (s *Server) startBackground(l *live, req sandbox.ExecRequest, stdinStream b
 	}
 	// Processes being started count too: the check and the start are one
 	// step under the lock, so concurrent requests cannot all pass it.
-	if running+l.starting >= maxProcsPerSandbox {
-		l.mu.Unlock()
-		return nil, fmt.Errorf("exec in %q: %d background processes running or starting, the most a sandbox may have: %w", l.sb.ID(), running+l.starting, sandbox.ErrLimit)
+	if n := running + l.starting; n >= maxProcsPerSandbox {
+		l.mu.Unlock() // n read under the lock: l.starting moves with other requests
+		return nil, fmt.Errorf("exec in %q: %d background processes running or starting, the most a sandbox may have: %w", l.sb.ID(), n, sandbox.ErrLimit)
 	}
 	l.starting++
 	if len(finished) >= maxFinishedProcs {
