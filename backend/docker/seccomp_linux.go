@@ -8,6 +8,8 @@ import (
 	"github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/backend/internal/agentsig"
 )
 
 // The seccomp profile of every container: Docker's default profile (an
@@ -127,19 +129,14 @@ func buildProfile() *seccomp.Seccomp {
 	return p
 }
 
-// faultSignals are the signals the Go runtime crashes on when they come
-// with a kernel-like si_code (SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV,
-// SIGSTKFLT, SIGSYS): the agent, PID 1, catches the others.
-var faultSignals = []uint64{4, 5, 7, 8, 11, 16, 31}
-
-// fcntlRules allow fcntl except F_SETSIG of a fault signal: I/O readiness
+// fcntlRules allow fcntl except F_SETSIG of a fault signal (agentsig): I/O readiness
 // would send it with a kernel si_code to the F_SETOWN owner (the agent).
 // Docker's profile language has no "not one of" on one argument, so each
 // other signal (and 0, the default SIGIO) is allowed by a rule of its own.
 func fcntlRules(allow func([]string, ...specs.LinuxSeccompArg) *seccomp.Syscall) []*seccomp.Syscall {
 	rules := []*seccomp.Syscall{allow([]string{"fcntl"}, specs.LinuxSeccompArg{Index: 1, Value: unix.F_SETSIG, Op: specs.OpNotEqual})}
 	for sig := uint64(0); sig <= 64; sig++ {
-		if slices.Contains(faultSignals, sig) {
+		if slices.Contains(agentsig.Fault, uint32(sig)) {
 			continue
 		}
 		rules = append(rules, allow([]string{"fcntl"},

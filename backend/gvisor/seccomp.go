@@ -1,5 +1,7 @@
 package gvisor
 
+import "github.com/airlock-dev/airlock/backend/internal/agentsig"
+
 // The OCI seccomp profile every sandbox gets (runsc --oci-seccomp: gVisor's
 // kernel enforces it on the sandbox's processes). gVisor answers these
 // calls itself, so none reaches the host kernel; the profile keeps the
@@ -57,13 +59,7 @@ var cloneNewFlags = []uint64{
 const (
 	atEmptyPath = 0x1000
 	oCreat      = 0o100
-	fSetSig     = 10 // F_SETSIG
 )
-
-// faultSignals are the signals the Go runtime crashes on when they come
-// with a kernel-like si_code (SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV,
-// SIGSTKFLT, SIGSYS).
-var faultSignals = []uint64{4, 5, 7, 8, 11, 16, 31}
 
 func seccompProfile() *ociSeccomp {
 	// No rule for clone3 (whose flags a filter cannot read): runsc
@@ -86,9 +82,9 @@ func seccompProfile() *ociSeccomp {
 	}
 	// Nor one sent by I/O readiness (fcntl F_SETOWN + F_SETSIG): a fault
 	// signal with a kernel si_code, which the Go runtime crashes on.
-	for _, sig := range faultSignals {
+	for _, sig := range agentsig.Fault {
 		p.Syscalls = append(p.Syscalls, ociSyscallRule{Names: []string{"fcntl"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
-			Args: []ociSeccArg{{Index: 1, Value: fSetSig, Op: "SCMP_CMP_EQ"}, {Index: 2, Value: sig, Op: "SCMP_CMP_EQ"}}})
+			Args: []ociSeccArg{{Index: 1, Value: agentsig.FSetSig, Op: "SCMP_CMP_EQ"}, {Index: 2, Value: uint64(sig), Op: "SCMP_CMP_EQ"}}})
 	}
 	// No set-uid/set-gid bits on anything: chmod-family modes, and the
 	// mode of calls that create (where the files are the host's, in the

@@ -1,6 +1,10 @@
 package native
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/backend/internal/agentsig"
+)
 
 // The agent is the sandbox's PID 1: the kernel drops SIGKILL and SIGSTOP
 // from inside, and the agent catches the other signals kill(2) can send
@@ -13,13 +17,6 @@ const (
 	// offArgHigh2 is args[2]'s upper 32 bits.
 	offArgHigh2 = offArgLow2 + 4
 )
-
-// faultSignals are the signals the Go runtime crashes on when they come
-// with a kernel-like si_code (sigtable: _SigPanic or _SigThrow).
-var faultSignals = []uint32{
-	uint32(unix.SIGILL), uint32(unix.SIGTRAP), uint32(unix.SIGBUS), uint32(unix.SIGFPE),
-	uint32(unix.SIGSEGV), uint32(unix.SIGSTKFLT), uint32(unix.SIGSYS),
-}
 
 // signalDispatch jumps the calls that can forge a signal's si_code to
 // their checks (signalChecks).
@@ -51,7 +48,7 @@ func signalChecks(a *asm) {
 	a.ld(offArgLow1)
 	a.jeq(unix.F_SETSIG, "", "allow")
 	a.ld(offArgLow2)
-	for _, s := range faultSignals {
+	for _, s := range agentsig.Fault {
 		a.jeq(s, "deny", "")
 	}
 	a.ret(unix.SECCOMP_RET_ALLOW)

@@ -6,6 +6,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/backend/internal/agentsig"
 )
 
 // The guest kernel is the first wall: sandbox processes get a seccomp
@@ -60,14 +62,6 @@ func installSeccomp() error {
 	return nil
 }
 
-// faultSignals are the signals the Go runtime crashes on when they come
-// with a kernel-like si_code: the agent (the guest's PID 1) catches the
-// rest, and kill(2) sends these with SI_USER, which it catches too.
-var faultSignals = []uint32{
-	uint32(unix.SIGILL), uint32(unix.SIGTRAP), uint32(unix.SIGBUS), uint32(unix.SIGFPE),
-	uint32(unix.SIGSEGV), uint32(unix.SIGSTKFLT), uint32(unix.SIGSYS),
-}
-
 // signalChecks refuses the ways to send the agent a fault signal that
 // looks like a real fault, as the native backend's filter does:
 // rt_sigqueueinfo and rt_tgsigqueueinfo to PID 1 (any si_code the
@@ -96,9 +90,9 @@ func signalChecks(eperm uint32) []unix.SockFilter {
 		jeq(unix.SYS_PIDFD_SEND_SIGNAL, 0, 6),
 		ld(offArg2), jeq(0, 0, 3), ld(offArg2 + 4), jeq(0, 0, 1), allow, deny,
 	}
-	n := len(faultSignals)
+	n := len(agentsig.Fault)
 	prog = append(prog, jeq(unix.SYS_FCNTL, 0, uint8(5+n)), ld(offArg1), jeq(unix.F_SETSIG, 0, uint8(n+1)), ld(offArg2))
-	for i, sig := range faultSignals {
+	for i, sig := range agentsig.Fault {
 		prog = append(prog, jeq(sig, uint8(n-i), 0))
 	}
 	return append(prog, allow, deny)
