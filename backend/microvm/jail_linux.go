@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -71,6 +72,14 @@ func jailCommand(agentBin, bin string, args []string, m *Machine, root *jailRoot
 
 // JailMain is the helper (see JailCommand). It returns only on failure.
 func JailMain(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "usage: airlock "+JailCommand+" SPEC (internal)")
+		return 2
+	}
+	runtime.LockOSThread() // capability sets and no_new_privs are per thread
+	if len(args) > 1 && args[0] == dropSpec {
+		return dropMain(args[1:])
+	}
 	if len(args) != 1 {
 		fmt.Fprintln(os.Stderr, "usage: airlock "+JailCommand+" SPEC (internal)")
 		return 2
@@ -131,6 +140,12 @@ func jail(s *jailSpec) error {
 	} else if err := hideAndKeep(s, denyDir, denyFile); err != nil {
 		return err
 	}
+	return dropCaps()
+}
+
+// dropCaps empties the bounding, inheritable and ambient capability sets
+// and sets no_new_privs (of the calling thread: lock it first).
+func dropCaps() error {
 	for c := 0; c <= unix.CAP_LAST_CAP; c++ {
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("drop capability %d: %w", c, err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,7 +84,10 @@ func jailView(m *Machine, bin string, l idmap.Range) (*Machine, *jailRoot, error
 			}
 			f.Close()
 		}
-		r.Binds = append(r.Binds, jailBind{Src: m.MemFile, Dst: viewMem, ReadOnly: !m.Shared})
+		// Writable even for a restored VM, which maps it copy-on-write:
+		// QEMU 7.2 opens a RAM file read-write whatever the mapping
+		// (its readonly=on makes the guest's RAM read-only).
+		r.Binds = append(r.Binds, jailBind{Src: m.MemFile, Dst: viewMem})
 		v.MemFile = viewMem
 	}
 	v.Shares = make([]Share, len(m.Shares))
@@ -298,6 +302,27 @@ func holdMain() int {
 	return 0
 }
 
+// dropSpec is the jail's argument for the VMM's last step (dropMain).
+const dropSpec = `"drop"`
+
+// dropMain empties the bounding, inheritable and ambient capability
+// sets, sets no_new_privs and execs argv: the VMM then starts with no
+// capability even as uid 0 of its namespace.
+func dropMain(argv []string) int {
+	runtime.LockOSThread() // capability sets and no_new_privs are per thread
+	if len(argv) == 0 || !filepath.IsAbs(argv[0]) {
+		fmt.Fprintln(os.Stderr, "airlock "+JailCommand+": bad VMM command")
+		return 2
+	}
+	if err := dropCaps(); err != nil {
+		fmt.Fprintf(os.Stderr, "airlock %s: %v\n", JailCommand, err)
+		return 125
+	}
+	err := unix.Exec(argv[0], argv, []string{})
+	fmt.Fprintf(os.Stderr, "airlock %s: exec %s: %v\n", JailCommand, argv[0], err)
+	return 127
+}
+
 // pivot makes dir the root and drops the old one.
 func pivot(dir string) error {
 	old := filepath.Join(dir, ".old")
@@ -324,7 +349,10 @@ func pivot(dir string) error {
 // for it and returns its exit status: the jail stays the PID
 // namespace's init, so killing it ends the VMM.
 func runVMM(argv []string, r *jailRoot) int {
-	cmd := exec.Command(argv[0], argv[1:]...)
+	// A new user namespace gives its first process every capability in
+	// it, and a full bounding set: the child drops them (dropMain)
+	// before it becomes the VMM.
+	cmd := exec.Command("/proc/self/exe", append([]string{JailCommand, dropSpec}, argv...)...)
 	cmd.Env = []string{}
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	for i := 0; i < r.Fds; i++ {
