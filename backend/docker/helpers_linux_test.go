@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"github.com/docker/docker/api/types/volume"
 
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -66,37 +66,13 @@ func testBackend(t testing.TB) *Backend {
 // edit before resolving.
 func testPolicy(t testing.TB, ws string, edit func(p *policy.Policy)) *policy.Policy {
 	t.Helper()
-	p, err := policy.Profile("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Filesystem.Workspace = ws
-	p.Limits.Timeout = 0
-	if edit != nil {
-		edit(p)
-	}
-	r, err := p.Resolve(policy.ResolveEnv{Cwd: ws, Home: "/root", Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root"}, UID: os.Getuid(), GID: os.Getgid()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return backendtest.Policy(t, ws, edit)
 }
 
-// direct turns protect_config off: the workspace is bound in place (with
-// it on, writes sit in an overlay until Sync).
-func direct(p *policy.Policy) {
-	off := false
-	p.Filesystem.ProtectConfig = &off
-}
+// direct turns protect_config off: the workspace is written in place.
+func direct(p *policy.Policy) { backendtest.Direct(p) }
 
-func workspace(t testing.TB) string {
-	t.Helper()
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return ws
-}
+func workspace(t testing.TB) string { t.Helper(); return backendtest.Workspace(t) }
 
 // create makes a sandbox and destroys it when t ends.
 func create(t testing.TB, b *Backend, spec sandbox.Spec) sandbox.Sandbox {
@@ -104,31 +80,14 @@ func create(t testing.TB, b *Backend, spec sandbox.Spec) sandbox.Sandbox {
 	if spec.ID == "" {
 		spec.ID = newID(t)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	sb, err := b.Create(ctx, spec)
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	t.Cleanup(func() { sb.Destroy(context.Background()) })
-	return sb
+	return backendtest.Create(t, b, spec, 60*time.Second)
 }
 
-// sh runs a shell snippet in sb and returns its status and combined output.
+// sh runs a shell snippet in sb through the agent and returns its status
+// and combined output.
 func sh(t testing.TB, sb sandbox.Sandbox, script string) (sandbox.ExitStatus, string) {
 	t.Helper()
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	p, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", script}, Stdout: &out, Stderr: &out})
-	if err != nil {
-		t.Fatalf("exec %q: %v", script, err)
-	}
-	st, err := p.Wait(ctx)
-	if err != nil {
-		t.Fatalf("wait %q: %v", script, err)
-	}
-	return st, strings.TrimSpace(out.String())
+	return backendtest.Sh(t, sb, script, 60*time.Second)
 }
 
 // leaks reports what sandbox id left: a container or volume in the daemon,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/ending"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/syncback"
 	"github.com/airlock-dev/airlock/policy"
@@ -55,24 +56,18 @@ type dockerSandbox struct {
 	done     chan struct{}
 	teardown sync.Once
 	tdErr    error
-	closed   atomic.Bool
-	timedOut atomic.Bool
+	cause    ending.Cause // why it ended
 }
 
 func (s *dockerSandbox) ID() string { return s.id }
 
 func (s *dockerSandbox) Done() <-chan struct{} { return s.done }
 
-func (s *dockerSandbox) errClosed(op string) error {
-	if s.timedOut.Load() {
-		return fmt.Errorf("sandbox %q: %s: timed out: %w", s.id, op, errors.Join(sandbox.ErrClosed, sandbox.ErrTimeout))
-	}
-	return fmt.Errorf("sandbox %q: %s: %w", s.id, op, sandbox.ErrClosed)
-}
+func (s *dockerSandbox) errClosed(op string) error { return s.cause.Err(s.id, op) }
 
 // Exec starts a process through the agent.
 func (s *dockerSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return nil, s.errClosed("exec")
 	}
 	// The OOM-kill count before the process starts tells whether a SIGKILL
@@ -84,7 +79,7 @@ func (s *dockerSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sand
 	}
 	p, err := s.client.Exec(ctx, req)
 	if err != nil {
-		if s.closed.Load() {
+		if s.cause.Closed.Load() {
 			return nil, s.errClosed("exec")
 		}
 		return nil, err
@@ -98,7 +93,7 @@ func (s *dockerSandbox) Files() sandbox.Files { return s.client.Files() }
 
 // Stats reads the container's cgroup.
 func (s *dockerSandbox) Stats(ctx context.Context) (sandbox.Stats, error) {
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return sandbox.Stats{}, s.errClosed("stats")
 	}
 	cs := s.cg.stats()
@@ -114,7 +109,7 @@ func (s *dockerSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	if len(s.overlays) == 0 {
 		return sandbox.SyncReport{}, nil
 	}
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return sandbox.SyncReport{}, s.errClosed("sync")
 	}
 	return syncback.Run(ctx, s.client, syncback.Sandbox{
@@ -142,7 +137,7 @@ func (s *dockerSandbox) watch() {
 }
 
 func (s *dockerSandbox) timeout() {
-	s.timedOut.Store(true)
+	s.cause.TimedOut.Store(true)
 	s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeLimit, Message: "sandbox wall timeout",
 		Fields: map[string]any{"limit": "timeout"}})
 	s.end("timeout")
@@ -154,7 +149,7 @@ func (s *dockerSandbox) timeout() {
 func (s *dockerSandbox) end(why string) {
 	s.teardown.Do(func() {
 		t0 := time.Now()
-		s.closed.Store(true)
+		s.cause.Closed.Store(true)
 		if t := s.timer.Load(); t != nil {
 			t.Stop()
 		}
@@ -195,14 +190,14 @@ type process struct {
 func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	st, err := p.Process.Wait(ctx)
 	if err != nil {
-		if p.s.timedOut.Load() {
+		if p.s.cause.TimedOut.Load() {
 			return sandbox.ExitStatus{Code: 128 + sandbox.SIGKILL, Signal: sandbox.SIGKILL, TimedOut: true}, nil
 		}
 		return st, err
 	}
 	if st.Signal == sandbox.SIGKILL && p.s.memLimit {
 		var oom int64
-		if p.s.closed.Load() {
+		if p.s.cause.Closed.Load() {
 			p.s.statMu.Lock()
 			oom = p.s.lastStat.OOMKills
 			p.s.statMu.Unlock()
@@ -215,7 +210,7 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 				Fields: map[string]any{"limit": "memory", "pid": p.PID()}})
 		}
 	}
-	if st.Signal == sandbox.SIGKILL && p.s.timedOut.Load() {
+	if st.Signal == sandbox.SIGKILL && p.s.cause.TimedOut.Load() {
 		st.TimedOut = true
 	}
 	return st, nil
@@ -224,7 +219,7 @@ func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 // DialPort opens a stream to port on the container's loopback through the
 // agent. See sandbox.PortDialer.
 func (s *dockerSandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return nil, s.errClosed("dial")
 	}
 	return s.client.Dial(ctx, port)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/ending"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -48,9 +49,7 @@ type gvSandbox struct {
 	done     chan struct{}
 	teardown sync.Once
 	tdErr    error
-	closed   atomic.Bool
-	timedOut atomic.Bool
-	oom      atomic.Bool
+	cause    ending.Cause // why it ended
 }
 
 func (s *gvSandbox) ID() string { return s.id }
@@ -66,26 +65,12 @@ func (s *gvSandbox) HostIDs() (uid, gid int) {
 
 func (s *gvSandbox) Done() <-chan struct{} { return s.done }
 
-func (s *gvSandbox) errClosed(op string) error {
-	switch {
-	case s.timedOut.Load():
-		return fmt.Errorf("sandbox %q: %s: timed out: %w", s.id, op, errors.Join(sandbox.ErrClosed, sandbox.ErrTimeout))
-	case s.oom.Load():
-		return fmt.Errorf("sandbox %q: %s: killed by the memory limit: %w", s.id, op, errors.Join(sandbox.ErrClosed, sandbox.ErrLimit))
-	}
-	return fmt.Errorf("sandbox %q: %s: %w", s.id, op, sandbox.ErrClosed)
-}
+func (s *gvSandbox) errClosed(op string) error { return s.cause.Err(s.id, op) }
 
 // Exec starts a process through the agent.
 func (s *gvSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
-	if s.closed.Load() {
-		return nil, s.errClosed("exec")
-	}
-	p, err := s.client.Exec(ctx, req)
+	p, err := s.cause.Exec(ctx, s.id, s.client.Exec, req)
 	if err != nil {
-		if s.closed.Load() {
-			return nil, s.errClosed("exec")
-		}
 		return nil, err
 	}
 	return &process{Process: p, s: s}, nil
@@ -98,7 +83,7 @@ func (s *gvSandbox) Files() sandbox.Files { return s.client.Files() }
 // Stats reads the sandbox's cgroup. Memory and CPU include gVisor's own
 // (the sentry and gofer run in the cgroup); Pids is not known on the host.
 func (s *gvSandbox) Stats(ctx context.Context) (sandbox.Stats, error) {
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return sandbox.Stats{}, s.errClosed("stats")
 	}
 	cs := s.cg.stats()
@@ -119,7 +104,7 @@ func (s *gvSandbox) watch() {
 	case <-s.client.Done():
 		// The channel broke; the container may still run: end it.
 	}
-	if !s.closed.Load() && s.memLimit {
+	if !s.cause.Closed.Load() && s.memLimit {
 		// The cgroup is ours and outlives runsc: its OOM count is final
 		// once runsc has exited.
 		// A broken channel with the container still running (an agent
@@ -127,7 +112,7 @@ func (s *gvSandbox) watch() {
 		select {
 		case <-s.waited:
 			if n := s.cg.stats().OOMKills; n > s.oomBefore {
-				s.oom.Store(true)
+				s.cause.OOM.Store(true)
 				s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeLimit, Message: "sandbox killed by the memory limit",
 					Fields: map[string]any{"limit": "memory", "oom_kills": n - s.oomBefore}})
 			}
@@ -138,7 +123,7 @@ func (s *gvSandbox) watch() {
 }
 
 func (s *gvSandbox) timeout() {
-	s.timedOut.Store(true)
+	s.cause.TimedOut.Store(true)
 	s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeLimit, Message: "sandbox wall timeout",
 		Fields: map[string]any{"limit": "timeout"}})
 	s.end("timeout")
@@ -152,7 +137,7 @@ func (s *gvSandbox) end(why string) {
 	s.teardown.Do(func() {
 		t0 := time.Now()
 		defer func() { s.log.Debug("sandbox ended", "why", why, "teardown", time.Since(t0)) }()
-		s.closed.Store(true)
+		s.cause.Closed.Store(true)
 		if t := s.timer.Load(); t != nil {
 			t.Stop()
 		}
@@ -179,7 +164,7 @@ func (s *gvSandbox) end(why string) {
 			s.tdErr = fmt.Errorf("destroy sandbox %q: %w", s.id, errors.Join(errs...))
 		}
 		s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeDestroy, Message: why,
-			Fields: map[string]any{"memory_peak_bytes": cs.MemoryPeak, "oom": s.oom.Load()}})
+			Fields: map[string]any{"memory_peak_bytes": cs.MemoryPeak, "oom": s.cause.OOM.Load()}})
 		close(s.done)
 	})
 }
@@ -192,32 +177,17 @@ type process struct {
 	s *gvSandbox
 }
 
+// Wait reports a process the sandbox's end killed (timeout, memory
+// limit) as killed for that reason.
 func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	st, err := p.Process.Wait(ctx)
-	if err == nil {
-		return st, nil
-	}
-	if ctx.Err() == nil && errors.Is(err, sandbox.ErrClosed) {
-		// The sandbox went away under the process: say why.
-		select {
-		case <-p.s.done:
-		case <-ctx.Done():
-			return st, err
-		}
-		switch {
-		case p.s.timedOut.Load():
-			return sandbox.ExitStatus{Code: 128 + sandbox.SIGKILL, Signal: sandbox.SIGKILL, TimedOut: true}, nil
-		case p.s.oom.Load():
-			return sandbox.ExitStatus{Code: 128 + sandbox.SIGKILL, Signal: sandbox.SIGKILL, OOM: true}, nil
-		}
-	}
-	return st, err
+	return p.s.cause.Status(ctx, p.s.done, st, err)
 }
 
 // DialPort opens a stream to port on the sandbox's loopback (gVisor's
 // netstack) through the agent. See sandbox.PortDialer.
 func (s *gvSandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return nil, s.errClosed("dial")
 	}
 	return s.client.Dial(ctx, port)

@@ -16,7 +16,7 @@ func (s *gvSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	if len(s.syncRoots) == 0 {
 		return sandbox.SyncReport{}, nil
 	}
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return sandbox.SyncReport{}, s.errClosed("sync")
 	}
 	uid, gid := s.uid, s.gid

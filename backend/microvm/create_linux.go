@@ -163,7 +163,7 @@ func (b *Backend) driver(info Info) VMM {
 	if info.VMM == VMMFirecracker {
 		return &fcDriver{bin: info.Firecracker, agent: b.cfg.AgentBinary}
 	}
-	return &qemuDriver{bin: info.QEMU, agent: b.cfg.AgentBinary}
+	return &qemuDriver{bin: info.QEMU, agent: b.cfg.AgentBinary, ids: b.vmmIDs}
 }
 
 // start makes the VM's directory and cgroup and starts the VMM.

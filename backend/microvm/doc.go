@@ -18,8 +18,11 @@
 // booted to the point where it waits for its config) is saved as a small
 // device-state file; sandboxes are restored from it copy-on-write (Pool,
 // Fork). The VMM runs in its own cgroup with the VM's limits, with QEMU's
-// seccomp sandbox on and no capabilities, so an escape from the VM lands in
-// a jail.
+// seccomp sandbox on and no capabilities, in a root of its own (its
+// directory, kernel and shares bound idmapped, the system directories
+// read-only, nothing else) and as uid 0 of a user namespace mapped onto a
+// leased host id range, so an escape from the VM lands in a jail as no
+// host user (jailroot_linux.go).
 //
 // It must never widen the policy it is given, choose a weaker setup
 // silently (no kernel, no QEMU: an error naming what to install), or leave

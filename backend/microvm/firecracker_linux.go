@@ -55,7 +55,7 @@ func (d *fcDriver) Start(ctx context.Context, m *Machine) (VM, error) {
 			return nil, fmt.Errorf("%v: %w", err, sandbox.ErrNotSupported)
 		}
 	}
-	cmd, cleanup, err := jailCommand(d.agent, d.bin, []string{"--api-sock", filepath.Join(m.Dir, fcAPISock), "--id", m.ID}, m)
+	cmd, cleanup, err := jailCommand(d.agent, d.bin, []string{"--api-sock", filepath.Join(m.Dir, fcAPISock), "--id", m.ID}, m, nil)
 	if err != nil {
 		return nil, err
 	}

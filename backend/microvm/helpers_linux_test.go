@@ -1,7 +1,6 @@
 package microvm
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -69,31 +69,13 @@ func testBackend(t testing.TB, noTemplates bool) *Backend {
 // keeps protect_config on (writes reach the host through Sync).
 func testPolicy(t testing.TB, ws string, protect bool) *policy.Policy {
 	t.Helper()
-	p, err := policy.Profile("default")
-	if err != nil {
-		t.Fatal(err)
+	if protect {
+		return backendtest.Policy(t, ws, nil)
 	}
-	p.Filesystem.Workspace = ws
-	p.Limits.Timeout = 0
-	if !protect {
-		off := false
-		p.Filesystem.ProtectConfig = &off
-	}
-	r, err := p.Resolve(policy.ResolveEnv{Cwd: ws, Home: "/root", Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root"}, UID: os.Getuid(), GID: os.Getgid()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return backendtest.Policy(t, ws, backendtest.Direct)
 }
 
-func workspace(t testing.TB) string {
-	t.Helper()
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return ws
-}
+func workspace(t testing.TB) string { t.Helper(); return backendtest.Workspace(t) }
 
 // create makes a sandbox and destroys it when t ends.
 func create(t testing.TB, b *Backend, spec sandbox.Spec) sandbox.Sandbox {
@@ -101,31 +83,14 @@ func create(t testing.TB, b *Backend, spec sandbox.Spec) sandbox.Sandbox {
 	if spec.ID == "" {
 		spec.ID = "mv-" + randID()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	sb, err := b.Create(ctx, spec)
-	if err != nil {
-		t.Fatalf("create: %v", err)
-	}
-	t.Cleanup(func() { sb.Destroy(context.Background()) })
-	return sb
+	return backendtest.Create(t, b, spec, 3*time.Minute)
 }
 
-// sh runs a shell snippet in sb and returns its status and combined output.
+// sh runs a shell snippet in sb through the agent and returns its status
+// and combined output.
 func sh(t testing.TB, sb sandbox.Sandbox, script string) (sandbox.ExitStatus, string) {
 	t.Helper()
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	p, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", script}, Stdout: &out, Stderr: &out})
-	if err != nil {
-		t.Fatalf("exec %q: %v", script, err)
-	}
-	st, err := p.Wait(ctx)
-	if err != nil {
-		t.Fatalf("wait %q: %v", script, err)
-	}
-	return st, strings.TrimSpace(out.String())
+	return backendtest.Sh(t, sb, script, 2*time.Minute)
 }
 
 // leaks reports what sandbox id left on the host: a VMM process, its

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 )
 
 // Name is the policy name of this backend.
@@ -63,6 +64,11 @@ type Config struct {
 	// NoTemplates boots every VM instead of restoring it from a template
 	// (benchmarks of the cold path; hosts without shared memory).
 	NoTemplates bool
+	// HostIDs is where each VMM process's host uid and gid come from
+	// (one leased range per VM: the VMM is uid 0 of a user namespace
+	// mapped onto it, never host root). Nil: airlock's reserved range
+	// (idmap.Default), shared with every airlock process on the host.
+	HostIDs *idmap.Source
 	// Log is the backend's logger; nil discards.
 	Log *slog.Logger
 }
@@ -81,6 +87,10 @@ type Backend struct {
 
 	tmplMu    sync.Mutex
 	templates map[string]*Template // by layout key
+
+	idsOnce sync.Once
+	ids     *idmap.Source
+	idsErr  error
 }
 
 // New returns the backend. It runs nothing yet: Probe and Create find out

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -254,21 +256,28 @@ func TestCreateFailsClean(t *testing.T) {
 }
 
 // TestVMMJail: the QEMU process of a sandbox has no capability, no new
-// privileges, a seccomp filter, its own mount, PID and network
-// namespaces, its own cgroup, and cannot see a denied host file nor
-// another VM's directory.
+// privileges, a seccomp filter, its own mount, PID, network and user
+// namespaces, its own cgroup, a root of its own (its directory, kernel
+// and shares, read-only system directories, nothing else: no denied
+// host file, no other VM's directory) and is no host user: uid 0 of a
+// user namespace mapped onto a leased range.
 func TestVMMJail(t *testing.T) {
 	b := testBackend(t, false)
 	s1 := create(t, b, specFor(t))
 	s2 := create(t, b, specFor(t))
-	pid := strconv.Itoa(s1.(*vmSandbox).vm.Pid())
+	jail := s1.(*vmSandbox).vm.Pid()
+	pid := strconv.Itoa(vmmPid(t, jail))
 	status := readFile(t, "/proc/"+pid+"/status")
 	for _, want := range []string{"CapEff:\t0000000000000000", "CapPrm:\t0000000000000000", "CapBnd:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"} {
 		if !strings.Contains(status, want) {
 			t.Errorf("qemu %s: no %q in its status", pid, want)
 		}
 	}
-	for _, ns := range []string{"mnt", "pid", "net", "ipc", "uts"} {
+	uid, gid := statusIDs(t, status, "Uid:"), statusIDs(t, status, "Gid:")
+	if uid < 1<<16 || gid < 1<<16 {
+		t.Errorf("qemu %s runs as host uid %d gid %d, want a leased range's", pid, uid, gid)
+	}
+	for _, ns := range []string{"mnt", "pid", "net", "ipc", "uts", "user"} {
 		mine, _ := os.Readlink("/proc/self/ns/" + ns)
 		its, err := os.Readlink("/proc/" + pid + "/ns/" + ns)
 		if err != nil || its == mine {
@@ -278,21 +287,79 @@ func TestVMMJail(t *testing.T) {
 	if cg := readFile(t, "/proc/"+pid+"/cgroup"); !strings.Contains(cg, s1.ID()) {
 		t.Errorf("qemu not in its own cgroup: %s", cg)
 	}
-	// The policy denies /etc/shadow: QEMU's view of it is the empty
-	// deny file, whatever the host's holds.
 	if host, err := os.ReadFile("/etc/shadow"); err != nil || len(host) == 0 {
 		t.Fatalf("the host's /etc/shadow is empty or unreadable (%v): the check below would prove nothing", err)
 	}
 	if b, err := os.ReadFile("/proc/" + pid + "/root/etc/shadow"); err == nil && len(b) > 0 {
 		t.Errorf("qemu can read /etc/shadow (%d bytes)", len(b))
 	}
-	other := filepath.Join(b.vmsDir(), s2.ID())
-	if _, err := os.Stat("/proc/" + pid + "/root" + other); err == nil {
-		t.Errorf("qemu of %s sees %s", s1.ID(), other)
+	for _, other := range []string{filepath.Join(b.vmsDir(), s2.ID()), b.vmsDir(), "/root", "/home"} {
+		if _, err := os.Stat("/proc/" + pid + "/root" + other); err == nil {
+			t.Errorf("qemu of %s sees %s", s1.ID(), other)
+		}
 	}
-	if _, err := os.Stat("/proc/" + pid + "/root" + filepath.Join(b.vmsDir(), s1.ID(), qmpSock)); err != nil {
+	if _, err := os.Stat("/proc/" + pid + "/root" + viewDir + "/" + qmpSock); err != nil {
 		t.Errorf("qemu does not see its own directory: %v", err)
 	}
+	// The sandbox still works through its idmapped directory and shares.
+	if st, out := sh(t, s1, "ls / >/dev/null && echo ok"); strings.TrimSpace(out) != "ok" {
+		t.Errorf("exec after the checks: %v %q", st, out)
+	}
+}
+
+// TestVMMEscapeIsNoHostRoot plays a VMM an escape has taken over: with
+// QEMU's host ids and mount namespace, it tries to open a global sysctl
+// (kernel.core_pattern: whoever writes it runs a program as host root at
+// the next crash) for writing. The kernel grants that to global uid 0 by
+// the file's mode alone, without a capability, as the same attempt by
+// uid 0 without capabilities on the host shows first; the jailed VMM is
+// no host uid 0, and its /proc is read-only besides.
+func TestVMMEscapeIsNoHostRoot(t *testing.T) {
+	testutil.RequireBinary(t, "setpriv")
+	testutil.RequireBinary(t, "nsenter")
+	const attack = "exec 3>>/proc/sys/kernel/core_pattern && echo OPENED"
+	drop := []string{"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--", "/bin/sh", "-c", attack}
+	out, err := exec.Command("setpriv", append([]string{"--reuid=0", "--regid=0"}, drop...)...).CombinedOutput()
+	if !strings.Contains(string(out), "OPENED") {
+		t.Fatalf("control: uid 0 without capabilities could not open core_pattern for writing (%v: %s): the attack proves nothing", err, out)
+	}
+	b := testBackend(t, false)
+	s := create(t, b, specFor(t))
+	pid := vmmPid(t, s.(*vmSandbox).vm.Pid())
+	status := readFile(t, "/proc/"+strconv.Itoa(pid)+"/status")
+	ids := []string{"--reuid=" + strconv.Itoa(statusIDs(t, status, "Uid:")), "--regid=" + strconv.Itoa(statusIDs(t, status, "Gid:"))}
+	args := append([]string{"-t", strconv.Itoa(pid), "-m", "--", "setpriv"}, append(ids, drop...)...)
+	out, err = exec.Command("nsenter", args...).CombinedOutput()
+	if strings.Contains(string(out), "OPENED") {
+		t.Fatalf("the jailed VMM's identity opened kernel.core_pattern for writing: %s", out)
+	}
+	if !strings.Contains(string(out), "ermission denied") && !strings.Contains(string(out), "ead-only") {
+		t.Errorf("the attempt failed for another reason than permission (%v): %s", err, out)
+	}
+}
+
+// vmmPid is the VMM's pid: the jail's only child.
+func vmmPid(t *testing.T, jail int) int {
+	t.Helper()
+	kids := strings.Fields(readFile(t, fmt.Sprintf("/proc/%d/task/%d/children", jail, jail)))
+	if len(kids) != 1 {
+		t.Fatalf("jail %d has children %v, want the VMM alone", jail, kids)
+	}
+	pid, _ := strconv.Atoi(kids[0])
+	return pid
+}
+
+// statusIDs is the real id on a /proc/PID/status line (Uid: or Gid:).
+func statusIDs(t *testing.T, status, key string) int {
+	t.Helper()
+	for _, l := range strings.Split(status, "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == key {
+			n, _ := strconv.Atoi(f[1])
+			return n
+		}
+	}
+	t.Fatalf("no %s in status", key)
+	return 0
 }
 
 // TestImageRoot: a root filesystem directory (the policy's rootfs) is the

@@ -58,7 +58,7 @@ func (b *Backend) discover(ctx context.Context) Info {
 		return info
 	}
 	info.QEMU = qemu
-	d := &qemuDriver{bin: qemu, agent: b.cfg.AgentBinary}
+	d := &qemuDriver{bin: qemu, agent: b.cfg.AgentBinary, ids: b.vmmIDs}
 	if info.QEMUVersion, err = d.Version(ctx); err != nil {
 		info.Err = fmt.Errorf("%s --version: %v: %w", qemu, err, sandbox.ErrUnavailable)
 		return info

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock-dev/airlock/backend/internal/hostfs"
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/internal/logtail"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -23,6 +25,8 @@ import (
 type qemuDriver struct {
 	bin   string // resolved qemu-system-x86_64
 	agent string // the airlock binary (the jail helper)
+	// ids is where each VMM's host id range comes from.
+	ids func() (*idmap.Source, error)
 }
 
 func (d *qemuDriver) Name() string { return VMMQEMU }
@@ -98,7 +102,9 @@ func qemuArgs(m *Machine) []string {
 // qemuOpt escapes a value for QEMU's option syntax (a comma is doubled).
 func qemuOpt(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
-// Start runs QEMU through the jail helper (see jail_linux.go) in m's cgroup.
+// Start runs QEMU through the jail helper (see jail_linux.go) in m's
+// cgroup, in a root of its own and as uid 0 of a user namespace mapped
+// onto a host id range leased for as long as it runs (see jailRoot).
 func (d *qemuDriver) Start(ctx context.Context, m *Machine) (VM, error) {
 	var extra []*os.File
 	if m.Incoming != "" {
@@ -109,8 +115,23 @@ func (d *qemuDriver) Start(ctx context.Context, m *Machine) (VM, error) {
 		defer f.Close()
 		extra = append(extra, f)
 	}
-	cmd, cleanup, err := jailCommand(d.agent, d.bin, qemuArgs(m), m)
+	src, err := d.ids()
 	if err != nil {
+		return nil, fmt.Errorf("host ids for the VMM: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	lease, err := src.Lease()
+	if err != nil {
+		return nil, fmt.Errorf("host ids for the VMM: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	view, root, err := jailView(m, d.bin, lease.Range)
+	if err != nil {
+		lease.Release()
+		return nil, fmt.Errorf("%v: %w", err, sandbox.ErrUnavailable)
+	}
+	root.Fds = len(extra)
+	cmd, cleanup, err := jailCommand(d.agent, d.bin, qemuArgs(view), view, root)
+	if err != nil {
+		lease.Release()
 		return nil, err
 	}
 	defer cleanup()
@@ -118,10 +139,12 @@ func (d *qemuDriver) Start(ctx context.Context, m *Machine) (VM, error) {
 	v := &qemuVM{m: m, cmd: cmd, done: make(chan struct{}), out: &logtail.Tail{Max: 16 << 10}}
 	cmd.Stdout, cmd.Stderr = v.out, v.out
 	if err := cmd.Start(); err != nil {
+		lease.Release()
 		return nil, fmt.Errorf("start qemu: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	go func() {
 		v.waitErr = cmd.Wait()
+		lease.Release()
 		close(v.done)
 	}()
 	return v, nil
@@ -298,4 +321,15 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// vmmIDs is where the VMMs' host id ranges come from (Config.HostIDs).
+func (b *Backend) vmmIDs() (*idmap.Source, error) {
+	b.idsOnce.Do(func() {
+		b.ids = b.cfg.HostIDs
+		if b.ids == nil {
+			b.ids, b.idsErr = idmap.Default(hostfs.StateDir("idmap"))
+		}
+	})
+	return b.ids, b.idsErr
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/ending"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -44,30 +45,18 @@ type vmSandbox struct {
 	done     chan struct{}
 	teardown sync.Once
 	tdErr    error
-	closed   atomic.Bool
-	timedOut atomic.Bool
+	cause    ending.Cause // why it ended
 }
 
 func (s *vmSandbox) ID() string            { return s.id }
 func (s *vmSandbox) Done() <-chan struct{} { return s.done }
 
-func (s *vmSandbox) errClosed(op string) error {
-	if s.timedOut.Load() {
-		return fmt.Errorf("sandbox %q: %s: timed out: %w", s.id, op, errors.Join(sandbox.ErrClosed, sandbox.ErrTimeout))
-	}
-	return fmt.Errorf("sandbox %q: %s: %w", s.id, op, sandbox.ErrClosed)
-}
+func (s *vmSandbox) errClosed(op string) error { return s.cause.Err(s.id, op) }
 
 // Exec starts a process through the guest's agent.
 func (s *vmSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
-	if s.closed.Load() {
-		return nil, s.errClosed("exec")
-	}
-	p, err := s.client.Exec(ctx, req)
+	p, err := s.cause.Exec(ctx, s.id, s.client.Exec, req)
 	if err != nil {
-		if s.closed.Load() {
-			return nil, s.errClosed("exec")
-		}
 		return nil, err
 	}
 	return &process{Process: p, s: s}, nil
@@ -79,7 +68,7 @@ func (s *vmSandbox) Files() sandbox.Files { return s.client.Files() }
 // Stats reads the VMM's host cgroup: memory and CPU include the guest
 // kernel's and QEMU's own (the whole VM is what the host pays for).
 func (s *vmSandbox) Stats(ctx context.Context) (sandbox.Stats, error) {
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return sandbox.Stats{}, s.errClosed("stats")
 	}
 	mem, peak, cpu := s.cg.stats()
@@ -103,7 +92,7 @@ func (s *vmSandbox) watch() {
 }
 
 func (s *vmSandbox) timeout() {
-	s.timedOut.Store(true)
+	s.cause.TimedOut.Store(true)
 	s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeLimit, Message: "sandbox wall timeout",
 		Fields: map[string]any{"limit": "timeout"}})
 	s.end("timeout")
@@ -114,7 +103,7 @@ func (s *vmSandbox) timeout() {
 // directory (its sockets) removed.
 func (s *vmSandbox) end(why string) {
 	s.teardown.Do(func() {
-		s.closed.Store(true)
+		s.cause.Closed.Store(true)
 		if t := s.timer.Load(); t != nil {
 			t.Stop()
 		}
@@ -144,22 +133,11 @@ type process struct {
 	s *vmSandbox
 }
 
+// Wait reports a process the sandbox's timeout killed as killed for that
+// reason.
 func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	st, err := p.Process.Wait(ctx)
-	if err == nil {
-		return st, nil
-	}
-	if ctx.Err() == nil && errors.Is(err, sandbox.ErrClosed) {
-		select {
-		case <-p.s.done:
-		case <-ctx.Done():
-			return st, err
-		}
-		if p.s.timedOut.Load() {
-			return sandbox.ExitStatus{Code: 128 + sandbox.SIGKILL, Signal: sandbox.SIGKILL, TimedOut: true}, nil
-		}
-	}
-	return st, err
+	return p.s.cause.Status(ctx, p.s.done, st, err)
 }
 
 func hostCPUs() int { return runtime.NumCPU() }
@@ -167,7 +145,7 @@ func hostCPUs() int { return runtime.NumCPU() }
 // DialPort opens a stream to port on the guest's loopback through the
 // agent (the VM has no NIC). See sandbox.PortDialer.
 func (s *vmSandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return nil, s.errClosed("dial")
 	}
 	return s.client.Dial(ctx, port)

@@ -15,7 +15,7 @@ func (s *vmSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	if len(s.syncRoots) == 0 {
 		return sandbox.SyncReport{}, nil
 	}
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return sandbox.SyncReport{}, s.errClosed("sync")
 	}
 	// A root whose writable layer is empty has no change: one listing

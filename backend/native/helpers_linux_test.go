@@ -5,13 +5,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -30,24 +29,11 @@ func testBackend(t testing.TB) *Backend {
 	return New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir()})
 }
 
-// testPolicy resolves the default profile with ws as workspace, home as
-// $HOME, and applies edit before resolving.
+// testPolicy resolves the default profile with ws as workspace and applies
+// edit before resolving.
 func testPolicy(t testing.TB, ws string, edit func(p *policy.Policy)) *policy.Policy {
 	t.Helper()
-	p, err := policy.Profile("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Filesystem.Workspace = ws
-	p.Limits.Timeout = 0
-	if edit != nil {
-		edit(p)
-	}
-	r, err := p.Resolve(policy.ResolveEnv{Cwd: ws, Home: "/root", Environ: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/root"}, UID: os.Getuid(), GID: os.Getgid()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return backendtest.Policy(t, ws, edit)
 }
 
 // eventLog collects audit events.
@@ -95,28 +81,11 @@ func runDirect(t testing.TB, b *Backend, pol *policy.Policy, argv ...string) (in
 	return s.cmd.ProcessState.ExitCode(), out.String()
 }
 
-// sh runs a shell snippet in sb through the agent.
+// sh runs a shell snippet in sb through the agent and returns its status
+// and combined output.
 func sh(t testing.TB, sb sandbox.Sandbox, script string) (sandbox.ExitStatus, string) {
 	t.Helper()
-	var out bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	p, err := sb.Exec(ctx, sandbox.ExecRequest{Args: []string{"/bin/sh", "-c", script}, Stdout: &out, Stderr: &out})
-	if err != nil {
-		t.Fatalf("exec %q: %v", script, err)
-	}
-	st, err := p.Wait(ctx)
-	if err != nil {
-		t.Fatalf("wait %q: %v", script, err)
-	}
-	return st, strings.TrimSpace(out.String())
+	return backendtest.Sh(t, sb, script, 60*time.Second)
 }
 
-func workspace(t testing.TB) string {
-	t.Helper()
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return ws
-}
+func workspace(t testing.TB) string { t.Helper(); return backendtest.Workspace(t) }
