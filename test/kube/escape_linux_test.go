@@ -17,14 +17,14 @@ import (
 
 // escapeAttacks are a subset of the escape suite (test/escape/attacks, its
 // static binary mounted into the pod read-only), one per kind of escape:
-// the kernel's attack surface (bpf, module loading, the keyring), new
+// the kernel's attack surface (bpf, perf events, the keyring), new
 // namespaces, raw sockets, and the network reach to a host service.
 var escapeAttacks = []struct {
 	name string
 	args []string
 }{
 	{"bpf", nil},
-	{"module-load", nil},
+	{"perf", nil},
 	{"keyctl", nil},
 	{"userns-create", nil},
 	{"af-packet", nil},
@@ -34,7 +34,7 @@ var escapeAttacks = []struct {
 // escapeCaps are the privileges the attack pods ask for, the same under
 // both handlers: under runc they are granted, under airlock they are
 // capped by the operator's ceiling.
-var escapeCaps = []string{"SYS_ADMIN", "SYS_MODULE", "NET_RAW", "NET_ADMIN"}
+var escapeCaps = []string{"SYS_ADMIN", "NET_RAW", "NET_ADMIN"}
 
 // TestEscapeFromAirlockPod: each attack is first run in a runc pod, where
 // it must succeed (so the attack itself works and a broken one cannot pass
