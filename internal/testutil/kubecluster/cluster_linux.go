@@ -85,6 +85,9 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if o.Airlock == "" {
 		return nil, errors.New("kubecluster: Options.Airlock (the airlock binary) is required")
 	}
+	if st, err := os.Stat(o.Airlock); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 || !filepath.IsAbs(o.Airlock) {
+		return nil, fmt.Errorf("kubecluster: Options.Airlock %q must be the absolute path of an executable airlock binary (stat: %v)", o.Airlock, err)
+	}
 	if o.Timeout == 0 {
 		o.Timeout = 3 * time.Minute
 	}
