@@ -43,7 +43,8 @@ type Options struct {
 	// LogDir keeps the components' logs after Stop; "" puts them in the
 	// cluster's dir, removed with it.
 	LogDir string
-	// Timeout bounds Start (default 3 minutes).
+	// Timeout bounds the start once the machine's cluster lock is held
+	// (default 3 minutes); waiting for the lock is bounded by Start's ctx.
 	Timeout time.Duration
 }
 
@@ -91,8 +92,8 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if o.Timeout == 0 {
 		o.Timeout = 3 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
+	// Building the binaries (once per machine) and waiting for another
+	// cluster to stop are bounded by ctx only, not by the start's timeout.
 	if o.BinDir == "" {
 		if o.BinDir, err = KubeBinaries(ctx); err != nil {
 			return nil, err
@@ -108,6 +109,8 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if c.lock, err = lockMachine(ctx); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
 	defer func() {
 		if err != nil {
 			if serr := c.Stop(); serr != nil {
