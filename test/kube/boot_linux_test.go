@@ -19,10 +19,6 @@ import (
 func TestStartFailsClosed(t *testing.T) {
 	kubecluster.Require(t)
 	ctx := context.Background()
-	before, err := kubecluster.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, bad := range []string{"bin/airlock", "/nonexistent/airlock", "/etc/passwd"} {
 		_, err := kubecluster.Start(ctx, kubecluster.Options{Airlock: bad})
 		if err == nil || !strings.Contains(err.Error(), "Options.Airlock") {
@@ -39,26 +35,41 @@ func TestStartFailsClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tmps, _ := filepath.Glob(filepath.Join(os.TempDir(), "al-kube-*"))
 	c, err := kubecluster.Start(ctx, kubecluster.Options{Airlock: testutil.AirlockBinary(t), BinDir: noCRDs})
 	if err == nil {
 		c.Stop()
 		t.Fatal("Start without agent-sandbox's CRDs succeeded")
 	}
+	if c == nil || c.Before == nil {
+		t.Fatalf("Start failed half-way but returned no stopped cluster: %v", err)
+	}
 	if !strings.Contains(err.Error(), "CRDs") || strings.Contains(err.Error(), "stopping") {
 		t.Fatalf("Start without CRDs: %v, want the CRDs named and a clean stop", err)
 	}
-	after, err := kubecluster.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := before.Diff(after); len(d) > 0 {
+	after := lockedSnapshot(t)
+	if d := c.Before.Diff(after); len(d) > 0 {
 		t.Fatalf("host differs after a failed Start:\n%s", strings.Join(d, "\n"))
 	}
-	if now, _ := filepath.Glob(filepath.Join(os.TempDir(), "al-kube-*")); len(now) != len(tmps) {
-		t.Errorf("temp dirs left: before %v, after %v", tmps, now)
+	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
+		t.Errorf("cluster dir %s left behind: %v", c.Dir, err)
 	}
 	if pids := processesUnder(noCRDs); len(pids) > 0 {
 		t.Errorf("processes left: %v", pids)
 	}
+}
+
+// lockedSnapshot records the host holding the machine's cluster lock, so
+// that no other cluster (another test binary's) runs meanwhile.
+func lockedSnapshot(t *testing.T) *kubecluster.HostState {
+	t.Helper()
+	release, err := kubecluster.Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	h, err := kubecluster.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -81,7 +81,9 @@ type Cluster struct {
 // controller-manager, scheduler, kubelet and agent-sandbox's controller.
 // It returns when the node is Ready, the RuntimeClasses airlock and runc
 // and agent-sandbox's CRDs are installed, the test images are imported and
-// pods can be created. On error nothing is left behind.
+// pods can be created. On error nothing is left behind: the Cluster
+// returned beside the error, when not nil, is already stopped (its Before
+// says how the host was).
 func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if o.Airlock == "" {
 		return nil, errors.New("kubecluster: Options.Airlock (the airlock binary) is required")
@@ -250,4 +252,15 @@ func (c *Cluster) importImages(ctx context.Context) error {
 		_ = os.Remove(out)
 	}
 	return nil
+}
+
+// Lock takes the machine's cluster lock (waiting until ctx ends) and
+// returns its release: a test comparing the host with a cluster's Before
+// holds it while it snapshots, so that no other cluster runs meanwhile.
+func Lock(ctx context.Context) (release func(), err error) {
+	f, err := lockMachine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func() { f.Close() }, nil
 }
