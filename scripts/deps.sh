@@ -18,6 +18,9 @@ pkgs=(bubblewrap runsc git qemu-system-x86 xz-utils python3 python3-matplotlib p
 # The OCI runtime's tests: containerd (and its runc shim) and a dockerd of
 # their own, runc beside airlock, Debian's loopback CNI plugin.
 pkgs+=(docker.io busybox-static mmdebstrap containerd runc containernetworking-plugins)
+# The Kubernetes cluster's tests (test/kube): Debian's etcd 3.4, and nft
+# (the harness deletes the nf tables the kubelet's iptables calls made).
+pkgs+=(etcd-server nftables)
 # The TypeScript SDK needs Node.js 20+ and npm (machines come with them;
 # Debian's own nodejs is older, so it is only a fallback).
 command -v node >/dev/null || pkgs+=(nodejs npm)
@@ -64,3 +67,6 @@ if [ ! sdk/typescript/node_modules/.package-lock.json -nt sdk/typescript/package
 fi
 # The Debian test image of the image store's tests (cached per machine).
 ./scripts/test-images.sh
+# The Kubernetes v1.37.2 binaries of test/kube's cluster (tools/kube; about
+# 8 min cold on 2 cores, cached per machine, instant when there).
+./scripts/kube.sh >/dev/null
