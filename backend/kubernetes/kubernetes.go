@@ -165,6 +165,12 @@ func (b *Backend) cluster() (*cluster, error) {
 	if cl.ns == "" {
 		cl.ns = "default"
 	}
+	// client-go's default (5 requests a second) would make sandboxes
+	// starting together wait on each other's polling.
+	cl.rest = rest.CopyConfig(cl.rest)
+	if cl.rest.QPS == 0 {
+		cl.rest.QPS, cl.rest.Burst = 100, 200
+	}
 	if cl.c == nil {
 		s, err := Scheme()
 		if err != nil {

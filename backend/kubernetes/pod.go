@@ -15,11 +15,13 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// DefaultUID and DefaultGID are the ids a sandbox's processes run as when
-// its policy names none: never root by default.
+// NodeIDBase is where a sandbox's ids start on the node: the policy's
+// uid and gid (0..IDRange-1; root when it names none) run as NodeIDBase
+// plus them, so that no sandbox process is ever root or a user of the node
+// (pods under the airlock runtime class have no user namespace).
 const (
-	DefaultUID = 1000
-	DefaultGID = 1000
+	NodeIDBase = 100000
+	IDRange    = 65536
 )
 
 // Volume names in the pod.
@@ -41,16 +43,18 @@ type podInput struct {
 	Secret       string // the Secret holding Files (its name)
 }
 
-// credentials are the ids the policy asks for, or the defaults.
-func credentials(p policy.Process) (uid, gid int64) {
-	uid, gid = DefaultUID, DefaultGID
+// credentials are the node ids of the policy's uid and gid.
+func credentials(p policy.Process) (uid, gid int64, err error) {
 	if p.UID != nil {
 		uid = int64(*p.UID)
 	}
 	if p.GID != nil {
 		gid = int64(*p.GID)
 	}
-	return uid, gid
+	if uid < 0 || gid < 0 || uid >= IDRange || gid >= IDRange {
+		return 0, 0, fmt.Errorf("process uid/gid %d/%d: a sandbox on the kubernetes backend has ids 0..%d: %w", uid, gid, IDRange-1, sandbox.ErrInvalid)
+	}
+	return NodeIDBase + uid, NodeIDBase + gid, nil
 }
 
 // podSpec is the pod of one sandbox: the node's airlock binary as the
@@ -71,7 +75,10 @@ func podSpec(in podInput) (corev1.PodSpec, error) {
 	if err != nil {
 		return corev1.PodSpec{}, err
 	}
-	uid, gid := credentials(pol.Process)
+	uid, gid, err := credentials(pol.Process)
+	if err != nil {
+		return corev1.PodSpec{}, err
+	}
 	no, yes := false, true
 	var grace int64
 	c := corev1.Container{
@@ -91,7 +98,7 @@ func podSpec(in podInput) (corev1.PodSpec, error) {
 		// log line, when it dies.
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		SecurityContext: &corev1.SecurityContext{
-			RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: ptr(uid != 0),
+			RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: &yes,
 			Privileged: &no, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},

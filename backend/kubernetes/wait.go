@@ -8,8 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	sandboxv1 "sigs.k8s.io/agent-sandbox/api/v1beta1"
@@ -19,7 +19,7 @@ import (
 )
 
 // pollInterval is how often Create looks at the objects it waits for.
-const pollInterval = 50 * time.Millisecond
+const pollInterval = 100 * time.Millisecond
 
 // waitReady waits until the sandbox's pod runs its agent (p.pod is then
 // set), failing at once for a pod that cannot start (a bad image, a
@@ -34,8 +34,13 @@ func (b *Backend) waitReady(ctx context.Context, p *prepared) error {
 	for {
 		pod, err := b.findPod(ctx, p)
 		switch {
-		case err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil:
+		case errors.Is(err, sandbox.ErrPermission):
 			return err
+		case err != nil:
+			// The API server busy, a watch cache behind: look again.
+			if !strings.Contains(last, "; last error: ") {
+				last += "; last error: " + err.Error()
+			}
 		case pod != nil:
 			if err := podFailure(pod); err != nil {
 				return err
