@@ -32,11 +32,12 @@ const AgentPath = "/.airlock/airlock"
 const ContainerName = "agent"
 
 // Labels every object of this backend carries (Sandbox, claim, Secret,
-// and through the pod template the pod).
+// and through the pod template the pod). agent-sandbox passes a claim's
+// pod labels on only with a domain prefix.
 const (
-	LabelSandbox = "dev.airlock.sandbox" // the sandbox ID
-	LabelOwner   = "dev.airlock.owner"   // Config.Owner: whose Cleanup may remove it
-	LabelBackend = "dev.airlock.backend" // "kubernetes"
+	LabelSandbox = "airlock.dev/sandbox" // the sandbox ID
+	LabelOwner   = "airlock.dev/owner"   // Config.Owner: whose Cleanup may remove it
+	LabelBackend = "airlock.dev/backend" // "kubernetes"
 )
 
 // Defaults of Config.

@@ -15,14 +15,8 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// NodeIDBase is where a sandbox's ids start on the node: the policy's
-// uid and gid (0..IDRange-1; root when it names none) run as NodeIDBase
-// plus them, so that no sandbox process is ever root or a user of the node
-// (pods under the airlock runtime class have no user namespace).
-const (
-	NodeIDBase = 100000
-	IDRange    = 65536
-)
+// MaxID bounds the uid and gid a sandbox's policy may name.
+const MaxID = 65535
 
 // Volume names in the pod.
 const (
@@ -43,7 +37,10 @@ type podInput struct {
 	Secret       string // the Secret holding Files (its name)
 }
 
-// credentials are the node ids of the policy's uid and gid.
+// credentials are the policy's uid and gid (a server resolves its own,
+// root, when the request names none). Pods under the airlock handler have
+// no user namespace, so these are the node's ids; see RATIONALE for why
+// they are not moved to a range of their own yet.
 func credentials(p policy.Process) (uid, gid int64, err error) {
 	if p.UID != nil {
 		uid = int64(*p.UID)
@@ -51,10 +48,10 @@ func credentials(p policy.Process) (uid, gid int64, err error) {
 	if p.GID != nil {
 		gid = int64(*p.GID)
 	}
-	if uid < 0 || gid < 0 || uid >= IDRange || gid >= IDRange {
-		return 0, 0, fmt.Errorf("process uid/gid %d/%d: a sandbox on the kubernetes backend has ids 0..%d: %w", uid, gid, IDRange-1, sandbox.ErrInvalid)
+	if uid < 0 || gid < 0 || uid > MaxID || gid > MaxID {
+		return 0, 0, fmt.Errorf("process uid/gid %d/%d: a sandbox on the kubernetes backend has ids 0..%d: %w", uid, gid, MaxID, sandbox.ErrInvalid)
 	}
-	return NodeIDBase + uid, NodeIDBase + gid, nil
+	return uid, gid, nil
 }
 
 // podSpec is the pod of one sandbox: the node's airlock binary as the
@@ -98,7 +95,7 @@ func podSpec(in podInput) (corev1.PodSpec, error) {
 		// log line, when it dies.
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		SecurityContext: &corev1.SecurityContext{
-			RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: &yes,
+			RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: ptr(uid != 0),
 			Privileged: &no, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},

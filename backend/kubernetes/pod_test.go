@@ -55,7 +55,7 @@ func TestPodSpecShape(t *testing.T) {
 		t.Errorf("command %v stdin %v once %v tty %v", c.Command, c.Stdin, c.StdinOnce, c.TTY)
 	}
 	sc := c.SecurityContext
-	if deref(sc.RunAsUser) != NodeIDBase || !deref(sc.RunAsNonRoot) || deref(sc.AllowPrivilegeEscalation) || deref(sc.Privileged) ||
+	if deref(sc.RunAsUser) != 0 || deref(sc.RunAsNonRoot) || deref(sc.AllowPrivilegeEscalation) || deref(sc.Privileged) ||
 		!deref(sc.ReadOnlyRootFilesystem) || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0 {
 		t.Errorf("security context %+v", sc)
 	}
@@ -124,21 +124,20 @@ func TestPodSpecRefuses(t *testing.T) {
 	}
 }
 
-// A policy's ids run as ids of the node's sandbox range, root included:
-// never as the node's root.
+// A policy's ids are the container's; non-root is marked so.
 func TestPodSpecCredentials(t *testing.T) {
 	in := testInput()
-	uid, gid := 0, 5
+	uid, gid := 1000, 5
 	in.Policy.Process.UID, in.Policy.Process.GID = &uid, &gid
 	ps, err := podSpec(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sc := ps.Containers[0].SecurityContext
-	if deref(sc.RunAsUser) != NodeIDBase || deref(sc.RunAsGroup) != NodeIDBase+5 || !deref(sc.RunAsNonRoot) {
+	if deref(sc.RunAsUser) != 1000 || deref(sc.RunAsGroup) != 5 || !deref(sc.RunAsNonRoot) {
 		t.Errorf("uid %d gid %d non-root %v", deref(sc.RunAsUser), deref(sc.RunAsGroup), deref(sc.RunAsNonRoot))
 	}
-	big := IDRange
+	big := MaxID + 1
 	in.Policy.Process.UID = &big
 	if _, err := podSpec(in); !errors.Is(err, sandbox.ErrInvalid) {
 		t.Errorf("uid %d: %v", big, err)

@@ -34,7 +34,7 @@ func (b *Backend) waitReady(ctx context.Context, p *prepared) error {
 	for {
 		pod, err := b.findPod(ctx, p)
 		switch {
-		case errors.Is(err, sandbox.ErrPermission):
+		case errors.Is(err, sandbox.ErrPermission) || errors.Is(err, sandbox.ErrInvalid):
 			return err
 		case err != nil:
 			// The API server busy, a watch cache behind: look again.
@@ -69,6 +69,11 @@ func (b *Backend) findPod(ctx context.Context, p *prepared) (*corev1.Pod, error)
 	if claim, ok := p.obj.(*extv1.SandboxClaim); ok {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(claim), claim); err != nil {
 			return nil, fmt.Errorf("get sandboxclaim %s: %w", claim.Name, apiKind(err))
+		}
+		for _, cond := range claim.Status.Conditions {
+			if cond.Reason == "InvalidMetadata" || cond.Reason == "TemplateNotFound" {
+				return nil, fmt.Errorf("sandboxclaim %s: %s: %s: %w", claim.Name, cond.Reason, cond.Message, sandbox.ErrInvalid)
+			}
 		}
 		if name = claim.Status.SandboxStatus.Name; name == "" {
 			return nil, nil

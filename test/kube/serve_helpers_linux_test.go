@@ -111,7 +111,7 @@ func objects(t testing.TB, c *kubecluster.Cluster, kind, id string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := c.KubectlOut(ctx, "", "get", kind, "-n", "default", "-l", "dev.airlock.sandbox="+id, "-o", "name")
+	out, err := c.KubectlOut(ctx, "", "get", kind, "-n", "default", "-l", "airlock.dev/sandbox="+id, "-o", "name")
 	if err != nil {
 		t.Fatalf("kubectl get %s: %v", kind, err)
 	}

@@ -40,11 +40,11 @@ func TestServeKubernetesSandbox(t *testing.T) {
 	if pods := objects(t, c, "pods", sb.ID); len(pods) != 1 {
 		t.Fatalf("pods of sandbox %s: %v", sb.ID, pods)
 	}
-	rc, _ := c.KubectlOut(ctx, "", "get", "pods", "-l", "dev.airlock.sandbox="+sb.ID, "-o", "jsonpath={.items[0].spec.runtimeClassName}")
+	rc, _ := c.KubectlOut(ctx, "", "get", "pods", "-l", "airlock.dev/sandbox="+sb.ID, "-o", "jsonpath={.items[0].spec.runtimeClassName}")
 	if rc != "airlock" {
 		t.Fatalf("the sandbox's pod runs under runtime class %q, want airlock", rc)
 	}
-	if out := mustRun(t, cl, sb.ID, "sh", "-c", "id -u; cat /etc/os-release | grep ^ID="); out != "100000\nID=debian\n" {
+	if out := mustRun(t, cl, sb.ID, "sh", "-c", "id -u; cat /etc/os-release | grep ^ID="); out != "0\nID=debian\n" {
 		t.Fatalf("exec: %q", out)
 	}
 	if err := cl.WriteFile(ctx, sb.ID, "/workspace/hello.txt", strings.NewReader("hello from the SDK\n"), 0o644); err != nil {
@@ -156,7 +156,7 @@ func TestServeKubernetesCreateFailsClean(t *testing.T) {
 	for _, sb := range list {
 		waitNoObjects(t, c, sb.ID)
 	}
-	out, err := c.KubectlOut(ctx, "", "get", "sandboxes.agents.x-k8s.io,pods,secrets", "-n", "default", "-l", "dev.airlock.backend=kubernetes", "-o", "name")
+	out, err := c.KubectlOut(ctx, "", "get", "sandboxes.agents.x-k8s.io,pods,secrets", "-n", "default", "-l", "airlock.dev/backend=kubernetes", "-o", "name")
 	if err != nil || strings.TrimSpace(out) != "" {
 		t.Fatalf("left in the cluster after failed creates: %q %v", out, err)
 	}

@@ -103,11 +103,11 @@ func TestServeKubernetesWarmPool(t *testing.T) {
 	if claims := objects(t, c, "sandboxclaims.extensions.agents.x-k8s.io", sb.ID); len(claims) != 1 {
 		t.Fatalf("claims of %s: %v", sb.ID, claims)
 	}
-	if out := mustRun(t, cl, sb.ID, "sh", "-c", "echo claimed; id -u"); out != "claimed\n100000\n" {
+	if out := mustRun(t, cl, sb.ID, "sh", "-c", "echo claimed; id -u"); out != "claimed\n0\n" {
 		t.Fatalf("exec in the claimed pod: %q", out)
 	}
 	var pod string
-	if claim, err := c.KubectlOut(ctx, "", "get", "sandboxclaims.extensions.agents.x-k8s.io", "-n", "default", "-l", "dev.airlock.sandbox="+sb.ID, "-o", "jsonpath={.items[0].status.sandbox.name}"); err == nil {
+	if claim, err := c.KubectlOut(ctx, "", "get", "sandboxclaims.extensions.agents.x-k8s.io", "-n", "default", "-l", "airlock.dev/sandbox="+sb.ID, "-o", "jsonpath={.items[0].status.sandbox.name}"); err == nil {
 		pod = strings.TrimSpace(claim)
 	}
 	if err := cl.Delete(ctx, sb.ID); err != nil {
