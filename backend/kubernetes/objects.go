@@ -36,10 +36,10 @@ func sandboxObject(name, ns string, labels map[string]string, pod corev1.PodSpec
 func claimObject(name, ns, pool string, labels map[string]string, timeout time.Duration, now time.Time) *extv1.SandboxClaim {
 	c := &extv1.SandboxClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: extv1.SandboxClaimSpec{
-			WarmPoolRef:           extv1.SandboxWarmPoolRef{Name: pool},
-			AdditionalPodMetadata: sandboxv1.PodMetadata{Labels: labels},
-		},
+		// No pod labels: agent-sandbox lets a claim add only labels of
+		// domains on its allow-list to the pool's pod. The claim carries
+		// them, and Destroy and Cleanup go through the claim.
+		Spec: extv1.SandboxClaimSpec{WarmPoolRef: extv1.SandboxWarmPoolRef{Name: pool}},
 	}
 	if timeout > 0 {
 		c.Spec.Lifecycle = &extv1.Lifecycle{
