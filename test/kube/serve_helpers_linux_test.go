@@ -150,5 +150,3 @@ func mustRun(t testing.TB, c *client.Client, id string, args ...string) string {
 	}
 	return string(r.Stdout)
 }
-
-

@@ -154,20 +154,11 @@ func absolute(tid uint32, dirfd int32, p string) (string, error) {
 		}
 		link = "/proc/" + strconv.FormatUint(uint64(tid), 10) + "/fd/" + strconv.Itoa(int(dirfd))
 	}
-	base, err := readlink(link)
-	if err == unix.EACCES {
-		// A non-dumpable caller (the agent marks itself so) hides its
-		// cwd and fd links from a reader without CAP_SYS_PTRACE over it,
-		// which the mediator has only from a user namespace it owns (not
-		// under the OCI runtime, where the container has none). The link
-		// is the trapped caller's own, the one thing the mediator must
-		// know: read it with the capability, then drop it again.
-		err = withCap(unix.CAP_SYS_PTRACE, func() error {
-			var rerr error
-			base, rerr = readlink(link)
-			return rerr
-		})
-	}
+	var base string
+	err := asTracer(func() (err error) {
+		base, err = readlink(link)
+		return err
+	})
 	if err != nil {
 		if err == unix.ENOENT && dirfd != unix.AT_FDCWD {
 			return "", unix.EBADF
