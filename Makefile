@@ -13,7 +13,9 @@ CROSS_GOOS := darwin windows freebsd
 # Packages left out of -race, each with why:
 #   test/escape (race only): the red-team suite; `make escape` and `make
 #     test` run it, it is too slow under -race.
-RACE_SKIP := /test/escape
+#   test/kube: a Kubernetes cluster of its own (~45 s); the plain run
+#     covers it, a second cluster under -race is CI time for little.
+RACE_SKIP := /test/escape /test/kube
 PKGS_NOT   = $(shell $(GO) list ./... | grep -v $(foreach p,$(1),-e '$(p)$$' -e '$(p)/'))
 
 .PHONY: all build deps test unit lint cross race fuzz demo bench escape load clean sdk-test
@@ -29,7 +31,8 @@ deps:
 	./scripts/wasm-assets.sh
 	./scripts/guest-kernel.sh
 
-# The whole test run (what CI runs, through .ci/run): deps, vet, staticcheck,
+# The whole test run (what CI runs, through .ci/run): deps (which builds the
+# Kubernetes binaries of test/kube's cluster, scripts/kube.sh), vet, staticcheck,
 # the cross-OS build, unit+integration tests (the package-doc and host-path
 # rules are tests in internal/lint; 30m: the escape suite on microvm runs
 # under TCG, ~6 min of it on an idle 2-core machine), the race detector,

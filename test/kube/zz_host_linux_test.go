@@ -19,7 +19,14 @@ import (
 // cgroups and the mounts, and that no process of the cluster is left.
 func TestHostStateRestored(t *testing.T) {
 	c := kubecluster.Shared(t)
-	createPod(t, c, "airlock", kubecluster.ImageBusybox, []string{"sh", "-c", "sleep 1000"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.Apply(ctx, string(podSpec("restored", "airlock", kubecluster.ImageBusybox, []string{"sleep", "1000"}, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitReady(ctx, c, "restored"); err != nil {
+		t.Fatal(err)
+	}
 	before, dir := c.Before, c.Dir
 	// The kubelet did change the host (else this proves nothing).
 	now, err := kubecluster.Snapshot()
@@ -35,10 +42,7 @@ func TestHostStateRestored(t *testing.T) {
 	if err := kubecluster.StopShared(); err != nil {
 		t.Fatal(err)
 	}
-	after, err := kubecluster.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := lockedSnapshot(t)
 	if d := before.Diff(after); len(d) > 0 {
 		t.Fatalf("host differs:\n%s", strings.Join(d, "\n"))
 	}

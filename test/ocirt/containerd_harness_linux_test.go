@@ -9,13 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/airlock-dev/airlock/internal/testutil"
+	"github.com/airlock-dev/airlock/internal/testutil/ocitest"
 )
 
 // ctrd is a containerd of the test's own: its own root, state, sockets,
@@ -41,15 +41,13 @@ func runtimeLink(t testing.TB, dir string) string {
 	return link
 }
 
-// operatorConfig writes the runtime's operator ceiling: the default
-// profile, with a policy allowing the pod network for the tests that need
-// it.
+// operatorConfig writes the runtime's operator ceiling (ocitest's: the
+// default profile, with a policy allowing the pod network for the tests
+// that need it).
 func operatorConfig(t testing.TB, dir string) string {
 	t.Helper()
-	pol := filepath.Join(dir, "open-network.yaml")
-	must(t, os.WriteFile(pol, []byte("version: 1\nnetwork:\n  mode: open\n"), 0o644))
-	cfg := filepath.Join(dir, "oci.yaml")
-	must(t, os.WriteFile(cfg, []byte(fmt.Sprintf("profile: default\nprofiles: [default, strict]\npolicies:\n  open-network: %s\n", pol)), 0o644))
+	cfg, err := ocitest.OperatorConfig(dir)
+	must(t, err)
 	return cfg
 }
 
@@ -96,46 +94,13 @@ func startContainerd(t testing.TB) *ctrd {
 	must(t, os.WriteFile(filepath.Join(cniBin, "airlock-test-net"), []byte(testCNIPlugin), 0o755))
 	must(t, os.WriteFile(filepath.Join(cni, "10-test.conflist"),
 		[]byte(`{"cniVersion":"1.0.0","name":"airlock-test","plugins":[{"type":"airlock-test-net"}]}`), 0o644))
-	conf := fmt.Sprintf(`version = 2
-root = %[1]q
-state = %[2]q
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"]
-[grpc]
-  address = %[3]q
-[ttrpc]
-  address = %[4]q
-[debug]
-  level = "info"
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = %[5]q
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %[6]q
-  restrict_oom_score_adj = true
-  disable_apparmor = true
-  enable_selinux = false
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[8]q
-    conf_dir = %[7]q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), c.sock, c.sock+".ttrpc", filepath.Join(dir, "opt"),
-		testImage, cni, cniBin)
 	// The airlock handler is the snippet deploy/kubernetes ships, with
 	// this test's binary and a private state root.
-	snippet, err := os.ReadFile("../../deploy/kubernetes/containerd-airlock.toml")
+	conf, err := ocitest.Containerd{
+		Dir: dir, Socket: c.sock, SandboxImage: testImage, CNIConfDir: cni, CNIBinDir: cniBin,
+		Runtime: c.runtime, Snippet: "../../deploy/kubernetes/containerd-airlock.toml",
+	}.Config()
 	must(t, err)
-	handler := strings.ReplaceAll(string(snippet), `"/usr/local/bin/airlock-runc"`, strconv.Quote(c.runtime))
-	if handler == string(snippet) {
-		t.Fatal("deploy/kubernetes/containerd-airlock.toml does not name /usr/local/bin/airlock-runc")
-	}
-	conf += handler + "    Root = " + strconv.Quote(filepath.Join(dir, "airlock-state")) + "\n"
 	cfg := filepath.Join(dir, "containerd.toml")
 	must(t, os.WriteFile(cfg, []byte(conf), 0o644))
 	logf, err := os.Create(filepath.Join(dir, "containerd.log"))

@@ -43,7 +43,8 @@ type Options struct {
 	// LogDir keeps the components' logs after Stop; "" puts them in the
 	// cluster's dir, removed with it.
 	LogDir string
-	// Timeout bounds Start (default 3 minutes).
+	// Timeout bounds the start once the machine's cluster lock is held
+	// (default 3 minutes); waiting for the lock is bounded by Start's ctx.
 	Timeout time.Duration
 }
 
@@ -80,16 +81,21 @@ type Cluster struct {
 // controller-manager, scheduler, kubelet and agent-sandbox's controller.
 // It returns when the node is Ready, the RuntimeClasses airlock and runc
 // and agent-sandbox's CRDs are installed, the test images are imported and
-// pods can be created. On error nothing is left behind.
+// pods can be created. On error nothing is left behind: the Cluster
+// returned beside the error, when not nil, is already stopped (its Before
+// says how the host was).
 func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if o.Airlock == "" {
 		return nil, errors.New("kubecluster: Options.Airlock (the airlock binary) is required")
 	}
+	if st, err := os.Stat(o.Airlock); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 || !filepath.IsAbs(o.Airlock) {
+		return nil, fmt.Errorf("kubecluster: Options.Airlock %q must be the absolute path of an executable airlock binary (stat: %v)", o.Airlock, err)
+	}
 	if o.Timeout == 0 {
 		o.Timeout = 3 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
+	// Building the binaries (once per machine) and waiting for another
+	// cluster to stop are bounded by ctx only, not by the start's timeout.
 	if o.BinDir == "" {
 		if o.BinDir, err = KubeBinaries(ctx); err != nil {
 			return nil, err
@@ -105,6 +111,8 @@ func Start(ctx context.Context, o Options) (c *Cluster, err error) {
 	if c.lock, err = lockMachine(ctx); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
 	defer func() {
 		if err != nil {
 			if serr := c.Stop(); serr != nil {
@@ -244,4 +252,15 @@ func (c *Cluster) importImages(ctx context.Context) error {
 		_ = os.Remove(out)
 	}
 	return nil
+}
+
+// Lock takes the machine's cluster lock (waiting until ctx ends) and
+// returns its release: a test comparing the host with a cluster's Before
+// holds it while it snapshots, so that no other cluster runs meanwhile.
+func Lock(ctx context.Context) (release func(), err error) {
+	f, err := lockMachine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func() { f.Close() }, nil
 }

@@ -86,15 +86,11 @@ func (c *Cluster) startGuard() error {
 		return err
 	}
 	defer r.Close()
-	logf, err := os.Create(filepath.Join(c.LogDir, "guard.log"))
-	if err != nil {
-		w.Close()
-		return err
-	}
-	defer logf.Close()
 	c.guard = exec.Command(exe)
 	c.guard.Env = append(os.Environ(), guardEnv+"="+c.statePath())
-	c.guard.Stdin, c.guard.Stdout, c.guard.Stderr = r, logf, logf
+	// What it could not undo goes where the harness's own errors go (the
+	// cluster's dir, and a log in it, are gone by then).
+	c.guard.Stdin, c.guard.Stdout, c.guard.Stderr = r, os.Stderr, os.Stderr
 	c.guard.ExtraFiles = []*os.File{c.lock}
 	c.guard.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.guard.Start(); err != nil {

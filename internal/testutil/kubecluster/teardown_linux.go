@@ -155,6 +155,9 @@ func removeCgroups() []error {
 			}
 			return nil
 		})
+		// Containers whose containerd died first (the guard's case) are
+		// still in them: their shims are gone, so kill them here.
+		killCgroupProcs(dirs)
 		for _, d := range reverse(dirs) {
 			var err error
 			for try := 0; try < 20; try++ {
@@ -170,4 +173,28 @@ func removeCgroups() []error {
 		}
 	}
 	return errs
+}
+
+// killCgroupProcs kills every process in the cgroup dirs, waiting up to
+// two seconds for them to go.
+func killCgroupProcs(dirs []string) {
+	for try := 0; try < 20; try++ {
+		found := false
+		for _, d := range dirs {
+			b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+			if err != nil {
+				continue
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid != os.Getpid() {
+					found = true
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+		if !found {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
