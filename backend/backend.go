@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/backend/gvisor"
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
+	"github.com/airlock-dev/airlock/backend/kubernetes"
 	"github.com/airlock-dev/airlock/backend/microvm"
 	"github.com/airlock-dev/airlock/backend/native"
 	"github.com/airlock-dev/airlock/backend/wasm"
@@ -44,7 +45,11 @@ type Options struct {
 	// from it into the daemon when a sandbox names one (nil: the
 	// daemon's images only).
 	Images *images.Store
-	Log    *slog.Logger
+	// Kubernetes configures the kubernetes backend (kubeconfig,
+	// namespace, runtime class, image, the nodes' airlock, warm pool);
+	// its Owner and Log are set by Open.
+	Kubernetes kubernetes.Config
+	Log        *slog.Logger
 }
 
 // Isolation levels, weakest first; `auto` picks the fastest backend meeting
@@ -54,6 +59,11 @@ var isolationRank = map[string]int{"weak": 0, "kernel": 1, "medium": 2, "wasm": 
 // Names lists the backends this build knows, in order of start-up speed
 // (the order `auto` tries them).
 func Names() []string { return []string{"native", "gvisor", "docker", "wasm", "microvm"} }
+
+// Remote lists the backends that place sandboxes off this host: opened
+// only when named (never by auto, nor offered by default by a server),
+// since probing them means reaching a cluster.
+func Remote() []string { return []string{kubernetes.Name} }
 
 // Open returns the backend called name ("" means native).
 func Open(name string, opts Options) (sandbox.Backend, error) {
@@ -82,10 +92,17 @@ func Open(name string, opts Options) (sandbox.Backend, error) {
 		return docker.New(cfg), nil
 	case "wasm":
 		return wasm.New(wasm.Config{Log: opts.Log}), nil
+	case kubernetes.Name:
+		cfg := opts.Kubernetes
+		cfg.Log = opts.Log
+		if cfg.Owner == "" {
+			cfg.Owner = cgroupSub(opts.CgroupParent, kubernetes.Name)
+		}
+		return kubernetes.New(cfg), nil
 	case "microvm":
 		return microvm.New(microvm.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "microvm"), CgroupParent: cgroupSub(opts.CgroupParent, "microvm")}), nil
 	}
-	return nil, fmt.Errorf("backend %q: unknown (known: %s, auto): %w", name, strings.Join(Names(), ", "), sandbox.ErrInvalid)
+	return nil, fmt.Errorf("backend %q: unknown (known: %s, auto): %w", name, strings.Join(append(Names(), Remote()...), ", "), sandbox.ErrInvalid)
 }
 
 // Auto returns the first available backend (in Names order) whose isolation

@@ -9,7 +9,7 @@ import (
 
 // A policy accepts exactly the backends this build can open (and auto).
 func TestPolicyKnowsEveryBackend(t *testing.T) {
-	want := append([]string{"auto"}, Names()...)
+	want := append(append([]string{"auto"}, Names()...), Remote()...)
 	got := append([]string(nil), policy.Backends...)
 	slices.Sort(want)
 	slices.Sort(got)

@@ -15,7 +15,7 @@ func TestUnknownBackendRefused(t *testing.T) {
 			t.Errorf("backend %q: %v", b, err)
 		}
 	}
-	for _, b := range []string{"auto", "native", "gvisor", "docker", "wasm", "microvm"} {
+	for _, b := range []string{"auto", "native", "gvisor", "docker", "wasm", "microvm", "kubernetes"} {
 		if _, err := Parse("p.yaml", []byte("version: 1\nbackend: "+b+"\n")); err != nil {
 			t.Errorf("backend %q: %v", b, err)
 		}

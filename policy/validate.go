@@ -10,7 +10,7 @@ import (
 var (
 	// Backends are the backends this build has (and auto); a test in
 	// package backend keeps the list equal to backend.Names.
-	Backends   = []string{"auto", "native", "gvisor", "docker", "wasm", "microvm"}
+	Backends   = []string{"auto", "native", "gvisor", "docker", "wasm", "microvm", "kubernetes"}
 	Isolations = []string{"weak", "kernel", "medium", "hardware"}
 	modes      = []string{NetworkNone, NetworkAllowlist, NetworkOpen}
 )

@@ -167,9 +167,10 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 		p.raw = ceil.withDefaults(p.raw)
 	}
 	p.ceil = ceil
-	if b.Name() == "docker" && req.Image != "" {
-		// A docker image is the daemon's: its name goes to the backend
-		// as it is (the backend refuses one the daemon lacks).
+	if (b.Name() == "docker" || b.Name() == "kubernetes") && req.Image != "" {
+		// A docker image is the daemon's, a kubernetes one the cluster's:
+		// its name goes to the backend as it is (the backend refuses one
+		// the daemon or the cluster lacks).
 		if err := checkImageRef(req.Image); err != nil {
 			return nil, err
 		}

@@ -154,7 +154,11 @@ func absolute(tid uint32, dirfd int32, p string) (string, error) {
 		}
 		link = "/proc/" + strconv.FormatUint(uint64(tid), 10) + "/fd/" + strconv.Itoa(int(dirfd))
 	}
-	base, err := readlink(link)
+	var base string
+	err := asTracer(func() (err error) {
+		base, err = readlink(link)
+		return err
+	})
 	if err != nil {
 		if err == unix.ENOENT && dirfd != unix.AT_FDCWD {
 			return "", unix.EBADF

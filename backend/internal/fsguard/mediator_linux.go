@@ -373,11 +373,19 @@ func (c *call) openat2() result {
 // openCallerFD opens the caller's descriptor fd as an O_PATH directory of
 // ours (through its magic link: the very directory it holds).
 func (c *call) openCallerFD(fd int32) (int, error) {
+	p := "/proc/" + strconv.FormatUint(uint64(c.n.Pid), 10) + "/fd/" + strconv.Itoa(int(fd))
 	if fd == unix.AT_FDCWD {
-		return unix.Open("/proc/"+strconv.FormatUint(uint64(c.n.Pid), 10)+"/cwd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		p = "/proc/" + strconv.FormatUint(uint64(c.n.Pid), 10) + "/cwd"
 	}
-	r, err := unix.Open("/proc/"+strconv.FormatUint(uint64(c.n.Pid), 10)+"/fd/"+strconv.Itoa(int(fd)), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	r := -1
+	err := asTracer(func() (err error) {
+		r, err = unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return err
+	})
 	if err != nil {
+		if fd == unix.AT_FDCWD {
+			return -1, err
+		}
 		return -1, errResolve
 	}
 	return r, nil
@@ -906,7 +914,11 @@ func indexByte(b []byte, c byte) int {
 func readMem(tid uint32, addr uintptr, buf []byte) error {
 	local := []unix.Iovec{{Base: &buf[0], Len: uint64(len(buf))}}
 	remote := []unix.RemoteIovec{{Base: addr, Len: len(buf)}}
-	n, err := unix.ProcessVMReadv(int(tid), local, remote, 0)
+	var n int
+	err := asTracer(func() (err error) {
+		n, err = unix.ProcessVMReadv(int(tid), local, remote, 0)
+		return err
+	})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,24 @@ func withCap(c int, f func() error) error {
 	return f()
 }
 
+// asTracer runs f, a read of the trapped caller's memory or of its own
+// /proc links, and again with CAP_SYS_PTRACE when the kernel refused it:
+// a non-dumpable caller (the agent marks itself so) hides them from a
+// reader without that capability over it, which the mediator has only
+// from a user namespace it owns (not under the OCI runtime, where the
+// container has none). What is read is the caller's own, what the
+// mediator must know to decide its call; the capability is dropped at
+// once.
+func asTracer(f func() error) error {
+	err := f()
+	if err == unix.EACCES || err == unix.EPERM {
+		if cerr := withCap(unix.CAP_SYS_PTRACE, f); cerr != unix.EPERM || err == unix.EPERM {
+			return cerr
+		}
+	}
+	return err
+}
+
 // chmodAsRoot retries a chmod the mediator's own credentials were refused
 // (f, through a descriptor it holds on the file, whose owner st gives)
 // as the sandbox's root would: with CAP_FOWNER, when the file is its

@@ -144,6 +144,7 @@ func (c *cgroupPaths) create(res *specs.LinuxResources, lim cgroupfs.Limits) (er
 	}()
 	lim = lowerLimits(res, lim)
 	pl := c.placement()
+	lim.CPUs = underParentQuota(pl, lim.CPUs)
 	for _, need := range []struct {
 		set bool
 		h   cgroupfs.Hierarchy
@@ -216,6 +217,37 @@ func (c *cgroupPaths) mkdirs(res *specs.LinuxResources, lim cgroupfs.Limits) (re
 		}
 	}
 	return remove, nil
+}
+
+// underParentQuota lowers a v1 CPU limit to the parent cgroup's quota:
+// cgroup v1 refuses (EINVAL) a child quota above its parent's, which is
+// what a kubelet's pod cgroup holds (the sum of its containers' limits)
+// when the policy's limit is the larger. The parent's quota bounds the
+// container anyway, so the lower value is the one in force.
+func underParentQuota(pl cgroupfs.Placement, cpus float64) float64 {
+	d, ok := pl.V1Dirs["cpu"]
+	if pl.CPU != cgroupfs.V1 || !ok || cpus <= 0 {
+		return cpus
+	}
+	read := func(name string) int64 {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(d), name))
+		if err != nil {
+			return -1
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	quota, period := read("cpu.cfs_quota_us"), read("cpu.cfs_period_us")
+	if quota <= 0 || period <= 0 {
+		return cpus
+	}
+	if parent := float64(quota) / float64(period); parent < cpus {
+		return parent
+	}
+	return cpus
 }
 
 // lowerLimits is lim lowered to config.json's memory, pids and CPU limits
