@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"testing"
 	"time"
@@ -359,3 +360,54 @@ func grepLine(s, prefix string) string {
 // uniqueID keeps tests of other checkouts running at once on this host
 // out of each other's cgroups.
 func uniqueID(name string) string { return name + "-" + strconv.Itoa(os.Getpid()) }
+
+// TestHostMountNonRootUser: a container running as a non-root uid
+// writes a world-writable host mount (a Kubernetes emptyDir is 0777,
+// owned by root) through the mediator as any process of that uid would,
+// its files owned by it; a root-only directory beside it stays refused.
+func TestHostMountNonRootUser(t *testing.T) {
+	r := newRT(t)
+	id := uniqueID("nr")
+	host := t.TempDir()
+	if err := os.Chmod(host, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	private := filepath.Join(host, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	s := r.spec("sh", "-c", "id -u > /data/uid; echo rc=$? > /data/log; mkdir /data/d; echo rc=$? >> /data/log; touch /data/private/x; echo priv=$? >> /data/log; sleep 30")
+	s.Process.User = specs.User{UID: 100000, GID: 100000}
+	s.Mounts = append(s.Mounts, specs.Mount{Destination: "/data", Type: "bind", Source: host, Options: []string{"rbind", "rw"}})
+	r.write(s)
+	r.must("create", "--bundle", r.bundle, id)
+	r.must("start", id)
+	defer func() {
+		r.must("kill", id, "9")
+		time.Sleep(50 * time.Millisecond)
+		r.must("delete", "--force", id)
+	}()
+	var log []byte
+	for i := 0; i < 100; i++ {
+		if log, _ = os.ReadFile(filepath.Join(host, "log")); strings.Contains(string(log), "priv=") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if uid, _ := os.ReadFile(filepath.Join(host, "uid")); strings.TrimSpace(string(uid)) != "100000" {
+		t.Fatalf("the container runs as %q, want 100000 (log %q)", uid, log)
+	}
+	if strings.Count(string(log), "rc=0") != 2 {
+		t.Errorf("a non-root container could not write its world-writable mount:\n%s", log)
+	}
+	for _, p := range []string{"uid", "d"} {
+		if fi, err := os.Stat(filepath.Join(host, p)); err != nil {
+			t.Errorf("%s did not land: %v", p, err)
+		} else if st := fi.Sys().(*syscall.Stat_t); st.Uid != 100000 {
+			t.Errorf("%s is owned by %d, want the container's uid 100000", p, st.Uid)
+		}
+	}
+	if !strings.Contains(string(log), "priv=1") {
+		t.Errorf("a non-root container wrote a root-only directory:\n%s", log)
+	}
+}
