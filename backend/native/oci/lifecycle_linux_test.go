@@ -376,7 +376,21 @@ func TestHostMountNonRootUser(t *testing.T) {
 	if err := os.Mkdir(private, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	s := r.spec("sh", "-c", "id -u > /data/uid; echo rc=$? > /data/log; mkdir /data/d; echo rc=$? >> /data/log; touch /data/private/x; echo priv=$? >> /data/log; sleep 30")
+	// An execute-only copy of busybox: what runs from it is not
+	// dumpable (as the agent makes itself), so the mediator must reach
+	// its descriptors and memory as a tracer would.
+	bb, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(r.bundle, "rootfs/x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(r.bundle, "rootfs/x/busybox"), bb, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	s := r.spec("sh", "-c", "id -u > /data/uid; echo rc=$? > /data/log; /x/busybox mkdir /data/d; echo rc=$? >> /data/log; "+
+		"/x/busybox touch /data/private/x; echo priv=$? >> /data/log; /x/busybox sh -c 'cd /data && /x/busybox touch rel'; echo rc=$? >> /data/log; sleep 30")
 	s.Process.User = specs.User{UID: 100000, GID: 100000}
 	s.Mounts = append(s.Mounts, specs.Mount{Destination: "/data", Type: "bind", Source: host, Options: []string{"rbind", "rw"}})
 	r.write(s)
@@ -397,10 +411,10 @@ func TestHostMountNonRootUser(t *testing.T) {
 	if uid, _ := os.ReadFile(filepath.Join(host, "uid")); strings.TrimSpace(string(uid)) != "100000" {
 		t.Fatalf("the container runs as %q, want 100000 (log %q)", uid, log)
 	}
-	if strings.Count(string(log), "rc=0") != 2 {
+	if strings.Count(string(log), "rc=0") != 3 {
 		t.Errorf("a non-root container could not write its world-writable mount:\n%s", log)
 	}
-	for _, p := range []string{"uid", "d"} {
+	for _, p := range []string{"uid", "d", "rel"} {
 		if fi, err := os.Stat(filepath.Join(host, p)); err != nil {
 			t.Errorf("%s did not land: %v", p, err)
 		} else if st := fi.Sys().(*syscall.Stat_t); st.Uid != 100000 {
