@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/ending"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -38,8 +39,7 @@ type kubeSandbox struct {
 	done     chan struct{}
 	teardown sync.Once
 	tdErr    error
-	closed   atomic.Bool
-	timedOut atomic.Bool
+	cause    ending.Cause // why it ended
 }
 
 func metaName(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
@@ -48,23 +48,12 @@ func (s *kubeSandbox) ID() string { return s.id }
 
 func (s *kubeSandbox) Done() <-chan struct{} { return s.done }
 
-func (s *kubeSandbox) errClosed(op string) error {
-	if s.timedOut.Load() {
-		return fmt.Errorf("sandbox %q: %s: timed out: %w", s.id, op, errors.Join(sandbox.ErrClosed, sandbox.ErrTimeout))
-	}
-	return fmt.Errorf("sandbox %q: %s: %w", s.id, op, sandbox.ErrClosed)
-}
+func (s *kubeSandbox) errClosed(op string) error { return s.cause.Err(s.id, op) }
 
 // Exec starts a process through the agent.
 func (s *kubeSandbox) Exec(ctx context.Context, req sandbox.ExecRequest) (sandbox.Process, error) {
-	if s.closed.Load() {
-		return nil, s.errClosed("exec")
-	}
-	p, err := s.client.Exec(ctx, req)
+	p, err := s.cause.Exec(ctx, s.id, s.client.Exec, req)
 	if err != nil {
-		if s.closed.Load() {
-			return nil, s.errClosed("exec")
-		}
 		return nil, err
 	}
 	return &process{Process: p, s: s}, nil
@@ -76,7 +65,7 @@ func (s *kubeSandbox) Files() sandbox.Files { return s.client.Files() }
 // Stats reports nothing measured: the pod's cgroup is on its node, out of
 // the server's reach (the cluster's metrics pipeline has it).
 func (s *kubeSandbox) Stats(ctx context.Context) (sandbox.Stats, error) {
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return sandbox.Stats{}, s.errClosed("stats")
 	}
 	return sandbox.Stats{}, nil
@@ -85,7 +74,7 @@ func (s *kubeSandbox) Stats(ctx context.Context) (sandbox.Stats, error) {
 // DialPort opens a stream to port on the pod's loopback through the
 // agent. See sandbox.PortDialer.
 func (s *kubeSandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
-	if s.closed.Load() {
+	if s.cause.Closed.Load() {
 		return nil, s.errClosed("dial")
 	}
 	return s.client.Dial(ctx, port)
@@ -111,7 +100,7 @@ func (s *kubeSandbox) watch() {
 }
 
 func (s *kubeSandbox) timeout() {
-	s.timedOut.Store(true)
+	s.cause.TimedOut.Store(true)
 	s.audit.Emit(audit.Event{Sandbox: s.id, Type: audit.TypeLimit, Message: "sandbox wall timeout",
 		Fields: map[string]any{"limit": "timeout"}})
 	s.end("timeout")
@@ -123,7 +112,7 @@ func (s *kubeSandbox) timeout() {
 func (s *kubeSandbox) end(why string) {
 	s.teardown.Do(func() {
 		t0 := time.Now()
-		s.closed.Store(true)
+		s.cause.Closed.Store(true)
 		if t := s.timer.Load(); t != nil {
 			t.Stop()
 		}
@@ -152,16 +141,9 @@ type process struct {
 	s *kubeSandbox
 }
 
+// Wait reports a process the sandbox's timeout killed as killed for that
+// reason.
 func (p *process) Wait(ctx context.Context) (sandbox.ExitStatus, error) {
 	st, err := p.Process.Wait(ctx)
-	if err != nil {
-		if p.s.timedOut.Load() {
-			return sandbox.ExitStatus{Code: 128 + sandbox.SIGKILL, Signal: sandbox.SIGKILL, TimedOut: true}, nil
-		}
-		return st, err
-	}
-	if st.Signal == sandbox.SIGKILL && p.s.timedOut.Load() {
-		st.TimedOut = true
-	}
-	return st, nil
+	return p.s.cause.Status(ctx, p.s.done, st, err)
 }

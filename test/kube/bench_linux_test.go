@@ -3,10 +3,10 @@ package kube
 import (
 	"context"
 	"fmt"
-	"sort"
 	"testing"
 	"time"
 
+	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/internal/testutil/kubecluster"
 )
 
@@ -37,23 +37,5 @@ func BenchmarkPodStart(b *testing.B) {
 		b.StartTimer()
 		return d
 	}
-	start("runc") // warm the image's snapshot and the page cache
-	start("airlock")
-	var rs, as []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		rs = append(rs, start("runc"))
-		as = append(as, start("airlock"))
-	}
-	b.StopTimer()
-	mr, ma := median(rs), median(as)
-	b.ReportMetric(float64(mr.Microseconds())/1000, "runc-ms/pod")
-	b.ReportMetric(float64(ma.Microseconds())/1000, "airlock-ms/pod")
-	b.ReportMetric(float64(ma)/float64(mr), "airlock/runc")
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
+	testutil.SideBySide(b, "runc", "airlock", "pod", start)
 }

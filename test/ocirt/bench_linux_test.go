@@ -1,9 +1,10 @@
 package ocirt
 
 import (
-	"sort"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 // BenchmarkPodStartup: a pod's start-up (run the pod sandbox, create and
@@ -28,23 +29,5 @@ func BenchmarkPodStartup(b *testing.B) {
 		c.crictl(b, "rmp", pod)
 		return d
 	}
-	run("runc") // warm the image and the page cache
-	run("airlock")
-	var rs, as []time.Duration
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		rs = append(rs, run("runc"))
-		as = append(as, run("airlock"))
-	}
-	b.StopTimer()
-	mr, ma := median(rs), median(as)
-	b.ReportMetric(float64(mr.Microseconds())/1000, "runc-ms/pod")
-	b.ReportMetric(float64(ma.Microseconds())/1000, "airlock-ms/pod")
-	b.ReportMetric(float64(ma)/float64(mr), "airlock/runc")
-}
-
-func median(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
+	testutil.SideBySide(b, "runc", "airlock", "pod", run)
 }
