@@ -27,8 +27,8 @@ func fakeBackend(t *testing.T, cfg Config, objs ...client.Object) (*Backend, cli
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(s).WithObjects(objs...).Build()
-	cfg.Client, cfg.REST, cfg.Namespace = c, &rest.Config{Host: "https://127.0.0.1:1"}, "default"
-	return New(cfg), c
+	cfg.Namespace = "default"
+	return newWith(cfg, &rest.Config{Host: "https://127.0.0.1:1"}, c), c
 }
 
 func testSpec() sandbox.Spec {
@@ -167,7 +167,7 @@ func TestCleanupKeepsOthers(t *testing.T) {
 
 // An unreachable API server makes the backend unavailable, saying so.
 func TestProbeUnreachable(t *testing.T) {
-	b := New(Config{REST: &rest.Config{Host: "https://127.0.0.1:1"}})
+	b := newWith(Config{}, &rest.Config{Host: "https://127.0.0.1:1"}, nil)
 	p := b.Probe(context.Background())
 	if p.Available || !strings.Contains(p.Reason, "unreachable") {
 		t.Fatalf("probe: %+v", p)

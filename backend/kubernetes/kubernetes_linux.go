@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
@@ -22,70 +21,15 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// Name is the policy name of this backend.
-const Name = "kubernetes"
-
-// AgentPath is where the node's airlock binary appears inside each pod.
-const AgentPath = "/.airlock/airlock"
-
-// ContainerName is the name of the pod's one container, the agent.
-const ContainerName = "agent"
-
-// Labels every object of this backend carries (Sandbox, claim, Secret,
-// and through the pod template the pod). agent-sandbox passes a claim's
-// pod labels on only with a domain prefix.
-const (
-	LabelSandbox = "airlock.dev/sandbox" // the sandbox ID
-	LabelOwner   = "airlock.dev/owner"   // Config.Owner: whose Cleanup may remove it
-	LabelBackend = "airlock.dev/backend" // "kubernetes"
-)
-
-// Defaults of Config.
-const (
-	DefaultRuntimeClass = "airlock"
-	DefaultNodeAgent    = "/usr/local/bin/airlock"
-	DefaultImage        = "debian:bookworm-slim"
-	DefaultReadyTimeout = 2 * time.Minute
-)
-
-// Config configures the Kubernetes backend.
-type Config struct {
-	// Kubeconfig is the kubeconfig file. Empty: $KUBECONFIG, else
-	// ~/.kube/config, else the in-cluster service account.
-	Kubeconfig string
-	// Namespace holds the sandboxes. Empty: the kubeconfig context's,
-	// else "default".
-	Namespace string
-	// RuntimeClass every pod runs under. Empty: "airlock".
-	RuntimeClass string
-	// Image is what a sandbox naming no image runs. Empty: debian:bookworm-slim.
-	Image string
-	// NodeAgent is the airlock binary's path on the nodes (they have it:
-	// it is the runtime handler), mounted read-only as the container's
-	// command. Empty: /usr/local/bin/airlock.
-	NodeAgent string
-	// WarmPool, when set, names a SandboxWarmPool: Create claims a pod of
-	// it (SandboxClaim) instead of making a Sandbox.
-	WarmPool string
-	// Owner is written on every object (LabelOwner); Cleanup removes only
-	// its own owner's. Empty: "airlock".
-	Owner string
-	// ReadyTimeout bounds the wait for a pod to be ready. Zero: 2 minutes.
-	ReadyTimeout time.Duration
-	// REST, when set, is used instead of loading Kubeconfig (tests).
-	REST *rest.Config
-	// Client, when set, is the API client (unit tests: a fake); attach
-	// then needs REST too.
-	Client client.Client
-	// Log is the backend's logger; nil discards.
-	Log *slog.Logger
-}
-
 // Backend is the Kubernetes sandbox backend. Create it with New; it is safe
 // for concurrent use and contacts the API server only when first used.
 type Backend struct {
 	cfg Config
 	log *slog.Logger
+	// rest and client, when set (newWith), are used instead of loading
+	// the kubeconfig: tests, with a fake client.
+	rest   *rest.Config
+	client client.Client
 
 	mu   sync.Mutex
 	conn *cluster // made on first use
@@ -99,7 +43,10 @@ type cluster struct {
 }
 
 // New returns the Kubernetes backend.
-func New(cfg Config) *Backend {
+func New(cfg Config) *Backend { return newWith(cfg, nil, nil) }
+
+// newWith is New with the API server's config and client given (tests).
+func newWith(cfg Config, r *rest.Config, c client.Client) *Backend {
 	if cfg.RuntimeClass == "" {
 		cfg.RuntimeClass = DefaultRuntimeClass
 	}
@@ -119,7 +66,7 @@ func New(cfg Config) *Backend {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{cfg: cfg, log: cfg.Log.With("backend", Name)}
+	return &Backend{cfg: cfg, log: cfg.Log.With("backend", Name), rest: r, client: c}
 }
 
 // Name returns "kubernetes".
@@ -145,7 +92,7 @@ func (b *Backend) cluster() (*cluster, error) {
 	if b.conn != nil {
 		return b.conn, nil
 	}
-	cl := &cluster{rest: b.cfg.REST, c: b.cfg.Client, ns: b.cfg.Namespace}
+	cl := &cluster{rest: b.rest, c: b.client, ns: b.cfg.Namespace}
 	if cl.rest == nil {
 		rules := clientcmd.NewDefaultClientConfigLoadingRules()
 		if b.cfg.Kubeconfig != "" {
