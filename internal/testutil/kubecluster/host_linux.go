@@ -28,7 +28,7 @@ var sysctls = []string{
 // did not exist is removed.
 var hostDirs = []string{
 	"/var/lib/kubelet", "/var/log/pods", "/var/log/containers", "/var/lib/cni",
-	"/run/netns", "/var/run/kubernetes", "/etc/kubernetes",
+	"/var/run/kubernetes", "/etc/kubernetes",
 }
 
 // HostState is what a cluster may change on the host, as recorded before
@@ -62,12 +62,6 @@ func Snapshot() (*HostState, error) {
 	}
 	for _, d := range hostDirs {
 		h.Dirs[d] = listTree(d)
-		if d == "/run/netns" && h.Dirs[d] != nil {
-			h.Dirs[d], _ = filepath.Glob("/run/netns/cni-*")
-			if h.Dirs[d] == nil {
-				h.Dirs[d] = []string{}
-			}
-		}
 	}
 	links, _ := filepath.Glob("/sys/class/net/*")
 	for _, l := range links {
@@ -140,9 +134,10 @@ func ourMounts(clusterDir string) []string {
 	if err != nil {
 		return nil
 	}
-	// containerd's pod network namespaces are /run/netns/cni-*; other
-	// users' namespaces there are not the cluster's.
-	prefixes := []string{"/var/lib/kubelet/", "/run/netns/cni-", "/var/run/netns/cni-"}
+	// containerd's pod network namespaces are under its state dir (see
+	// ocitest: netns_mounts_under_state_dir), never the host's /run/netns,
+	// which others share.
+	prefixes := []string{"/var/lib/kubelet/"}
 	if clusterDir != "" {
 		prefixes = append(prefixes, clusterDir+"/")
 	}
@@ -153,7 +148,7 @@ func ourMounts(clusterDir string) []string {
 			continue
 		}
 		for _, p := range prefixes {
-			if strings.HasPrefix(f[4]+"/", p) || (strings.HasSuffix(p, "cni-") && strings.HasPrefix(f[4], p)) {
+			if strings.HasPrefix(f[4]+"/", p) {
 				out = append(out, f[4])
 			}
 		}
@@ -250,20 +245,6 @@ func (h *HostState) restore() []error {
 		before := map[string]bool{}
 		for _, p := range h.Dirs[d] {
 			before[p] = true
-		}
-		if d == "/run/netns" {
-			// Shared with whatever else makes named namespaces: only
-			// containerd's are the cluster's.
-			now, _ := filepath.Glob("/run/netns/cni-*")
-			for _, p := range now {
-				if !before[p] {
-					_ = os.Remove(p)
-				}
-			}
-			if h.Dirs[d] == nil {
-				_ = os.Remove(d) // fails, rightly, if another's is there
-			}
-			continue
 		}
 		if h.Dirs[d] == nil {
 			if err := os.RemoveAll(d); err != nil {

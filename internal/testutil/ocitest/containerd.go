@@ -50,6 +50,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   sandbox_image = %[6]q
   # The host root here lacks CAP_SYS_RESOURCE: lowering is all it may do.
   restrict_oom_score_adj = true
+  # Pods' network namespaces under this containerd's own state dir, not
+  # the host's /run/netns, which another containerd (or anything else)
+  # shares: two harnesses at once never see each other's.
+  netns_mounts_under_state_dir = true
   disable_apparmor = true
   enable_selinux = false
   stream_server_address = "127.0.0.1"
