@@ -27,23 +27,30 @@ func (r *Range) owns(uid, gid uint32) bool {
 // withCap runs f on this (the mediator's) thread with capability c
 // effective, then drops every effective capability again. The caller has
 // checked what f touches: here the capability reaches every host file.
-func withCap(c int, f func() error) error {
+func withCap(c int, f func() error) error { return withCaps(f, c) }
+
+// withCaps is withCap with several capabilities at once.
+func withCaps(f func() error, caps ...int) error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if _, _, e := unix.RawSyscall(unix.SYS_CAPGET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
 		return e
 	}
-	set := func(eff uint32) error {
-		data[c/32].Effective = eff
+	var eff [2]uint32
+	for _, c := range caps {
+		eff[c/32] |= 1 << (c % 32)
+	}
+	set := func(eff [2]uint32) error {
+		data[0].Effective, data[1].Effective = eff[0], eff[1]
 		if _, _, e := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
 			return e
 		}
 		return nil
 	}
-	if err := set(1 << (c % 32)); err != nil {
+	if err := set(eff); err != nil {
 		return unix.EPERM // not held (a rootless host): as without it
 	}
-	defer set(0) //nolint:errcheck // dropping never fails
+	defer set([2]uint32{}) //nolint:errcheck // dropping never fails
 	return f()
 }
 
@@ -58,7 +65,10 @@ func withCap(c int, f func() error) error {
 func asTracer(f func() error) error {
 	err := f()
 	if err == unix.EACCES || err == unix.EPERM {
-		if cerr := withCap(unix.CAP_SYS_PTRACE, f); cerr != unix.EPERM || err == unix.EPERM {
+		// CAP_DAC_READ_SEARCH too: a non-dumpable caller's /proc/PID/fd
+		// belongs to root (mode 0500), which the mediator's fsuid, the
+		// sandbox's, is not.
+		if cerr := withCaps(f, unix.CAP_SYS_PTRACE, unix.CAP_DAC_READ_SEARCH); cerr != unix.EPERM || err == unix.EPERM {
 			return cerr
 		}
 	}

@@ -390,7 +390,13 @@ func TestHostMountNonRootUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := r.spec("sh", "-c", "id -u > /data/uid; echo rc=$? > /data/log; /x/busybox mkdir /data/d; echo rc=$? >> /data/log; "+
-		"/x/busybox touch /data/private/x; echo priv=$? >> /data/log; /x/busybox sh -c 'cd /data && /x/busybox touch rel'; echo rc=$? >> /data/log; sleep 30")
+		"/x/busybox touch /data/private/x; echo priv=$? >> /data/log; /x/busybox sh -c 'cd /data && /x/busybox touch rel'; echo rc=$? >> /data/log; /x/openat2 data/dirfd nodump >> /data/log 2>&1; echo rc=$? >> /data/log; sleep 30")
+	// And a static C program that opens relative to a directory
+	// descriptor (openat2 RESOLVE_IN_ROOT, as the agent's file API does)
+	// after marking itself non-dumpable.
+	if err := os.WriteFile(filepath.Join(r.bundle, "rootfs/x/openat2"), openat2Probe(t), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	s.Process.User = specs.User{UID: 100000, GID: 100000}
 	s.Mounts = append(s.Mounts, specs.Mount{Destination: "/data", Type: "bind", Source: host, Options: []string{"rbind", "rw"}})
 	r.write(s)
@@ -403,7 +409,7 @@ func TestHostMountNonRootUser(t *testing.T) {
 	}()
 	var log []byte
 	for i := 0; i < 100; i++ {
-		if log, _ = os.ReadFile(filepath.Join(host, "log")); strings.Contains(string(log), "priv=") {
+		if log, _ = os.ReadFile(filepath.Join(host, "log")); strings.Count(string(log), "rc=") == 4 {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -411,10 +417,10 @@ func TestHostMountNonRootUser(t *testing.T) {
 	if uid, _ := os.ReadFile(filepath.Join(host, "uid")); strings.TrimSpace(string(uid)) != "100000" {
 		t.Fatalf("the container runs as %q, want 100000 (log %q)", uid, log)
 	}
-	if strings.Count(string(log), "rc=0") != 3 {
+	if strings.Count(string(log), "rc=0") != 4 {
 		t.Errorf("a non-root container could not write its world-writable mount:\n%s", log)
 	}
-	for _, p := range []string{"uid", "d", "rel"} {
+	for _, p := range []string{"uid", "d", "rel", "dirfd"} {
 		if fi, err := os.Stat(filepath.Join(host, p)); err != nil {
 			t.Errorf("%s did not land: %v", p, err)
 		} else if st := fi.Sys().(*syscall.Stat_t); st.Uid != 100000 {
@@ -425,3 +431,46 @@ func TestHostMountNonRootUser(t *testing.T) {
 		t.Errorf("a non-root container wrote a root-only directory:\n%s", log)
 	}
 }
+
+// openat2Probe is a static program (gcc -static) that marks itself
+// non-dumpable when given a second argument, then creates argv[1]
+// relative to a descriptor of "/" with openat2(RESOLVE_IN_ROOT).
+func openat2Probe(t *testing.T) []byte {
+	t.Helper()
+	cc := testutil.RequireBinary(t, "gcc")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "openat2.c")
+	if err := os.WriteFile(src, []byte(openat2C), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(cc, "-static", "-O1", "-o", filepath.Join(dir, "openat2"), src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc -static: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "openat2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+const openat2C = `#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+	if (argc > 2) prctl(PR_SET_DUMPABLE, 0);
+	int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	struct open_how how = {.flags = O_WRONLY | O_CREAT | O_CLOEXEC, .mode = 0644, .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+	long fd = syscall(SYS_openat2, root, argv[1], &how, sizeof how);
+	if (fd < 0) {
+		printf("openat2 %s: %s\n", argv[1], strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+`
