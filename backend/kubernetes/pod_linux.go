@@ -37,10 +37,17 @@ type podInput struct {
 	Secret       string // the Secret holding Files (its name)
 }
 
-// credentials are the policy's uid and gid (a server resolves its own,
-// root, when the request names none). Pods under the airlock handler have
-// no user namespace, so these are the node's ids; see RATIONALE for why
-// they are not moved to a range of their own yet.
+// NodeIDBase is where a sandbox's ids start on the node: its uid u (and
+// gid) runs as NodeIDBase+u there. Pods under the airlock handler have
+// no user namespace, so this is what keeps a sandbox, its root included,
+// from being any node user, as docker's leased ids do on a host. It lies
+// just above airlock's reserved range (idmap.DefaultBase, up to
+// 0x6FFFFFFF), above the ids useradd and the subordinate-id allocator
+// hand out, and below 2^31.
+const NodeIDBase = 0x70000000
+
+// credentials are the node ids for the policy's uid and gid (a server
+// resolves its own, root, when the request names none).
 func credentials(p policy.Process) (uid, gid int64, err error) {
 	if p.UID != nil {
 		uid = int64(*p.UID)
@@ -51,7 +58,7 @@ func credentials(p policy.Process) (uid, gid int64, err error) {
 	if uid < 0 || gid < 0 || uid > MaxID || gid > MaxID {
 		return 0, 0, fmt.Errorf("process uid/gid %d/%d: a sandbox on the kubernetes backend has ids 0..%d: %w", uid, gid, MaxID, sandbox.ErrInvalid)
 	}
-	return uid, gid, nil
+	return NodeIDBase + uid, NodeIDBase + gid, nil
 }
 
 // podSpec is the pod of one sandbox: the node's airlock binary as the
@@ -95,7 +102,7 @@ func podSpec(in podInput) (corev1.PodSpec, error) {
 		// log line, when it dies.
 		TerminationMessagePolicy: corev1.TerminationMessageReadFile,
 		SecurityContext: &corev1.SecurityContext{
-			RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: ptr(uid != 0),
+			RunAsUser: &uid, RunAsGroup: &gid, RunAsNonRoot: ptr(true),
 			Privileged: &no, AllowPrivilegeEscalation: &no, ReadOnlyRootFilesystem: &yes,
 			Capabilities:   &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},

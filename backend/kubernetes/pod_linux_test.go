@@ -55,7 +55,7 @@ func TestPodSpecShape(t *testing.T) {
 		t.Errorf("command %v stdin %v once %v tty %v", c.Command, c.Stdin, c.StdinOnce, c.TTY)
 	}
 	sc := c.SecurityContext
-	if deref(sc.RunAsUser) != 0 || deref(sc.RunAsNonRoot) || deref(sc.AllowPrivilegeEscalation) || deref(sc.Privileged) ||
+	if deref(sc.RunAsUser) != NodeIDBase || !deref(sc.RunAsNonRoot) || deref(sc.AllowPrivilegeEscalation) || deref(sc.Privileged) ||
 		!deref(sc.ReadOnlyRootFilesystem) || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL" || len(sc.Capabilities.Add) != 0 {
 		t.Errorf("security context %+v", sc)
 	}
@@ -134,7 +134,7 @@ func TestPodSpecCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := ps.Containers[0].SecurityContext
-	if deref(sc.RunAsUser) != 1000 || deref(sc.RunAsGroup) != 5 || !deref(sc.RunAsNonRoot) {
+	if deref(sc.RunAsUser) != NodeIDBase+1000 || deref(sc.RunAsGroup) != NodeIDBase+5 || !deref(sc.RunAsNonRoot) {
 		t.Errorf("uid %d gid %d non-root %v", deref(sc.RunAsUser), deref(sc.RunAsGroup), deref(sc.RunAsNonRoot))
 	}
 	big := MaxID + 1

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/backend/kubernetes"
 	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/errdefs"
 	"github.com/airlock-dev/airlock/internal/testutil/kubecluster"
@@ -44,7 +45,7 @@ func TestServeKubernetesSandbox(t *testing.T) {
 	if rc != "airlock" {
 		t.Fatalf("the sandbox's pod runs under runtime class %q, want airlock", rc)
 	}
-	if out := mustRun(t, cl, sb.ID, "sh", "-c", "id -u; cat /etc/os-release | grep ^ID="); out != "0\nID=debian\n" {
+	if out := mustRun(t, cl, sb.ID, "sh", "-c", "id -u; cat /etc/os-release | grep ^ID="); out != fmt.Sprint(kubernetes.NodeIDBase)+"\nID=debian\n" {
 		t.Fatalf("exec: %q", out)
 	}
 	if err := cl.WriteFile(ctx, sb.ID, "/workspace/hello.txt", strings.NewReader("hello from the SDK\n"), 0o644); err != nil {

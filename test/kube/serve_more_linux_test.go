@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -103,7 +104,7 @@ func TestServeKubernetesWarmPool(t *testing.T) {
 	if claims := objects(t, c, "sandboxclaims.extensions.agents.x-k8s.io", sb.ID); len(claims) != 1 {
 		t.Fatalf("claims of %s: %v", sb.ID, claims)
 	}
-	if out := mustRun(t, cl, sb.ID, "sh", "-c", "echo claimed; id -u"); out != "claimed\n0\n" {
+	if out := mustRun(t, cl, sb.ID, "sh", "-c", "echo claimed; id -u"); out != "claimed\n"+fmt.Sprint(kubernetes.NodeIDBase)+"\n" {
 		t.Fatalf("exec in the claimed pod: %q", out)
 	}
 	var pod string
