@@ -35,6 +35,15 @@ func (c *Cluster) bringUp(ctx context.Context) error {
 	if err := c.poll(ctx, "kube-apiserver", procs, func() error { return c.get("/readyz", nil) }); err != nil {
 		return err
 	}
+	// kube-controller-manager gives the apiserver 10 s to be healthy and
+	// exits when it is not: on a loaded machine its bootstrap hooks take
+	// longer, so it starts only once the apiserver is ready.
+	kcm, err := c.start("kube-controller-manager", filepath.Join(c.BinDir, "kube"), nil,
+		append([]string{"kube-controller-manager"}, c.controllerManagerArgs()...)...)
+	if err != nil {
+		return err
+	}
+	procs = append(procs, kcm)
 	if err := c.installObjects(ctx); err != nil {
 		return err
 	}
@@ -110,8 +119,9 @@ func (c *Cluster) startContainerd() (*proc, error) {
 	return c.start("containerd", "containerd", []string{"AIRLOCK_OCI_CONFIG=" + op}, "--config", cfg)
 }
 
-// startControlPlane starts etcd, the apiserver, controller-manager,
-// scheduler and kubelet at once.
+// startControlPlane starts etcd, the apiserver, scheduler and kubelet at
+// once (the last two wait for the apiserver on their own; the
+// controller-manager does not: see startControllerManager).
 func (c *Cluster) startControlPlane() ([]*proc, error) {
 	var ports [3]string
 	for i := range ports {
@@ -138,7 +148,6 @@ func (c *Cluster) startControlPlane() ([]*proc, error) {
 	}{
 		{"etcd", "etcd", c.etcdArgs(ports[0], ports[1])},
 		{"kube-apiserver", kube, append([]string{"kube-apiserver"}, c.apiserverArgs(ports[0], ports[2])...)},
-		{"kube-controller-manager", kube, append([]string{"kube-controller-manager"}, c.controllerManagerArgs()...)},
 		{"kube-scheduler", kube, append([]string{"kube-scheduler"}, c.schedulerArgs()...)},
 		{"kubelet", kube, append([]string{"kubelet"}, c.kubeletArgs(kcfg)...)},
 	} {
