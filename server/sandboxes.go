@@ -134,6 +134,11 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 	if err := checkEnv(req.Env); err != nil {
 		return nil, err
 	}
+	switch req.OnTimeout {
+	case "", api.OnTimeoutDestroy, api.OnTimeoutPause:
+	default:
+		return nil, errBadRequest("on_timeout %q: want %q or %q", req.OnTimeout, api.OnTimeoutDestroy, api.OnTimeoutPause)
+	}
 	p.timeout = req.Timeout.D()
 	if p.timeout == 0 {
 		p.timeout = s.cfg.DefaultTimeout
@@ -439,12 +444,14 @@ func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
 		l.mu.Lock()
 		v.KeepAlive, v.ExpiresAt = l.keepAlive, l.expires
 		v.KeepAliveWhile, v.AutoResume, v.Verified = l.life.keepWhile, l.life.autoResume, l.life.verified
+		v.PublicPorts, v.OnTimeout = l.life.publicPorts, l.life.onTimeout
 		if l.life.frozen {
 			v.State = api.StateFrozen
 		}
 		l.mu.Unlock()
 		v.Pooled, v.Workdir = l.pooled, l.workdir
 		if withStats {
+			v.Env = rec.Env
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if st, err := l.sb.Stats(ctx); err == nil {
 				v.Stats = apiStats(st)
