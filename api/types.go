@@ -270,13 +270,16 @@ type PTYStart struct {
 	Cols uint16            `json:"cols,omitempty"`
 	// Timeout bounds the process's wall time; zero means the server's.
 	Timeout Duration `json:"timeout,omitempty"`
+	// User runs it as USER[:GROUP], as ExecRequest.User.
+	User string `json:"user,omitempty"`
 }
 
 // PTYMessage is a later text message in either direction: "resize" from
-// the client, "exit" (with Exit) or "error" from the server. Binary
-// messages carry terminal bytes.
+// the client, "start" (with PID, once the process runs), "exit" (with
+// Exit) or "error" from the server. Binary messages carry terminal bytes.
 type PTYMessage struct {
 	Type  string      `json:"type"`
+	PID   int         `json:"pid,omitempty"`
 	Rows  uint16      `json:"rows,omitempty"`
 	Cols  uint16      `json:"cols,omitempty"`
 	Exit  *ExitStatus `json:"exit,omitempty"`

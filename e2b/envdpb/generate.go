@@ -6,4 +6,4 @@
 // protoc-gen-connect-go on PATH); never edit the generated files.
 package envdpb
 
-//go:generate protoc --go_out=. --go_opt=paths=source_relative --connect-go_out=. --connect-go_opt=paths=source_relative process.proto filesystem.proto
+//go:generate protoc -I . --go_out=. --go_opt=paths=source_relative --connect-go_out=. --connect-go_opt=paths=source_relative process.proto filesystem.proto
