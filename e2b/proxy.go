@@ -25,7 +25,7 @@ func (h *Handler) servePort(w http.ResponseWriter, r *http.Request, id, e2bID st
 		h.serveInterp(w, r, id, e2bID)
 		return
 	}
-	si, _ := h.known.get(id)
+	si, known := h.known.get(id)
 	tok := r.Header.Get(headerTraffic)
 	target, _ := url.Parse(h.cfg.API)
 	prefix := "/v1/sandboxes/" + id + "/ports/" + strconv.Itoa(port)
@@ -68,6 +68,11 @@ func (h *Handler) servePort(w http.ResponseWriter, r *http.Request, id, e2bID st
 				what := "is invalid"
 				if err.(errTraffic).missing {
 					what = "is missing"
+					if !known || !si.private {
+						// Not a private sandbox's refusal: there is none to reach.
+						notRunning(w, e2bID)
+						return
+					}
 				}
 				writeJSON(w, http.StatusForbidden, map[string]any{"sandboxId": e2bID, "code": http.StatusForbidden,
 					"message": "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' " + what})

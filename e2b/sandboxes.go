@@ -119,7 +119,6 @@ func (h *Handler) handleKill(w http.ResponseWriter, r *http.Request, c *client.C
 		writeFailure(w, err)
 		return
 	}
-	h.known.drop(sb.ID)
 	w.WriteHeader(http.StatusNoContent)
 }
 

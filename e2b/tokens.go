@@ -43,12 +43,6 @@ func (c *infoCache) get(id string) (sandboxInfo, bool) {
 	return si, ok
 }
 
-func (c *infoCache) drop(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, id)
-}
-
 // remember records sb's token and port settings.
 func (h *Handler) remember(sb *api.Sandbox, token string) {
 	h.known.put(sb.ID, sandboxInfo{token: token, private: sb.Labels[labelPrivate] == "true", maskHost: sb.Labels[labelMaskHost], user: userOf(sb)})
