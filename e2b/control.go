@@ -3,7 +3,6 @@ package e2b
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 
@@ -118,5 +117,3 @@ func e2bState(sb *api.Sandbox) string {
 	}
 	return "running"
 }
-
-var errGone = errors.New("sandbox is not running")

@@ -121,10 +121,37 @@ func (h *Handler) plan(ctx context.Context, c *client.Client, req *newSandbox) (
 			return creq, errInvalid("autoPauseMemory false cannot be combined with autoResume")
 		}
 	}
+	labels, err := labelsOf(req, autoPause)
+	if err != nil {
+		return creq, err
+	}
+	pol, err := policyOf(req.AllowInternet, req.Network)
+	if err != nil {
+		return creq, err
+	}
+	labels[labelUser] = h.templateUser(ctx, c, req.TemplateID)
+	creq = api.CreateSandboxRequest{
+		Image:       req.TemplateID,
+		Timeout:     api.Duration(time.Duration(lease) * time.Second),
+		Labels:      labels,
+		Env:         req.EnvVars,
+		Policy:      pol,
+		AutoResume:  labels[labelAutoResume] == "true",
+		PublicPorts: labels[labelPrivate] != "true",
+	}
+	if autoPause {
+		creq.OnTimeout = api.OnTimeoutPause
+	}
+	return creq, nil
+}
+
+// labelsOf is the /v1 labels of an E2B create: its metadata and the
+// adapter's own state under the reserved prefix.
+func labelsOf(req *newSandbox, autoPause bool) (map[string]string, error) {
 	labels := map[string]string{labelTemplate: req.TemplateID}
 	for k, v := range req.Metadata {
 		if strings.HasPrefix(k, labelPrefix) {
-			return creq, errInvalid("metadata key %q: the prefix %q is reserved", k, labelPrefix)
+			return nil, errInvalid("metadata key %q: the prefix %q is reserved", k, labelPrefix)
 		}
 		labels[k] = v
 	}
@@ -136,10 +163,6 @@ func (h *Handler) plan(ctx context.Context, c *client.Client, req *newSandbox) (
 	}
 	if req.AutoResume != nil && req.AutoResume.Enabled {
 		labels[labelAutoResume] = "true"
-	}
-	pol, err := policyOf(req.AllowInternet, req.Network)
-	if err != nil {
-		return creq, err
 	}
 	if n := req.Network; n != nil {
 		if n.AllowPublicTraffic != nil && !*n.AllowPublicTraffic {
@@ -165,20 +188,7 @@ func (h *Handler) plan(ctx context.Context, c *client.Client, req *newSandbox) (
 			labels[labelEnvs] = s
 		}
 	}
-	labels[labelUser] = h.templateUser(ctx, c, req.TemplateID)
-	creq = api.CreateSandboxRequest{
-		Image:       req.TemplateID,
-		Timeout:     api.Duration(time.Duration(lease) * time.Second),
-		Labels:      labels,
-		Env:         req.EnvVars,
-		Policy:      pol,
-		AutoResume:  labels[labelAutoResume] == "true",
-		PublicPorts: labels[labelPrivate] != "true",
-	}
-	if autoPause {
-		creq.OnTimeout = api.OnTimeoutPause
-	}
-	return creq, nil
+	return labels, nil
 }
 
 // templateUser is the user envd calls run as by default in sandboxes of

@@ -155,40 +155,9 @@ func (e *envd) upload(w http.ResponseWriter, r *http.Request, sc *scope) {
 		}
 		out = append(out, u)
 	case "multipart/form-data":
-		mr := multipart.NewReader(r.Body, params["boundary"])
-		seen := map[string]bool{}
-		for {
-			part, err := mr.NextRawPart()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				writeErr(w, http.StatusBadRequest, "multipart body: %v", err)
-				return
-			}
-			_, dp, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
-			if dp["name"] != "file" {
-				part.Close()
-				continue
-			}
-			// The raw filename is the whole path (Part.FileName drops directories).
-			p := target
-			if p == "" {
-				p = dp["filename"]
-			}
-			p = sc.resolve(p)
-			if seen[p] {
-				writeErr(w, http.StatusBadRequest, "path '%s' is given twice", p)
-				return
-			}
-			seen[p] = true
-			u, err := e.put(r.Context(), sc, p, part)
-			part.Close()
-			if err != nil {
-				e.writeUploadErr(w, r, sc, err)
-				return
-			}
-			out = append(out, u)
+		var ok bool
+		if out, ok = e.uploadParts(w, r, sc, params["boundary"], target); !ok {
+			return
 		}
 	default:
 		writeErr(w, http.StatusBadRequest, "Content-Type %q: want multipart/form-data or application/octet-stream", ct)
@@ -198,6 +167,48 @@ func (e *envd) upload(w http.ResponseWriter, r *http.Request, sc *scope) {
 		out = []uploaded{}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// uploadParts writes every part named "file" of a multipart upload; on
+// false it answered.
+func (e *envd) uploadParts(w http.ResponseWriter, r *http.Request, sc *scope, boundary, target string) ([]uploaded, bool) {
+	var out []uploaded
+	mr := multipart.NewReader(r.Body, boundary)
+	seen := map[string]bool{}
+	for {
+		part, err := mr.NextRawPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			writeErr(w, http.StatusBadRequest, "multipart body: %v", err)
+			return nil, false
+		}
+		_, dp, _ := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+		if dp["name"] != "file" {
+			part.Close()
+			continue
+		}
+		// The raw filename is the whole path (Part.FileName drops directories).
+		p := target
+		if p == "" {
+			p = dp["filename"]
+		}
+		p = sc.resolve(p)
+		if seen[p] {
+			writeErr(w, http.StatusBadRequest, "path '%s' is given twice", p)
+			return nil, false
+		}
+		seen[p] = true
+		u, err := e.put(r.Context(), sc, p, part)
+		part.Close()
+		if err != nil {
+			e.writeUploadErr(w, r, sc, err)
+			return nil, false
+		}
+		out = append(out, u)
+	}
+	return out, true
 }
 
 // put writes body to p (parents made) and gives it to the caller's user.

@@ -2,7 +2,6 @@ package e2b
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -180,5 +179,3 @@ func (f *fsSvc) ListDir(ctx context.Context, req *connect.Request[envdpb.ListDir
 	}
 	return connect.NewResponse(out), nil
 }
-
-var errNotDir = errors.New("not a directory")

@@ -63,10 +63,10 @@ func (h *Handler) servePort(w http.ResponseWriter, r *http.Request, id, e2bID st
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			switch err.(type) {
+			switch err := err.(type) {
 			case errTraffic:
 				what := "is invalid"
-				if err.(errTraffic).missing {
+				if err.missing {
 					what = "is missing"
 					if !known || !si.private {
 						// Not a private sandbox's refusal: there is none to reach.

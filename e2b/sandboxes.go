@@ -175,58 +175,12 @@ func (h *Handler) handleListLegacy(w http.ResponseWriter, r *http.Request, c *cl
 // handleList is GET /v2/sandboxes: filtered by metadata, state and
 // template, ordered by start time (then ID), paged with an opaque token.
 func (h *Handler) handleList(w http.ResponseWriter, r *http.Request, c *client.Client) {
-	q := r.URL.Query()
-	md, err := metadataFilter(q.Get("metadata"))
+	lq, err := parseListQuery(r)
 	if err != nil {
 		writeFailure(w, err)
 		return
 	}
-	states := []string{"running", "paused"}
-	if s := q.Get("state"); s != "" {
-		states = nil
-		for _, st := range strings.Split(s, ",") {
-			if st != "running" && st != "paused" {
-				writeErr(w, http.StatusBadRequest, "state %q: want running or paused", st)
-				return
-			}
-			states = append(states, st)
-		}
-	}
-	desc := true
-	switch q.Get("order") {
-	case "", "desc":
-	case "asc":
-		desc = false
-	default:
-		writeErr(w, http.StatusBadRequest, "order %q: want asc or desc", q.Get("order"))
-		return
-	}
-	limit := 100
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			writeErr(w, http.StatusBadRequest, "limit %q: want 1..100", s)
-			return
-		}
-		limit = min(n, 100)
-	}
-	var after time.Time
-	if s := q.Get("startedAfter"); s != "" {
-		if after, err = time.Parse(time.RFC3339Nano, s); err != nil {
-			writeErr(w, http.StatusBadRequest, "startedAfter %q: want RFC 3339", s)
-			return
-		}
-	}
-	tmpl := q.Get("template")
-	if strings.Contains(tmpl, ":") {
-		writeErr(w, http.StatusBadRequest, "template %q: a template, not a tag", tmpl)
-		return
-	}
-	cur, err := parseCursor(q.Get("nextToken"), desc)
-	if err != nil {
-		writeFailure(w, err)
-		return
-	}
+	md, states, desc, limit, after, tmpl, cur := lq.md, lq.states, lq.desc, lq.limit, lq.after, lq.tmpl, lq.cur
 	all, err := listed(r, c, states, md)
 	if err != nil {
 		writeFailure(w, err)
@@ -272,6 +226,61 @@ func (h *Handler) handleList(w http.ResponseWriter, r *http.Request, c *client.C
 		w.Header().Set("X-Total-Running", strconv.Itoa(running))
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// listQuery is what GET /v2/sandboxes asks.
+type listQuery struct {
+	md     map[string]string
+	states []string
+	desc   bool
+	limit  int
+	after  time.Time
+	tmpl   string
+	cur    *cursor
+}
+
+func parseListQuery(r *http.Request) (*listQuery, error) {
+	q := r.URL.Query()
+	lq := &listQuery{states: []string{"running", "paused"}, desc: true, limit: 100, tmpl: q.Get("template")}
+	var err error
+	if lq.md, err = metadataFilter(q.Get("metadata")); err != nil {
+		return nil, err
+	}
+	if s := q.Get("state"); s != "" {
+		lq.states = nil
+		for _, st := range strings.Split(s, ",") {
+			if st != "running" && st != "paused" {
+				return nil, errInvalid("state %q: want running or paused", st)
+			}
+			lq.states = append(lq.states, st)
+		}
+	}
+	switch q.Get("order") {
+	case "", "desc":
+	case "asc":
+		lq.desc = false
+	default:
+		return nil, errInvalid("order %q: want asc or desc", q.Get("order"))
+	}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return nil, errInvalid("limit %q: want 1..100", s)
+		}
+		lq.limit = min(n, 100)
+	}
+	if s := q.Get("startedAfter"); s != "" {
+		if lq.after, err = time.Parse(time.RFC3339Nano, s); err != nil {
+			return nil, errInvalid("startedAfter %q: want RFC 3339", s)
+		}
+	}
+	if strings.Contains(lq.tmpl, ":") {
+		return nil, errInvalid("template %q: a template, not a tag", lq.tmpl)
+	}
+	if lq.cur, err = parseCursor(q.Get("nextToken"), lq.desc); err != nil {
+		return nil, err
+	}
+	return lq, nil
 }
 
 func slicesContains(s []string, v string) bool {

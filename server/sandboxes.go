@@ -134,11 +134,6 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 	if err := checkEnv(req.Env); err != nil {
 		return nil, err
 	}
-	switch req.OnTimeout {
-	case "", api.OnTimeoutDestroy, api.OnTimeoutPause:
-	default:
-		return nil, errBadRequest("on_timeout %q: want %q or %q", req.OnTimeout, api.OnTimeoutDestroy, api.OnTimeoutPause)
-	}
 	p.timeout = req.Timeout.D()
 	if p.timeout == 0 {
 		p.timeout = s.cfg.DefaultTimeout
