@@ -23,6 +23,10 @@ type eventWriter struct {
 	q       chan audit.Event
 	done    chan struct{}
 
+	// clock is the sinks' time: their rate and the aggregate's second
+	// (the real one; tests step a fake).
+	clock clock
+
 	mu      sync.Mutex
 	notify  chan struct{} // closed and replaced after each stored batch
 	closed  bool
@@ -30,9 +34,22 @@ type eventWriter struct {
 	sendMu  sync.RWMutex
 }
 
+// clock is what the event sinks need of time.
+type clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) interface{ Stop() bool }
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) interface{ Stop() bool } {
+	return time.AfterFunc(d, f)
+}
+
 func newEventWriter(st *Store, log *slog.Logger, m *serverMetrics) *eventWriter {
 	w := &eventWriter{store: st, log: log, metrics: m, q: make(chan audit.Event, 4096),
-		done: make(chan struct{}), notify: make(chan struct{})}
+		done: make(chan struct{}), notify: make(chan struct{}), clock: realClock{}}
 	go w.run()
 	return w
 }
@@ -60,7 +77,7 @@ func (w *eventWriter) emit(e audit.Event) {
 // sink returns the audit sink of sandbox id on backend, which stores at
 // most rate events a second (see sandboxSink).
 func (w *eventWriter) sink(id, backend string, rate int) audit.Sink {
-	return &sandboxSink{w: w, id: id, backend: backend, rate: rate, tokens: float64(rate), last: time.Now()}
+	return &sandboxSink{w: w, id: id, backend: backend, rate: rate, tokens: float64(rate), last: w.clock.Now()}
 }
 
 // sandboxSink is one sandbox's audit sink. Beyond rate events a second
@@ -79,7 +96,7 @@ type sandboxSink struct {
 	tokens  float64
 	last    time.Time
 	held    map[[2]string]*heldEvents // (type, message) -> count beyond the rate
-	flusher *time.Timer
+	flusher interface{ Stop() bool }
 }
 
 type heldEvents struct {
@@ -103,7 +120,7 @@ func (s *sandboxSink) Emit(e audit.Event) {
 func (s *sandboxSink) allow(e audit.Event) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
+	now := s.w.clock.Now()
 	s.tokens = min(float64(s.rate), s.tokens+now.Sub(s.last).Seconds()*float64(s.rate))
 	s.last = now
 	if s.tokens >= 1 && len(s.held) == 0 {
@@ -122,7 +139,7 @@ func (s *sandboxSink) allow(e audit.Event) bool {
 	h.n++
 	s.w.metrics.eventsDropped.WithLabelValues(e.Type).Inc()
 	if s.flusher == nil {
-		s.flusher = time.AfterFunc(time.Second, s.flush)
+		s.flusher = s.w.clock.AfterFunc(time.Second, s.flush)
 	}
 	return false
 }
@@ -135,7 +152,7 @@ func (s *sandboxSink) flush() {
 	s.mu.Unlock()
 	for _, h := range held {
 		e := h.first
-		e.Time = time.Now().UTC()
+		e.Time = s.w.clock.Now().UTC()
 		fields := map[string]any{"aggregated": h.n, "first_at": h.first.Time}
 		for k, v := range h.first.Fields {
 			if _, ok := fields[k]; !ok {

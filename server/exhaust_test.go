@@ -168,12 +168,14 @@ func TestStorageLowRefusesNewWork(t *testing.T) {
 // them is counted in what is stored.
 func TestEventsAggregatedBeyondRate(t *testing.T) {
 	ts := newTestServer(t, func(c *Config) { c.EventRate = 50 })
+	clk := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	ts.srv.events.clock = clk
 	sink := ts.srv.events.sink("sb-flood", "fake", 50)
 	const n = 20000
 	for i := 0; i < n; i++ {
 		sink.Emit(audit.Event{Type: audit.TypeViolation, Message: "denied syscall mount", Fields: map[string]any{"syscall": "mount"}})
 	}
-	time.Sleep(1500 * time.Millisecond) // the aggregate's second
+	clk.step(time.Second) // the aggregate's second
 	ts.srv.events.flush()
 	evs, err := ts.store.Events(context.Background(), "sb-flood", 0, 10000)
 	if err != nil {
@@ -312,5 +314,56 @@ func TestWasmMemoryBoundedInTotal(t *testing.T) {
 	}
 	if _, err := b.Create(ctx, req); err != nil {
 		t.Fatalf("after one was deleted: %v", err)
+	}
+}
+
+// stepClock is a clock the test moves: AfterFunc's functions run when a
+// step passes their time.
+type stepClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*stepTimer
+}
+
+type stepTimer struct {
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func (t *stepTimer) Stop() bool { was := !t.stopped; t.stopped = true; return was }
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) AfterFunc(d time.Duration, f func()) interface{ Stop() bool } {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &stepTimer{at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+// step moves the time by d and runs, in this goroutine, what became due.
+func (c *stepClock) step(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due, rest []*stepTimer
+	for _, t := range c.timers {
+		if !t.at.After(c.now) {
+			due = append(due, t)
+		} else {
+			rest = append(rest, t)
+		}
+	}
+	c.timers = rest
+	c.mu.Unlock()
+	for _, t := range due {
+		if !t.stopped {
+			t.f()
+		}
 	}
 }

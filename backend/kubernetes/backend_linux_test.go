@@ -59,8 +59,12 @@ func count(t *testing.T, c client.Client, list client.ObjectList) int {
 // image's name, and Create deletes the Sandbox and Secret it made.
 func TestCreateBadImageLeavesNothing(t *testing.T) {
 	b, c := fakeBackend(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	go func() {
-		for {
+		// The kubelet's part: once Create made the Sandbox, its pod fails
+		// to pull (polled until the test ends, never longer).
+		for ctx.Err() == nil {
 			sb := &sandboxv1.Sandbox{}
 			if c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "airlock-sb-1"}, sb) == nil {
 				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: sb.Name, Namespace: "default"},
@@ -74,7 +78,7 @@ func TestCreateBadImageLeavesNothing(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()
-	_, err := b.Create(context.Background(), testSpec())
+	_, err := b.Create(ctx, testSpec())
 	if !errors.Is(err, sandbox.ErrNotFound) || !strings.Contains(err.Error(), "nope:1") {
 		t.Fatalf("create: %v", err)
 	}

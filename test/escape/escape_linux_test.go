@@ -91,9 +91,10 @@ func TestEscape(t *testing.T) {
 		card.Backends = append(card.Backends, backendInfo{Name: name, Available: bk.probe.Available, Reason: bk.probe.Reason, Isolation: bk.probe.Isolation, Limits: bk.probe.Details["isolation"]})
 		if !bk.probe.Available {
 			t.Logf("backend %s unavailable: %s", name, bk.probe.Reason)
-			// native must run here, gvisor wherever runsc is installed: in
-			// CI that is a failure, not a skip (the other backends still run).
-			if n := bk.b.Name(); (n == "native" || n == "gvisor" && haveRunsc() || n == "docker" && haveDockerd() || n == "microvm" && haveQEMU()) && testutil.InCI() {
+			// CI installs every backend's tools (make deps): there a
+			// backend that cannot run fails the suite, whatever is missing
+			// (the other backends still run); elsewhere it is logged.
+			if testutil.InCI() {
 				t.Errorf("backend %s unavailable in CI: %s", name, bk.probe.Reason)
 			}
 			continue
@@ -133,10 +134,6 @@ func TestEscape(t *testing.T) {
 }
 
 func haveRunsc() bool { _, err := exec.LookPath("runsc"); return err == nil }
-
-func haveDockerd() bool { _, err := exec.LookPath("dockerd"); return err == nil }
-
-func haveQEMU() bool { _, err := exec.LookPath("qemu-system-x86_64"); return err == nil }
 
 func clip(s string, n int) string {
 	if len(s) > n {

@@ -90,8 +90,9 @@ func startServe(t *testing.T) *serveHarness {
 	h.addr = ln.Addr().String()
 	ln.Close()
 	args := []string{"serve", "--data", h.data, "--socket", h.sock, "--listen", h.addr, "--backend", "native"}
-	if haveRunsc() {
-		// gVisor too: its sandboxes must not run as a host user either.
+	if haveRunsc() || testutil.InCI() {
+		// gVisor too (always in CI, which installs runsc): its sandboxes
+		// must not run as a host user either.
 		args = append(args, "--backend", "gvisor")
 		h.backends = append(h.backends, "gvisor")
 	}
@@ -756,19 +757,27 @@ while time.time()-t < 8:
     libc.syscall(165,0,0,0,0,0); n+=1
 print(n)`)
 	must(t, err)
-	time.Sleep(1500 * time.Millisecond) // the last aggregate
-	evs, err := h.alice.Events(ctx, sb.ID, 0)
-	must(t, err)
 	n, _ := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	// Every denied call is counted once the last aggregate is stored (a
+	// second after the calls end): poll for it, within a deadline.
+	var evs []api.Event
 	counted := 0
-	for _, e := range evs {
-		if e.Type != "violation" {
-			continue
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		evs, err = h.alice.Events(ctx, sb.ID, 0)
+		must(t, err)
+		counted = 0
+		for _, e := range evs {
+			if e.Type != "violation" {
+				continue
+			}
+			if a, ok := e.Fields["aggregated"].(float64); ok {
+				counted += int(a)
+			} else {
+				counted++
+			}
 		}
-		if a, ok := e.Fields["aggregated"].(float64); ok {
-			counted += int(a)
-		} else {
-			counted++
+		if counted >= n || time.Now().After(deadline) {
+			break
 		}
 	}
 	grew := size() - s0

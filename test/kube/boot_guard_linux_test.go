@@ -100,7 +100,7 @@ func TestGuardRestoresAfterKill(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("cluster dir %s left behind: %v", dir, err)
 	}
-	if pids := processesUnder(dir); len(pids) > 0 {
+	if pids := kubecluster.ProcessesUnder(dir); len(pids) > 0 {
 		t.Errorf("processes of the killed cluster left: %v", pids)
 	}
 }

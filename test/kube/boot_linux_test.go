@@ -53,7 +53,7 @@ func TestStartFailsClosed(t *testing.T) {
 	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
 		t.Errorf("cluster dir %s left behind: %v", c.Dir, err)
 	}
-	if pids := processesUnder(noCRDs); len(pids) > 0 {
+	if pids := kubecluster.ProcessesUnder(noCRDs); len(pids) > 0 {
 		t.Errorf("processes left: %v", pids)
 	}
 }

@@ -9,7 +9,9 @@ import (
 )
 
 // TestMain stops the shared cluster after the tests (and benchmarks) and
-// fails the run if the host is not as it was before the cluster started.
+// fails the run if the host is not as it was before the cluster started,
+// or the cluster left its directory or a process (whatever order the tests
+// ran in; TestClusterChangesHost shows the check can tell).
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		clusterChild()

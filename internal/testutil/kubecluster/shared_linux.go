@@ -2,7 +2,10 @@ package kubecluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -62,15 +65,38 @@ func Shared(t testing.TB) *Cluster {
 }
 
 // StopShared stops the shared cluster if one was started, returning Stop's
-// error (the host differs from before, or something could not be undone).
-// A later Shared starts a new one.
+// error (the host differs from before, or something could not be undone),
+// joined with what the cluster left: its directory, or a process naming
+// it. A later Shared starts a new one. Test binaries call it from
+// TestMain, after every test, so that the check never depends on the
+// order tests run in.
 func StopShared() error {
 	sharedMu.Lock()
 	defer sharedMu.Unlock()
 	if shared == nil {
 		return nil
 	}
+	dir := shared.Dir
 	err := shared.Stop()
 	shared, sharedErr = nil, nil
+	if _, serr := os.Stat(dir); !os.IsNotExist(serr) {
+		err = errors.Join(err, fmt.Errorf("cluster dir %s left behind: %v", dir, serr))
+	}
+	if pids := ProcessesUnder(dir); len(pids) > 0 {
+		err = errors.Join(err, fmt.Errorf("processes of the cluster left: %v", pids))
+	}
 	return err
+}
+
+// ProcessesUnder lists the processes whose command line names dir.
+func ProcessesUnder(dir string) []string {
+	var out []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(b), dir) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
 }
