@@ -45,14 +45,18 @@ deps:
 # rules are tests in internal/lint; 30m: the escape suite on microvm runs
 # under TCG, ~6 min of it on an idle 2-core machine), the race detector,
 # brief fuzzing.
-test: deps build build-kube docker-images
-	$(GO) vet ./...
-	$(MAKE) lint
-	$(MAKE) cross
-	AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m ./...
-	$(MAKE) race
-	$(MAKE) sdk-test
-	$(MAKE) fuzz
+# Each phase says how long it took (scripts/phase.sh), and go test each
+# package.
+test:
+	@./scripts/phase.sh deps $(MAKE) deps
+	@./scripts/phase.sh build $(MAKE) build build-kube docker-images
+	@./scripts/phase.sh vet $(GO) vet ./...
+	@./scripts/phase.sh lint $(MAKE) lint
+	@./scripts/phase.sh cross $(MAKE) cross
+	@./scripts/phase.sh go-test env AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 30m ./...
+	@./scripts/phase.sh race $(MAKE) race
+	@./scripts/phase.sh sdk-test $(MAKE) sdk-test
+	@./scripts/phase.sh fuzz $(MAKE) fuzz
 
 lint:
 	$(STATICCHECK) ./...
