@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
+	"github.com/airlock-dev/airlock/backend/internal/rootcaps"
 )
 
 // writeBundle creates the bundle directory contents for plan: the root
@@ -68,7 +70,7 @@ func writeBundle(dir string, spec *ociSpec, plan *mountPlan) error {
 		dests = append(dests, m.Destination)
 	}
 	for _, m := range spec.Mounts {
-		if underOther(m.Destination, dests) {
+		if underOther(m.Destination, dests) || plan.RuntimeMountPoints {
 			continue
 		}
 		isDir := true
@@ -153,6 +155,10 @@ type specInput struct {
 	UID, GID int
 	Mounts   []ociMount
 	Lease    *idmap.Lease // host ids of the sandbox's user namespace, or nil
+	// RootCaps: root inside keeps rootcaps.Set (effective, permitted and
+	// bounding; nothing inheritable or ambient), capabilities of gVisor's
+	// kernel over the sandbox's own ids.
+	RootCaps bool
 }
 
 // buildSpec makes the OCI spec: the agent as the only process, no
@@ -189,6 +195,10 @@ func buildSpec(in specInput) *ociSpec {
 		s.Linux.Namespaces = append(s.Linux.Namespaces, ociNamespace{Type: "user"})
 		s.Linux.UIDMappings = []ociIDMapping{{ContainerID: 0, HostID: uint32(in.Lease.UID), Size: uint32(in.Lease.Count)}}
 		s.Linux.GIDMappings = []ociIDMapping{{ContainerID: 0, HostID: uint32(in.Lease.GID), Size: uint32(in.Lease.Count)}}
+	}
+	if in.RootCaps {
+		c := rootcaps.Names()
+		s.Process.Capabilities = ociCapabilities{Bounding: c, Effective: c, Permitted: slices.Clone(c), Inheritable: []string{}, Ambient: []string{}}
 	}
 	if n := l.OpenFiles; n > 0 {
 		s.Process.Rlimits = append(s.Process.Rlimits, ociRlimit{Type: "RLIMIT_NOFILE", Hard: uint64(n), Soft: uint64(n)})

@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/prep"
+	"github.com/airlock-dev/airlock/backend/internal/rootcaps"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/internal/logtail"
@@ -64,6 +65,7 @@ type prepared struct {
 	info     Info
 	uid, gid int
 	lease    *idmap.Lease // host ids, or nil (the caller's)
+	rootCaps bool         // root inside keeps rootcaps.Set
 	agentBin string
 	guard    *policy.ConfigGuard
 	t0       time.Time
@@ -133,14 +135,15 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 		id := p.spec.ID
 		u.Push(func() { b.unmountImageRoot(dir, id) }) // before the bundle goes (pushed earlier, run later)
 		plan.Image = true
+		plan.RuntimeMountPoints = p.lease != nil
 	}
-	oci := buildSpec(specInput{ID: p.spec.ID, Policy: p.pol, UID: p.uid, GID: p.gid, Mounts: plan.Mounts, Lease: p.lease})
+	oci := buildSpec(specInput{ID: p.spec.ID, Policy: p.pol, UID: p.uid, GID: p.gid, Mounts: plan.Mounts, Lease: p.lease, RootCaps: p.rootCaps})
 	oci.Root.Readonly = !plan.Image
 	if err := writeBundle(p.dir, oci, plan); err != nil {
 		return fmt.Errorf("write bundle: %v: %w", err, sandbox.ErrInvalid)
 	}
 	if p.lease != nil {
-		if err := chownBundle(p.dir, p.lease); err != nil {
+		if err := chownBundle(p.dir, p.lease, plan.Image); err != nil {
 			return err
 		}
 	}
@@ -181,6 +184,7 @@ func (b *Backend) makeBundleDir(p *prepared, u *undo.Stack) error {
 			return err
 		}
 		u.Push(p.lease.Release)
+		p.rootCaps = rootcaps.Keep(p.spec.Root != nil, true, p.uid, p.pol)
 		if err := hostfs.OwnWorkspace(p.spec, p.lease.UID+p.uid, p.lease.GID+p.gid); err != nil {
 			return err
 		}
@@ -189,8 +193,9 @@ func (b *Backend) makeBundleDir(p *prepared, u *undo.Stack) error {
 }
 
 // chownBundle gives the sandbox's host id range what runsc's gofer, its
-// root, opens in the bundle.
-func chownBundle(dir string, lease *idmap.Lease) error {
+// root, opens in the bundle. An image's root is its own already
+// (imageroot.MappedOverlay).
+func chownBundle(dir string, lease *idmap.Lease, image bool) error {
 	// The gofer opens the deny objects to mount them: they are the
 	// range root's (mode 000 still: no process inside has a
 	// capability to override it).
@@ -198,6 +203,9 @@ func chownBundle(dir string, lease *idmap.Lease) error {
 		if err := os.Lchown(filepath.Join(dir, n), lease.UID, lease.GID); err != nil {
 			return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
 		}
+	}
+	if image {
+		return nil
 	}
 	// So is the skeleton root (mount points and links only): the
 	// gofer makes the mount points below the sandbox's own mounts.
@@ -251,7 +259,11 @@ func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 			childOut.Close()
 			return nil, fmt.Errorf("overlay: %v: %w", err, sandbox.ErrUnavailable)
 		}
-		args = append(args, "--overlay2=all:"+ov)
+		args = append(args, "--overlay2=all:"+p.info.overlayDir+ov)
+	} else {
+		// runsc 2023 and later default to an overlay on the root (root:self):
+		// an image's root is its host overlayfs, written through.
+		args = append(args, "--overlay2=none")
 	}
 	args = append(args, "run", "--bundle", p.dir, p.spec.ID)
 	r.cmd = exec.Command(p.info.Path, args...)

@@ -104,5 +104,6 @@ type Info struct {
 	KVM       string   `json:"kvm,omitempty"`       // whether the kvm platform is chosen automatically, and why
 	Err       error    `json:"-"`                   // why the backend cannot run (wraps a sandbox error kind)
 
-	kvmWorks bool // a trial sandbox ran on the kvm platform here
+	kvmWorks   bool   // a trial sandbox ran on the kvm platform here
+	overlayDir string // what --overlay2 wants before a directory (overlayDirPrefix)
 }

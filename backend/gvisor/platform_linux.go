@@ -40,7 +40,9 @@ func discover(ctx context.Context, cfg Config) Info {
 		return info
 	}
 	info.Version, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
-	info.Platforms = listPlatforms(ctx, p)
+	flags := runscFlags(ctx, p)
+	info.Platforms = parsePlatforms(flags)
+	info.overlayDir = overlayDirPrefix(flags)
 	if cfg.Platform == PlatformAuto && os.Geteuid() == 0 {
 		info.kvmWorks, info.KVM = kvmCheck(ctx, p, info.Platforms, info.KVMDevice, hypervisorGuest())
 	}
@@ -51,15 +53,25 @@ func discover(ctx context.Context, cfg Config) Info {
 	return info
 }
 
-// listPlatforms returns the platforms built into runsc p, from the
-// -platform flag's description in `runsc flags` (runsc has no command
-// that lists them).
-func listPlatforms(ctx context.Context, p string) []string {
+// runscFlags returns the text of `runsc flags`: the platforms built in
+// are named in the -platform flag's description (runsc has no command
+// that lists them), and the -overlay2 syntax differs between versions.
+func runscFlags(ctx context.Context, p string) string {
 	var buf bytes.Buffer
 	cmd := exec.CommandContext(ctx, p, "flags")
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	_ = cmd.Run() // exits 0 or 2 depending on the version; the text is what counts
-	return parsePlatforms(buf.String())
+	return buf.String()
+}
+
+// overlayDirPrefix is what runsc wants before a directory in
+// --overlay2=all:MEDIUM: "dir=" since 2023 (its help names 'dir=/abs/dir/path'),
+// nothing before.
+func overlayDirPrefix(flags string) string {
+	if strings.Contains(flags, "'dir=") {
+		return "dir="
+	}
+	return ""
 }
 
 var platformFlag = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^\s*-platform\s.*\n\s*(.*)$`) })

@@ -3,6 +3,8 @@ package gvisor
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,6 +31,7 @@ func (b *Backend) Info(ctx context.Context) Info {
 
 // infoCache is what the state dir remembers about one runsc binary.
 type infoCache struct {
+	Format    int       `json:"format"` // infoCacheFormat: older files are ignored
 	Path      string    `json:"path"`
 	Size      int64     `json:"size"`
 	ModTime   time.Time `json:"mod_time"`
@@ -38,9 +41,19 @@ type infoCache struct {
 	KVMDevice bool      `json:"kvm_device"`
 	KVMWorks  bool      `json:"kvm_works"`
 	KVM       string    `json:"kvm"`
+	// OverlayDir: overlayDirPrefix of this runsc.
+	OverlayDir string `json:"overlay_dir"`
 }
 
-func infoCachePath(cfg Config) string { return filepath.Join(cfg.StateDir, "runsc-info.json") }
+// infoCacheFormat changes when infoCache gains a field.
+const infoCacheFormat = 2
+
+// infoCachePath is the cache file of the runsc at path p: one per binary,
+// so that runs with different runscs on PATH do not evict each other.
+func infoCachePath(cfg Config, p string) string {
+	sum := sha256.Sum256([]byte(p))
+	return filepath.Join(cfg.StateDir, "runsc-info-"+hex.EncodeToString(sum[:6])+".json")
+}
 
 func readInfoCache(cfg Config) (Info, bool) {
 	if os.Geteuid() != 0 {
@@ -54,19 +67,19 @@ func readInfoCache(cfg Config) (Info, bool) {
 	if err != nil {
 		return Info{}, false
 	}
-	b, err := os.ReadFile(infoCachePath(cfg))
+	b, err := os.ReadFile(infoCachePath(cfg, p))
 	if err != nil {
 		return Info{}, false
 	}
 	var c infoCache
-	if json.Unmarshal(b, &c) != nil || c.Path != p || c.Size != fi.Size() || !c.ModTime.Equal(fi.ModTime()) || c.Want != cfg.Platform || c.Version == "" {
+	if json.Unmarshal(b, &c) != nil || c.Format != infoCacheFormat || c.Path != p || c.Size != fi.Size() || !c.ModTime.Equal(fi.ModTime()) || c.Want != cfg.Platform || c.Version == "" {
 		return Info{}, false
 	}
 	_, err = os.Stat("/dev/kvm")
 	if dev := err == nil; dev != c.KVMDevice {
 		return Info{}, false // /dev/kvm came or went: look again
 	}
-	info := Info{Path: p, Version: c.Version, Platforms: c.Platforms, KVMDevice: c.KVMDevice, KVM: c.KVM}
+	info := Info{Path: p, Version: c.Version, Platforms: c.Platforms, KVMDevice: c.KVMDevice, KVM: c.KVM, overlayDir: c.OverlayDir}
 	info.Platform, info.Err = choosePlatform(cfg.Platform, info.Platforms, kvmState{Device: c.KVMDevice, Works: c.KVMWorks})
 	return info, info.Err == nil
 }
@@ -79,8 +92,8 @@ func writeInfoCache(cfg Config, info Info) {
 	if err != nil {
 		return
 	}
-	b, _ := json.Marshal(infoCache{Path: info.Path, Size: fi.Size(), ModTime: fi.ModTime(), Want: cfg.Platform, Version: info.Version,
-		Platforms: info.Platforms, KVMDevice: info.KVMDevice, KVMWorks: info.kvmWorks, KVM: info.KVM})
+	b, _ := json.Marshal(infoCache{Format: infoCacheFormat, Path: info.Path, Size: fi.Size(), ModTime: fi.ModTime(), Want: cfg.Platform, Version: info.Version,
+		Platforms: info.Platforms, KVMDevice: info.KVMDevice, KVMWorks: info.kvmWorks, KVM: info.KVM, OverlayDir: info.overlayDir})
 	if os.MkdirAll(cfg.StateDir, 0o700) != nil {
 		return
 	}
@@ -89,7 +102,7 @@ func writeInfoCache(cfg Config, info Info) {
 		return
 	}
 	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil && cerr == nil && os.Rename(f.Name(), infoCachePath(cfg)) == nil {
+	if cerr := f.Close(); err == nil && cerr == nil && os.Rename(f.Name(), infoCachePath(cfg, info.Path)) == nil {
 		return
 	}
 	os.Remove(f.Name())
