@@ -326,6 +326,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, r *running, u *undo.
 	s := &gvSandbox{
 		id: spec.ID, b: b, log: p.log, audit: p.sink, cmd: r.cmd, waited: r.waited, client: client, cg: p.cg,
 		bundle: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, lease: p.lease, started: p.t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
+		runscVersion: strings.TrimPrefix(p.info.Version, "runsc version "), platform: p.info.Platform,
 	}
 	if p.plan.Overlay {
 		s.syncRoots, s.syncSkip, s.syncInside = p.plan.OverlayRoots, p.plan.OverlaySkip, p.plan.OverlayInside

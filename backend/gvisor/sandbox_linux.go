@@ -42,9 +42,11 @@ type gvSandbox struct {
 	guard      *policy.ConfigGuard
 	uid, gid   int
 	lease      *idmap.Lease // host ids of its user namespace (nil: none)
-	started    time.Time
-	oomBefore  int64                      // the cgroup's OOM kills at start (always 0: the cgroup is new)
-	timer      atomic.Pointer[time.Timer] // the wall timeout (set after start, read by end)
+	// runscVersion and platform: what runs it (Runtime).
+	runscVersion, platform string
+	started                time.Time
+	oomBefore              int64                      // the cgroup's OOM kills at start (always 0: the cgroup is new)
+	timer                  atomic.Pointer[time.Timer] // the wall timeout (set after start, read by end)
 
 	done     chan struct{}
 	teardown sync.Once
@@ -64,6 +66,11 @@ func (s *gvSandbox) HostIDs() (uid, gid int) {
 }
 
 func (s *gvSandbox) Done() <-chan struct{} { return s.done }
+
+// Runtime says which runsc runs the sandbox and on which platform.
+func (s *gvSandbox) Runtime() map[string]string {
+	return map[string]string{"runsc_version": s.runscVersion, "platform": s.platform}
+}
 
 func (s *gvSandbox) errClosed(op string) error { return s.cause.Err(s.id, op) }
 
