@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/policy"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
@@ -159,6 +160,17 @@ type specInput struct {
 	// bounding; nothing inheritable or ambient), capabilities of gVisor's
 	// kernel over the sandbox's own ids.
 	RootCaps bool
+	// EnvironPrivate: this runsc keeps /proc/1/environ from the sandbox's
+	// processes (Info.environPrivate).
+	EnvironPrivate bool
+}
+
+// agentArgs is the container's process: the agent.
+func agentArgs(environPrivate bool) []string {
+	if environPrivate {
+		return []string{AgentPath, "agent", "serve", agent.EnvironPrivateFlag}
+	}
+	return []string{AgentPath, "agent", "serve"}
 }
 
 // buildSpec makes the OCI spec: the agent as the only process, no
@@ -175,7 +187,7 @@ func buildSpec(in specInput) *ociSpec {
 		Mounts:   in.Mounts,
 		Process: ociProcess{
 			User: ociUser{UID: uint32(in.UID), GID: uint32(in.GID)},
-			Args: []string{AgentPath, "agent", "serve"},
+			Args: agentArgs(in.EnvironPrivate),
 			// The agent trusts only the Hello config; this is for itself.
 			Env:             []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
 			Cwd:             "/",

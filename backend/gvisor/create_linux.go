@@ -137,7 +137,7 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 		plan.Image = true
 		plan.RuntimeMountPoints = p.lease != nil
 	}
-	oci := buildSpec(specInput{ID: p.spec.ID, Policy: p.pol, UID: p.uid, GID: p.gid, Mounts: plan.Mounts, Lease: p.lease, RootCaps: p.rootCaps})
+	oci := buildSpec(specInput{ID: p.spec.ID, Policy: p.pol, UID: p.uid, GID: p.gid, Mounts: plan.Mounts, Lease: p.lease, RootCaps: p.rootCaps, EnvironPrivate: p.info.environPrivate()})
 	oci.Root.Readonly = !plan.Image
 	if err := writeBundle(p.dir, oci, plan); err != nil {
 		return fmt.Errorf("write bundle: %v: %w", err, sandbox.ErrInvalid)
@@ -295,6 +295,10 @@ func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 func (b *Backend) connect(ctx context.Context, p *prepared, r *running, u *undo.Stack) (*gvSandbox, error) {
 	pol, spec := p.pol, p.spec
 	opts, gc := agent.SessionFor(spec, pol, sandbox.Environ(pol, os.Environ(), spec.Env), p.log, p.sink)
+	// runsc 2023 and later implement clone3, whose namespace flags the
+	// OCI profile cannot see, and turn its errno into EPERM: the agent
+	// refuses clone3 with ENOSYS itself (libc falls back to clone).
+	gc.NoClone3 = true
 	client, err := agent.NewClient(r.conn, opts)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)

@@ -227,3 +227,9 @@ func lastLine(s string) string {
 	}
 	return s
 }
+
+// environPrivate reports whether this runsc keeps /proc/1/environ from
+// the sandbox's processes: those with systrap (2023 and later) refuse it
+// to processes that may not ptrace the non-dumpable agent, which none
+// may (TestSeccompProfile and the escape suite's agent-environ check it).
+func (i Info) environPrivate() bool { return slices.Contains(i.Platforms, PlatformSystrap) }
