@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # gVisor beside its peers, each part in one alternating run:
-#  1. start-up (bench/compare, three commands rotated):
+#  1. start-up (bench/compare, the commands rotated):
 #       airlock run --backend gvisor -- /bin/true      (create + exec + destroy, the pinned runsc)
-#       runsc --network=none do /bin/true              (the same runsc's own one-shot)
+#       runsc --network=none do /bin/true              (the same runsc's one-shot, no network either)
+#       runsc do /bin/true                             (the same, with its default host network)
 #       the first again with Debian's runsc (0.0~20221219, ptrace), when /usr/bin/runsc is there
-#     Target: airlock/runsc-do <= 0.5.
+#     Target (issue 26): airlock/runsc-do <= 0.5.
 #  2. a system-call-heavy loop: 50,000 stat(2) calls (bench/statloop, timed
 #     inside) under the same runsc on systrap, on ptrace, and bare on the
 #     host, rotated, NL rounds; medians.
@@ -28,16 +29,17 @@ trap 'rm -rf "$work"' EXIT
 cd "$work" # the workspace of `airlock run` and runsc do's cwd
 echo "runsc: $runsc ($("$runsc" --version | sed -n 1p))"
 "$bin" doctor --json | grep -A10 '"gvisor"' | grep -E '"platform"|runsc_version' || true
-third=()
+debian=()
 if [ -x /usr/bin/runsc ] && [ "$(readlink -f /usr/bin/runsc)" != "$(readlink -f "$runsc")" ]; then
 	# Debian's, first on a PATH of its own (the backend takes runsc from PATH).
-	third=(::: env PATH=/usr/sbin:/usr/bin:/sbin:/bin "$bin" run --backend gvisor -- /bin/true)
+	debian=(::: env PATH=/usr/sbin:/usr/bin:/sbin:/bin "$bin" run --backend gvisor -- /bin/true)
 	echo "debian-runsc: /usr/bin/runsc ($(/usr/bin/runsc --version | sed -n 1p))"
 fi
 echo "== start-up: /bin/true"
-"$out/compare" -n "$N" -warmup 3 -name-a airlock -name-b runsc-do -name-c debian -json "$out/gvisor.json" -- \
+"$out/compare" -n "$N" -warmup 3 -name-a airlock -name-b do-nonet -name-c runsc-do -name-d debian -json "$out/gvisor.json" -- \
 	"$bin" run --backend gvisor -- /bin/true ::: \
-	"$runsc" --network=none do /bin/true "${third[@]}"
+	"$runsc" --network=none do /bin/true ::: \
+	"$runsc" do /bin/true "${debian[@]}"
 
 echo "== 50,000 stat(2) of /tmp, timed inside (ms), $NL rounds rotated"
 loop() { # platform|bare -> the loop's own ms

@@ -1,4 +1,4 @@
-// Command compare times two (or three) commands alternately, in one run,
+// Command compare times two (to four) commands alternately, in one run,
 // and prints each one's median and p90 and the ratio of the medians to the
 // first's. Alternating (A, B, A, B, ...) makes all see the same machine
 // noise, which matters on shared 2-core machines where absolute figures
@@ -31,14 +31,15 @@ func main() {
 	nameA := flag.String("name-a", "A", "name of the first command")
 	nameB := flag.String("name-b", "B", "name of the second command")
 	nameC := flag.String("name-c", "C", "name of the third command, if any")
+	nameD := flag.String("name-d", "D", "name of the fourth command, if any")
 	jsonOut := flag.String("json", "", "also write the result as JSON to `FILE`")
 	flag.Parse()
 	cmds, ok := split(flag.Args())
-	if !ok || len(cmds) > 3 {
-		fmt.Fprintln(os.Stderr, "usage: compare [flags] CMD-A ARGS ::: CMD-B ARGS [::: CMD-C ARGS]")
+	if !ok || len(cmds) > 4 {
+		fmt.Fprintln(os.Stderr, "usage: compare [flags] CMD-A ARGS ::: CMD-B ARGS [::: CMD-C ARGS [::: CMD-D ARGS]]")
 		os.Exit(2)
 	}
-	names := []string{*nameA, *nameB, *nameC}[:len(cmds)]
+	names := []string{*nameA, *nameB, *nameC, *nameD}[:len(cmds)]
 	for i := 0; i < *warmup; i++ {
 		for _, c := range cmds {
 			must(run(c))
@@ -59,10 +60,13 @@ func main() {
 	}
 	out := map[string]any{"a": rs[0], "b": rs[1], "ratio": rs[0].MedianMS / rs[1].MedianMS, "n": *n}
 	fmt.Printf("ratio %s/%s of medians: %.3f  (n=%d each, alternating)\n", rs[0].Name, rs[1].Name, rs[0].MedianMS/rs[1].MedianMS, *n)
-	if len(rs) == 3 {
-		out["c"] = rs[2]
-		out["ratio_a_c"] = rs[0].MedianMS / rs[2].MedianMS
-		fmt.Printf("ratio %s/%s of medians: %.3f\n", rs[0].Name, rs[2].Name, rs[0].MedianMS/rs[2].MedianMS)
+	for k, key := range []string{"", "", "c", "d"} {
+		if k < 2 || k >= len(rs) {
+			continue
+		}
+		out[key] = rs[k]
+		out["ratio_a_"+key] = rs[0].MedianMS / rs[k].MedianMS
+		fmt.Printf("ratio %s/%s of medians: %.3f\n", rs[0].Name, rs[k].Name, rs[0].MedianMS/rs[k].MedianMS)
 	}
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(out, "", "  ")
