@@ -4,6 +4,9 @@ GO        ?= go
 export CGO_ENABLED = 0
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 BIN       := bin/airlock
+# The build with the Kubernetes backend (serve --backend kubernetes): the
+# default one, every sandbox's init and agent, links none of it.
+KUBE_BIN  := bin/airlock-kube
 GOFLAGS_BUILD := -trimpath -ldflags "-s -w -X main.version=$(VERSION)"
 # Fuzz time per target in `make test` (CI keeps it brief).
 FUZZTIME  ?= 5s
@@ -18,13 +21,18 @@ CROSS_GOOS := darwin windows freebsd
 RACE_SKIP := /test/escape /test/kube
 PKGS_NOT   = $(shell $(GO) list ./... | grep -v $(foreach p,$(1),-e '$(p)$$' -e '$(p)/'))
 
-.PHONY: all build deps test unit lint cross race fuzz demo bench escape load clean sdk-test
+.PHONY: all build build-kube deps test unit lint cross race fuzz demo bench escape load clean sdk-test
 .PHONY: wasm-assets docker-images guest-kernel
 
 all: build
 
 build:
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN) ./cmd/airlock
+
+# airlock-kube: airlock plus the Kubernetes backend (`airlock serve
+# --backend kubernetes` runs it when it lies beside airlock).
+build-kube:
+	$(GO) build -tags kubernetes $(GOFLAGS_BUILD) -o $(KUBE_BIN) ./cmd/airlock
 
 deps:
 	./scripts/deps.sh
@@ -37,7 +45,7 @@ deps:
 # rules are tests in internal/lint; 30m: the escape suite on microvm runs
 # under TCG, ~6 min of it on an idle 2-core machine), the race detector,
 # brief fuzzing.
-test: deps build docker-images
+test: deps build build-kube docker-images
 	$(GO) vet ./...
 	$(MAKE) lint
 	$(MAKE) cross

@@ -1,23 +1,24 @@
 // Package backend maps backend names to implementations, so the CLI and the
-// server open backends one way. It must never hold backend logic itself.
+// server open backends one way. Backends register themselves (Register, from
+// an init of their own package), so a binary links exactly the backends it
+// imports: the default build imports backend/builtin, and only the
+// airlock-kube build adds the Kubernetes backend. It must never hold backend
+// logic itself, nor import a backend.
 package backend
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 
-	"github.com/airlock-dev/airlock/backend/docker"
-	"github.com/airlock-dev/airlock/backend/gvisor"
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
-	"github.com/airlock-dev/airlock/backend/kubernetes"
-	"github.com/airlock-dev/airlock/backend/microvm"
-	"github.com/airlock-dev/airlock/backend/native"
-	"github.com/airlock-dev/airlock/backend/wasm"
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -45,65 +46,143 @@ type Options struct {
 	// from it into the daemon when a sandbox names one (nil: the
 	// daemon's images only).
 	Images *images.Store
-	// Kubernetes configures the kubernetes backend (kubeconfig,
-	// namespace, runtime class, image, the nodes' airlock, warm pool);
-	// its Owner and Log are set by Open.
-	Kubernetes kubernetes.Config
-	Log        *slog.Logger
+	Log    *slog.Logger
+}
+
+// Env is what a backend's factory gets: the Options with the paths made
+// the backend's own (StateDir and CgroupParent name it) and the host id
+// source opened when the factory asked for one.
+type Env struct {
+	Options
+	// IDs is the host id source of Options.HostIDs (nil: the caller's
+	// ids); set only for factories with HostIDs.
+	IDs *idmap.Source
+}
+
+// Factory is one backend as it registers itself.
+type Factory struct {
+	// Name is the backend's policy name (policy.Backends lists them all).
+	Name string
+	// Rank orders local backends by start-up speed, fastest first: the
+	// order doctor lists them and auto tries them.
+	Rank int
+	// Remote backends place sandboxes off this host: opened only when
+	// named (never by auto, nor offered by default by a server), since
+	// probing them means reaching a cluster.
+	Remote bool
+	// HostIDs: the backend runs sandboxes as leased host ids (Env.IDs).
+	HostIDs bool
+	// Flags, when set, adds the backend's own `airlock serve` flags to fs;
+	// Open reads what they were set to.
+	Flags func(fs *flag.FlagSet)
+	// Open returns the backend; it must not reach the host beyond reading
+	// its settings (Probe does that).
+	Open func(Env) (sandbox.Backend, error)
+}
+
+var (
+	mu        sync.RWMutex
+	factories = map[string]Factory{}
+)
+
+// Register adds f. It panics on a duplicate or incomplete registration: that
+// is a build mistake, found by the first test.
+func Register(f Factory) {
+	mu.Lock()
+	defer mu.Unlock()
+	if f.Name == "" || f.Open == nil {
+		panic("backend: Register needs a name and an Open")
+	}
+	if _, dup := factories[f.Name]; dup {
+		panic("backend: " + f.Name + " registered twice")
+	}
+	factories[f.Name] = f
+}
+
+// Names lists the local backends this build has, in order of start-up
+// speed (the order `auto` tries them).
+func Names() []string { return list(false) }
+
+// Remote lists the remote backends this build has (see Factory.Remote).
+func Remote() []string { return list(true) }
+
+func list(remote bool) []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	var fs []Factory
+	for _, f := range factories {
+		if f.Remote == remote {
+			fs = append(fs, f)
+		}
+	}
+	slices.SortFunc(fs, func(a, b Factory) int {
+		if a.Rank != b.Rank {
+			return a.Rank - b.Rank
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// Has reports whether this build has the backend called name.
+func Has(name string) bool {
+	mu.RLock()
+	defer mu.RUnlock()
+	_, ok := factories[name]
+	return ok
+}
+
+// RegisterFlags adds every registered backend's serve flags to fs.
+func RegisterFlags(fs *flag.FlagSet) {
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, name := range append(list(false), list(true)...) {
+		if f := factories[name]; f.Flags != nil {
+			f.Flags(fs)
+		}
+	}
+}
+
+// ErrNotInBuild is returned (wrapped, with sandbox.ErrUnavailable) by Open
+// for a backend that policies know but this binary does not link.
+var ErrNotInBuild = fmt.Errorf("not in this build")
+
+// Open returns the backend called name ("" means native).
+func Open(name string, opts Options) (sandbox.Backend, error) {
+	if name == "" {
+		name = "native"
+	}
+	mu.RLock()
+	f, ok := factories[name]
+	mu.RUnlock()
+	if !ok {
+		if name == "kubernetes" {
+			return nil, fmt.Errorf("backend %q: %w: it lives in the airlock-kube binary (make build makes bin/airlock-kube; airlock serve --backend kubernetes runs it when it is beside airlock): %w", name, ErrNotInBuild, sandbox.ErrUnavailable)
+		}
+		return nil, fmt.Errorf("backend %q: unknown (known: %s, auto): %w", name, strings.Join(append(Names(), Remote()...), ", "), sandbox.ErrInvalid)
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	env := Env{Options: opts}
+	env.StateDir = sub(opts.StateDir, name)
+	env.CgroupParent = cgroupSub(opts.CgroupParent, name)
+	if f.HostIDs {
+		var err error
+		if env.IDs, err = HostIDs(opts.HostIDs); err != nil {
+			return nil, err
+		}
+	}
+	return f.Open(env)
 }
 
 // Isolation levels, weakest first; `auto` picks the fastest backend meeting
 // the requested one.
 var isolationRank = map[string]int{"weak": 0, "kernel": 1, "medium": 2, "wasm": 2, "hardware": 3}
-
-// Names lists the backends this build knows, in order of start-up speed
-// (the order `auto` tries them).
-func Names() []string { return []string{"native", "gvisor", "docker", "wasm", "microvm"} }
-
-// Remote lists the backends that place sandboxes off this host: opened
-// only when named (never by auto, nor offered by default by a server),
-// since probing them means reaching a cluster.
-func Remote() []string { return []string{kubernetes.Name} }
-
-// Open returns the backend called name ("" means native).
-func Open(name string, opts Options) (sandbox.Backend, error) {
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	var ids *idmap.Source
-	if name == "" || name == "native" || name == "gvisor" || name == "docker" {
-		var err error
-		if ids, err = HostIDs(opts.HostIDs); err != nil {
-			return nil, err
-		}
-	}
-	switch name {
-	case "", "native":
-		return native.New(native.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "native"), CgroupParent: cgroupSub(opts.CgroupParent, "native"), HostIDs: ids}), nil
-	case "gvisor":
-		return gvisor.New(gvisor.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "gvisor"), CgroupParent: cgroupSub(opts.CgroupParent, "gvisor"), HostIDs: ids}), nil
-	case "docker":
-		// Owner plays the cgroup parent's part: Cleanup removes only the
-		// containers labelled with it.
-		cfg := docker.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "docker"), Owner: cgroupSub(opts.CgroupParent, "docker"), HostIDs: ids}
-		if opts.Images != nil {
-			cfg.Images = opts.Images
-		}
-		return docker.New(cfg), nil
-	case "wasm":
-		return wasm.New(wasm.Config{Log: opts.Log}), nil
-	case kubernetes.Name:
-		cfg := opts.Kubernetes
-		cfg.Log = opts.Log
-		if cfg.Owner == "" {
-			cfg.Owner = cgroupSub(opts.CgroupParent, kubernetes.Name)
-		}
-		return kubernetes.New(cfg), nil
-	case "microvm":
-		return microvm.New(microvm.Config{AgentBinary: opts.AgentBinary, Log: opts.Log, StateDir: sub(opts.StateDir, "microvm"), CgroupParent: cgroupSub(opts.CgroupParent, "microvm")}), nil
-	}
-	return nil, fmt.Errorf("backend %q: unknown (known: %s, auto): %w", name, strings.Join(append(Names(), Remote()...), ", "), sandbox.ErrInvalid)
-}
 
 // Auto returns the first available backend (in Names order) whose isolation
 // is at least isolation ("" means kernel). wasm is never chosen

@@ -18,7 +18,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/airlock-dev/airlock/backend/kubernetes"
 	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/mcptools"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -200,7 +199,7 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 	if ids == "none" {
 		ids = ""
 	}
-	bs, err := openServeBackends(names, data, ids, nil, kubernetes.Config{}, log)
+	bs, err := openServeBackends(names, data, ids, nil, log)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)

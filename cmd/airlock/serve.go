@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/backend"
-	"github.com/airlock-dev/airlock/backend/kubernetes"
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
@@ -54,6 +53,9 @@ func runServe(args []string) int {
 			return runServeQuota(args[1:])
 		}
 	}
+	if wantsMissingBackend(args) {
+		return forwardToKube("serve", args)
+	}
 	f, code, ok := parseServeFlags(args)
 	if !ok {
 		return code
@@ -80,7 +82,7 @@ func runServe(args []string) int {
 			return fail("serve", err)
 		}
 	}
-	if cfg.Backends, err = openServeBackends(f.backends, f.data, f.hostIDs, cfg.Images, f.kube.config(), log); err != nil {
+	if cfg.Backends, err = openServeBackends(f.backends, f.data, f.hostIDs, cfg.Images, log); err != nil {
 		return fail("serve", err)
 	}
 	cfg.DefaultBackend = defaultBackend(f.defBackend, cfg.Backends)
@@ -213,7 +215,7 @@ func parsePools(specs []string) ([]server.PoolConfig, error) {
 
 // openServeBackends opens the named backends (each must work: fail closed),
 // or every available one when none is named.
-func openServeBackends(names []string, data, hostIDs string, imgs *images.Store, kube kubernetes.Config, log *slog.Logger) (map[string]sandbox.Backend, error) {
+func openServeBackends(names []string, data, hostIDs string, imgs *images.Store, log *slog.Logger) (map[string]sandbox.Backend, error) {
 	out := map[string]sandbox.Backend{}
 	explicit := len(names) > 0
 	if !explicit {
@@ -223,7 +225,7 @@ func openServeBackends(names []string, data, hostIDs string, imgs *images.Store,
 		// Each server keeps its backends' state under its own data
 		// directory, so that its crash recovery (Cleanup) finds its own
 		// leftovers.
-		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(runDirFor(data), "backends"), CgroupParent: cgroupParentFor(data), HostIDs: hostIDs, Images: imgs, Kubernetes: kube})
+		b, err := backend.Open(n, backend.Options{Log: log, StateDir: filepath.Join(runDirFor(data), "backends"), CgroupParent: cgroupParentFor(data), HostIDs: hostIDs, Images: imgs})
 		if err == nil {
 			if p := b.Probe(context.Background()); !p.Available {
 				err = fmt.Errorf("backend %q: %s: %w", n, p.Reason, sandbox.ErrUnavailable)

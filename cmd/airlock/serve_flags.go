@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/airlock-dev/airlock/backend"
 	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
@@ -31,7 +32,6 @@ type serveFlags struct {
 	volQuota, previewDomain                      string
 	maxCheckpoints                               int
 	checkpointBytes                              string
-	kube                                         kubeFlags
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -69,7 +69,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxCheckpoints, "max-checkpoints", 64, "checkpoints each tenant may keep")
 	fs.StringVar(&f.checkpointBytes, "checkpoint-bytes", "16Gi", "bytes of workspace each tenant's checkpoints may record together")
 	fs.StringVar(&f.volQuota, "volume-quota", "16Gi", "sizes of one tenant's named volumes together")
-	f.kube.register(fs)
+	backend.RegisterFlags(fs) // the backends' own (--kube-* in the airlock-kube build)
 	fs.StringVar(&f.previewDomain, "preview-domain", "", "route requests for host PORT-ID.DOMAIN to that port of sandbox ID (apps that must be at /; point *.DOMAIN at this server)")
 }
 

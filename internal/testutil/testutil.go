@@ -89,6 +89,39 @@ func AirlockBinary(t testing.TB) string {
 	return buildPath
 }
 
+var (
+	kubeOnce sync.Once
+	kubeErr  error
+)
+
+// AirlockKubeBinary returns the path of the airlock-kube build (airlock with
+// the Kubernetes backend, -tags kubernetes) beside AirlockBinary, where a
+// plain airlock's `serve --backend kubernetes` finds it: $AIRLOCK_BIN's
+// sibling when the Makefile built both, otherwise built once per test
+// process next to the one AirlockBinary built.
+func AirlockKubeBinary(t testing.TB) string {
+	t.Helper()
+	bin := AirlockBinary(t)
+	kube := filepath.Join(filepath.Dir(bin), "airlock-kube")
+	if os.Getenv("AIRLOCK_BIN") != "" {
+		if _, err := os.Stat(kube); err != nil {
+			t.Fatalf("AIRLOCK_BIN is set but %s is missing: make build-kube", kube)
+		}
+		return kube
+	}
+	kubeOnce.Do(func() {
+		cmd := exec.Command("go", "build", "-tags", "kubernetes", "-o", kube, "github.com/airlock-dev/airlock/cmd/airlock")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			kubeErr = &buildError{out: string(out), err: err}
+		}
+	})
+	if kubeErr != nil {
+		t.Fatalf("build airlock-kube: %v", kubeErr)
+	}
+	return kube
+}
+
 type buildError struct {
 	out string
 	err error

@@ -27,6 +27,9 @@ type kubeServe struct {
 // waits until it answers; it is stopped when the test ends.
 func startKubeServe(t testing.TB, c *kubecluster.Cluster, extra ...string) *kubeServe {
 	t.Helper()
+	// The plain airlock forwards serve --backend kubernetes to the
+	// airlock-kube build beside it (and is the nodes' agent).
+	testutil.AirlockKubeBinary(t)
 	bin := testutil.AirlockBinary(t)
 	// serve wants its data directory reachable by the ids sandboxes run
 	// as (it does not know they are on a cluster): not t.TempDir (0700).
