@@ -361,6 +361,21 @@ if r > 0:
     os.waitpid(r, 0)
 print("clone3(CLONE_NEWUSER|CLONE_NEWNS)", "ALLOWED" if r > 0 else "denied " + os.strerror(ctypes.get_errno()))
 EOF`
+	// Nor a signal to the agent through a pidfd, pidfd_open's or an open
+	// /proc/1 (the escape suite's crash-agent-pidfd sends SIGSEGV so).
+	pidfd := `python3 - <<'EOF'
+import os, signal
+for target in ("pidfd_open(1)", "open(/proc/1)"):
+    try:
+        fd = os.pidfd_open(1) if target == "pidfd_open(1)" else os.open("/proc/1", os.O_RDONLY | os.O_DIRECTORY)
+        signal.pidfd_send_signal(fd, signal.SIGCONT)
+        print(target, "SENT")
+    except OSError as e:
+        print(target, "refused:", e.strerror)
+EOF`
+	if st, out := sh(t, sb, pidfd); out != "pidfd_open(1) refused: Operation not permitted\nopen(/proc/1) refused: Operation not permitted" {
+		t.Errorf("pidfd signals to the agent: %+v %q", st, out)
+	}
 	host, err := exec.Command("sh", "-c", clone3).CombinedOutput()
 	if err != nil || !strings.Contains(string(host), "ALLOWED") {
 		t.Fatalf("unconfined, clone3 with namespace flags does not work, so this proves nothing: %v %s", err, host)
