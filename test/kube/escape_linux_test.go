@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/internal/testutil/kubecluster"
 )
 
@@ -43,18 +42,6 @@ var escapeCaps = []string{"SYS_ADMIN", "NET_RAW", "NET_ADMIN"}
 // as blocked), then in an airlock pod of the same spec, where it must be
 // blocked.
 func TestEscapeFromAirlockPod(t *testing.T) { escapeSubset(t, "airlock") }
-
-// TestEscapeFromGvisorPod: the same attacks and baseline, the pod under
-// the gvisor RuntimeClass (gVisor's runsc through its own containerd
-// shim, deploy/kubernetes/containerd-gvisor.toml): every one must be
-// blocked there too, the added capabilities being gVisor's kernel's.
-func TestEscapeFromGvisorPod(t *testing.T) {
-	c := kubecluster.Shared(t)
-	if !c.Gvisor {
-		testutil.Skip(t, c.GvisorWhy)
-	}
-	escapeSubset(t, "gvisor")
-}
 
 func escapeSubset(t *testing.T, runtimeClass string) {
 	c := kubecluster.Shared(t)

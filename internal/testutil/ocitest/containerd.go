@@ -33,7 +33,10 @@ type Containerd struct {
 }
 
 // GvisorBinaries returns the runsc and containerd-shim-runsc-v1 on PATH
-// (`make deps` links the pinned ones into /usr/local/bin), or why not.
+// (`make deps` links the pinned ones into /usr/local/bin), or why they
+// cannot serve here: the shim gives its server oom_score_adj -999 and
+// fails to start when root may not lower it (no CAP_SYS_RESOURCE, as on
+// this project's machines).
 func GvisorBinaries() (runsc, shim string, err error) {
 	if runsc, err = exec.LookPath("runsc"); err != nil {
 		return "", "", err
@@ -41,7 +44,27 @@ func GvisorBinaries() (runsc, shim string, err error) {
 	if shim, err = exec.LookPath("containerd-shim-runsc-v1"); err != nil {
 		return "", "", err
 	}
+	if !effectiveCap(capSysResource) {
+		return "", "", fmt.Errorf("containerd-shim-runsc-v1 sets its server's oom_score_adj to -999, which needs CAP_SYS_RESOURCE, and root here lacks it")
+	}
 	return runsc, shim, nil
+}
+
+const capSysResource = 24
+
+// effectiveCap reports whether this process holds capability c.
+func effectiveCap(c uint) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && m&(1<<c) != 0
+		}
+	}
+	return false
 }
 
 // gvisorHandler is the runsc handler's configuration: the snippet with
@@ -71,10 +94,12 @@ func (c Containerd) gvisorHandler() (string, error) {
 	if err := os.WriteFile(optsPath, []byte(o), 0o644); err != nil {
 		return "", err
 	}
-	h := strings.Replace(string(snippet), `"/usr/local/bin/containerd-shim-runsc-v1"`, strconv.Quote(shim), 1)
-	h = strings.Replace(h, `"/etc/containerd/runsc.toml"`, strconv.Quote(optsPath), 1)
-	if strings.Contains(h, "/usr/local/bin/containerd-shim-runsc-v1") || strings.Contains(h, "/etc/containerd/runsc.toml") {
-		return "", fmt.Errorf("containerd config: %s: unexpected paths", c.Gvisor)
+	h := string(snippet)
+	for from, to := range map[string]string{`"/usr/local/bin/containerd-shim-runsc-v1"`: shim, `"/etc/containerd/runsc.toml"`: optsPath} {
+		if strings.Count(h, from) != 1 {
+			return "", fmt.Errorf("containerd config: %s does not name %s once", c.Gvisor, from)
+		}
+		h = strings.Replace(h, from, strconv.Quote(to), 1)
 	}
 	return h, nil
 }
