@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 )
 
 // objectStore keeps file contents by sha256 (dir/ab/abcd...): every
@@ -16,7 +17,9 @@ import (
 // it is inside a sandbox.
 type objectStore struct{ dir string }
 
-var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+// Compiled on first use: every process start (sandboxes' inits included)
+// would pay for it at package init.
+var sha256Hex = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
 
 func (o *objectStore) path(sum string) string { return filepath.Join(o.dir, sum[:2], sum) }
 
@@ -65,7 +68,7 @@ func (o *objectStore) verify(m *manifest, what string) error {
 		if e.Kind != "file" || seen[e.SHA256] {
 			continue
 		}
-		if !sha256Hex.MatchString(e.SHA256) {
+		if !sha256Hex().MatchString(e.SHA256) {
 			return errCorrupt("%s: file %q: bad hash %q in the manifest", what, e.Path, e.SHA256)
 		}
 		f, err := os.Open(o.path(e.SHA256))

@@ -36,10 +36,10 @@ const (
 	volumeDataDir      = "data"   // the directory of an image sandboxes see
 )
 
-var volumeNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+var volumeNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`) })
 
 func checkVolumeName(n string) error {
-	if !volumeNameRE.MatchString(n) {
+	if !volumeNameRE().MatchString(n) {
 		return errBadRequest("volume name %q: want 1..63 of a-z 0-9 _ . - (starting with a letter or digit)", n)
 	}
 	return nil

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
 
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -25,8 +22,8 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 		if err != nil {
 			return err
 		}
-		f := filters.NewArgs(filters.Arg("label", LabelOwner+"="+b.cfg.Owner), filters.Arg("label", LabelBackend+"="+Name))
-		list, err := e.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+		f := b.ownLabels()
+		list, err := e.ContainerList(ctx, f, nil)
 		if err != nil {
 			return fmt.Errorf("cleanup: list containers: %w", err)
 		}
@@ -41,13 +38,13 @@ func (b *Backend) Cleanup(ctx context.Context, keep map[string]bool) error {
 				errs = append(errs, fmt.Errorf("cleanup sandbox %q: %w", id, err))
 			}
 		}
-		vols, err := e.VolumeList(ctx, volume.ListOptions{Filters: f})
+		vols, err := e.VolumeList(ctx, f)
 		if err != nil {
 			return fmt.Errorf("cleanup: list volumes: %w", errors.Join(append(errs, err)...))
 		}
-		for _, v := range vols.Volumes {
+		for _, v := range vols {
 			if id := v.Labels[LabelSandbox]; !keep[id] {
-				if err := e.VolumeRemove(ctx, v.Name, true); err != nil && !notFound(err) {
+				if err := e.VolumeRemove(ctx, v.Name); err != nil && !notFound(err) {
 					errs = append(errs, fmt.Errorf("cleanup sandbox %q: volume %s: %w", id, v.Name, err))
 				}
 			}
@@ -81,9 +78,7 @@ func (b *Backend) reclaimExited(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	f := filters.NewArgs(filters.Arg("label", LabelOwner+"="+b.cfg.Owner), filters.Arg("label", LabelBackend+"="+Name),
-		filters.Arg("status", "exited"), filters.Arg("status", "dead"))
-	list, err := e.ContainerList(ctx, container.ListOptions{All: true, Filters: f})
+	list, err := e.ContainerList(ctx, b.ownLabels(), []string{"exited", "dead"})
 	if err != nil {
 		b.log.Debug("reclaim: list containers", "err", err)
 		return
@@ -99,4 +94,9 @@ func (b *Backend) reclaimExited(ctx context.Context) {
 			os.RemoveAll(b.stateDir(id))
 		}
 	}
+}
+
+// ownLabels are the label filters of this Backend's containers and volumes.
+func (b *Backend) ownLabels() []string {
+	return []string{LabelOwner + "=" + b.cfg.Owner, LabelBackend + "=" + Name}
 }

@@ -123,9 +123,9 @@ func TestCreateReclaimsDeadRuns(t *testing.T) {
 	}
 }
 
-// containerState waits (up to 10 s) for sandbox id's container to stop and
+// containerStatus waits (up to 10 s) for sandbox id's container to stop and
 // returns its state.
-func containerState(t *testing.T, b *Backend, id string) string {
+func containerStatus(t *testing.T, b *Backend, id string) string {
 	t.Helper()
 	e, err := b.engine()
 	if err != nil {
@@ -137,7 +137,7 @@ func containerState(t *testing.T, b *Backend, id string) string {
 		if err != nil {
 			return "gone: " + err.Error()
 		}
-		if st = ins.State.Status; st != "running" {
+		if st = ins.Status; st != "running" {
 			return st
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -185,7 +185,7 @@ func crashSandbox(t *testing.T, b *Backend, ws string) string {
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	// Its container ends with it: the agent's channel closed.
-	if st := containerState(t, b, id); st != "exited" {
+	if st := containerStatus(t, b, id); st != "exited" {
 		t.Fatalf("container of the killed host process is %q, want exited", st)
 	}
 	return id

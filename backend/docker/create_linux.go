@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
+	"github.com/moby/moby/api/types/container"
 	"github.com/docker/go-units"
 
 	"github.com/airlock-dev/airlock/agent"
@@ -244,17 +244,17 @@ func (b *Backend) createContainer(ctx context.Context, p *prepared, u *undo.Stac
 		return fmt.Errorf("seccomp profile: %v: %w", err, sandbox.ErrUnavailable)
 	}
 	cfg, hc := containerConfig(p, prof, b.labels(p.spec.ID))
-	resp, err := p.e.ContainerCreate(ctx, cfg, hc, nil, nil, containerName(p.spec.ID))
+	cid, err := p.e.ContainerCreate(ctx, cfg, hc, containerName(p.spec.ID))
 	if err != nil {
-		if strings.Contains(err.Error(), "Conflict") {
+		if conflict(err) {
 			return fmt.Errorf("container %s: %v: %w", containerName(p.spec.ID), err, sandbox.ErrExists)
 		}
 		return fmt.Errorf("create container: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	p.cid = resp.ID
+	p.cid = cid
 	e, cid := p.e, p.cid
 	u.Push(func() { removeContainer(e, cid) })
-	hr, err := p.e.ContainerAttach(ctx, p.cid, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	hr, err := p.e.ContainerAttach(ctx, p.cid)
 	if err != nil {
 		return fmt.Errorf("attach: %v: %w", err, sandbox.ErrUnavailable)
 	}
@@ -270,7 +270,7 @@ func (b *Backend) createContainer(ctx context.Context, p *prepared, u *undo.Stac
 func removeContainer(e *engine, cid string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := e.ContainerRemove(ctx, cid, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	err := e.ContainerRemove(ctx, cid)
 	if err != nil && !notFound(err) {
 		return fmt.Errorf("remove container %s: %w", cid, err)
 	}
@@ -341,35 +341,27 @@ func containerConfig(p *prepared, seccompJSON string, labels map[string]string) 
 // start starts the container and finds its init and cgroup.
 func (b *Backend) start(ctx context.Context, p *prepared) error {
 	// Wait before start: an init that dies at once is still seen.
-	waitCtx, cancel := context.WithCancel(context.Background())
-	ch, errc := p.e.ContainerWait(waitCtx, p.cid, container.WaitConditionNextExit)
-	exited := make(chan container.WaitResponse, 1)
-	go func() {
-		defer cancel()
-		select {
-		case r := <-ch:
-			exited <- r
-		case err := <-errc:
-			exited <- container.WaitResponse{StatusCode: -1, Error: &container.WaitExitError{Message: err.Error()}}
-		}
-	}()
+	exited, err := p.e.ContainerWait(context.Background(), p.cid)
+	if err != nil {
+		return fmt.Errorf("wait for the container: %v: %w", err, sandbox.ErrUnavailable)
+	}
 	p.exited = exited
-	if err := p.e.ContainerStart(ctx, p.cid, container.StartOptions{}); err != nil {
+	if err := p.e.ContainerStart(ctx, p.cid); err != nil {
 		return fmt.Errorf("start container: %s: %w", startError(err), sandbox.ErrUnavailable)
 	}
 	ins, err := p.e.ContainerInspect(ctx, p.cid)
 	if err != nil {
 		return fmt.Errorf("inspect container: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	if ins.State == nil || ins.State.Pid <= 0 {
-		return fmt.Errorf("container exited at start (%s): %s: %w", stateOf(ins.State), strings.TrimSpace(p.tail.String()), sandbox.ErrUnavailable)
+	if ins == nil || ins.Pid <= 0 {
+		return fmt.Errorf("container exited at start (%s): %s: %w", stateOf(ins), strings.TrimSpace(p.tail.String()), sandbox.ErrUnavailable)
 	}
-	p.pid = ins.State.Pid
+	p.pid = ins.Pid
 	p.cg = findCgroup(p.pid)
 	return nil
 }
 
-func stateOf(st *container.State) string {
+func stateOf(st *containerState) string {
 	if st == nil {
 		return "no state"
 	}

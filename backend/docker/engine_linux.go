@@ -7,22 +7,8 @@ import (
 	"strings"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/client"
-
 	"github.com/airlock-dev/airlock/sandbox"
 )
-
-// engine is the Engine API client. The API version is negotiated with the
-// daemon on first use (dockerd 20.10 speaks 1.41).
-type engine struct {
-	*client.Client
-}
-
-// minAPIVersion is the oldest Engine API this backend uses: 1.41
-// (dockerd 20.10) brought CgroupnsMode and per-rule errnoRet in
-// seccomp profiles.
-const minAPIVersion = "1.41"
 
 // engine returns the client, making it once.
 func (b *Backend) engine() (*engine, error) {
@@ -31,15 +17,11 @@ func (b *Backend) engine() (*engine, error) {
 	if b.conn != nil {
 		return b.conn, nil
 	}
-	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
-	if b.cfg.Host != "" {
-		opts = append(opts, client.WithHost(b.cfg.Host))
-	}
-	c, err := client.NewClientWithOpts(opts...)
+	c, err := newEngine(b.cfg.Host)
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	b.conn = &engine{c}
+	b.conn = c
 	return b.conn, nil
 }
 
@@ -67,16 +49,14 @@ func (b *Backend) queryInfo(ctx context.Context) Info {
 	if err != nil {
 		return Info{Err: err}
 	}
-	i := Info{Host: e.DaemonHost()}
+	i := Info{Host: e.host}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	ping, err := e.Ping(ctx)
-	if err != nil {
+	if err := e.Ping(ctx); err != nil {
 		i.Err = fmt.Errorf("docker daemon at %s does not answer (install docker.io and start dockerd, e.g. scripts/dockerd.sh): %v: %w", i.Host, err, sandbox.ErrUnavailable)
 		return i
 	}
-	e.NegotiateAPIVersionPing(ping)
-	i.APIVersion = e.ClientVersion()
+	i.APIVersion = e.APIVersion()
 	if versionLess(i.APIVersion, minAPIVersion) {
 		i.Err = fmt.Errorf("docker daemon at %s speaks Engine API %s; this backend needs %s (dockerd 20.10 or newer): %w", i.Host, i.APIVersion, minAPIVersion, sandbox.ErrUnavailable)
 		return i
@@ -164,6 +144,3 @@ func (b *Backend) Probe(ctx context.Context) sandbox.Probe {
 	}
 	return p
 }
-
-// notFound reports whether err is the daemon's "no such ..." answer.
-func notFound(err error) bool { return cerrdefs.IsNotFound(err) }

@@ -16,9 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/volume"
 
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/backendtest"
@@ -100,16 +97,16 @@ func leaks(b *Backend, id string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	f := filters.NewArgs(filters.Arg("label", LabelSandbox+"="+id))
-	if list, err := e.ContainerList(ctx, container.ListOptions{All: true, Filters: f}); err != nil {
+	f := []string{LabelSandbox + "=" + id}
+	if list, err := e.ContainerList(ctx, f, nil); err != nil {
 		found = append(found, "cannot list containers: "+err.Error())
 	} else if len(list) > 0 {
 		found = append(found, fmt.Sprintf("%d containers (%s)", len(list), list[0].State))
 	}
-	if vols, err := e.VolumeList(ctx, volume.ListOptions{Filters: f}); err != nil {
+	if vols, err := e.VolumeList(ctx, f); err != nil {
 		found = append(found, "cannot list volumes: "+err.Error())
-	} else if len(vols.Volumes) > 0 {
-		found = append(found, fmt.Sprintf("%d volumes", len(vols.Volumes)))
+	} else if len(vols) > 0 {
+		found = append(found, fmt.Sprintf("%d volumes", len(vols)))
 	}
 	if _, err := os.Stat(b.stateDir(id)); err == nil {
 		found = append(found, "state "+b.stateDir(id))

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/image"
-	"github.com/docker/docker/client"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -93,12 +91,12 @@ func (b *Backend) loadImage(ctx context.Context, e *engine, img v1.Image, im *im
 	go func() { pw.CloseWithError(tarball.MultiRefWrite(map[name.Reference]v1.Image{d: img}, pw)) }()
 	defer pr.Close()
 	t0 := time.Now()
-	resp, err := e.ImageLoad(ctx, pr, client.ImageLoadWithQuiet(true))
+	rc, err := e.ImageLoad(ctx, pr)
 	if err != nil {
 		return fmt.Errorf("load into the daemon: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	defer resp.Body.Close()
-	if err := readProgress(resp.Body); err != nil {
+	defer rc.Close()
+	if err := readProgress(rc); err != nil {
 		return fmt.Errorf("load into the daemon: %w", err)
 	}
 	if _, err := e.ImageInspect(ctx, im.ID); err != nil {
@@ -148,7 +146,7 @@ func (b *Backend) Import(ctx context.Context, rootfs io.Reader, ref string, chan
 	if err != nil {
 		return "", err
 	}
-	rc, err := e.ImageImport(ctx, image.ImportSource{Source: rootfs, SourceName: "-"}, ref, image.ImportOptions{Changes: changes})
+	rc, err := e.ImageImport(ctx, rootfs, ref, changes)
 	if err != nil {
 		return "", fmt.Errorf("import image %q: %v: %w", ref, err, sandbox.ErrUnavailable)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/image"
 
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/images/imagestest"
@@ -36,8 +35,8 @@ func TestStoreImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.ImageRemove(context.Background(), im.ID, image.RemoveOptions{Force: true, PruneChildren: true})
-	_, _ = e.ImageRemove(ctx, im.ID, image.RemoveOptions{Force: true, PruneChildren: true}) // a left-over of an earlier run
+	defer e.ImageRemove(context.Background(), im.ID)
+	_ = e.ImageRemove(ctx, im.ID) // a left-over of an earlier run
 	if _, err := e.ImageInspect(ctx, ref); err == nil {
 		t.Fatalf("the daemon already has %s", ref)
 	}

@@ -140,7 +140,7 @@ func (b *Backend) labels(id string) map[string]string {
 // lowercased, with a hash of the ID when it is not a DNS label as it is.
 func objectName(id string) string {
 	n := "airlock-" + id
-	if len(n) <= 53 && dnsLabel.MatchString(n) {
+	if len(n) <= 53 && dnsLabel().MatchString(n) {
 		return n
 	}
 	h := sha256.Sum256([]byte(id))
@@ -148,14 +148,14 @@ func objectName(id string) string {
 }
 
 var (
-	dnsLabel   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	labelChars = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	dnsLabel   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`) })
+	labelChars = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`) })
 )
 
 // labelValue is s when it is a valid label value, else a hash of it
 // (an owner such as a data directory's path).
 func labelValue(s string) string {
-	if len(s) <= 63 && labelChars.MatchString(s) {
+	if len(s) <= 63 && labelChars().MatchString(s) {
 		return s
 	}
 	h := sha256.Sum256([]byte(s))

@@ -149,14 +149,14 @@ func TestNames(t *testing.T) {
 		t.Errorf("objectName(sb-1) = %q", n)
 	}
 	for _, id := range []string{"Sb_Upper", strings.Repeat("a", 100)} {
-		if n := objectName(id); !dnsLabel.MatchString(n) || len(n) > 53 {
+		if n := objectName(id); !dnsLabel().MatchString(n) || len(n) > 53 {
 			t.Errorf("objectName(%q) = %q", id, n)
 		}
 	}
 	if v := labelValue("airlock-serve-1234abcd-kubernetes"); v != "airlock-serve-1234abcd-kubernetes" {
 		t.Errorf("labelValue kept %q", v)
 	}
-	if v := labelValue("/var/lib/airlock"); !labelChars.MatchString(v) {
+	if v := labelValue("/var/lib/airlock"); !labelChars().MatchString(v) {
 		t.Errorf("labelValue(/var/lib/airlock) = %q", v)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 	"unsafe"
@@ -78,11 +79,21 @@ func InitMain(serve ServeFunc) int {
 		fmt.Fprintf(os.Stderr, "airlock init: channel: %v\n", err)
 		return 1
 	}
+	go releaseStartupMemory()
 	if err := serve(context.Background(), conn); err != nil {
 		fmt.Fprintf(os.Stderr, "airlock init: serve: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// releaseStartupMemory hands the heap the set-up used (the configuration,
+// the rootfs plan, the seccomp program) back to the kernel once the
+// sandbox has started: an idle sandbox's init then holds little more than
+// its Go runtime. After a second, so that it never delays the first exec.
+func releaseStartupMemory() {
+	time.Sleep(time.Second)
+	debug.FreeOSMemory()
 }
 
 func readInitConfig() (*initConfig, error) {
