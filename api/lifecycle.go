@@ -52,6 +52,11 @@ func (r *CreateSandboxRequest) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	*r = CreateSandboxRequest(aux.plain)
+	switch r.OnTimeout {
+	case "", OnTimeoutDestroy, OnTimeoutPause:
+	default:
+		return fmt.Errorf("on_timeout %q: want %q or %q: %w", r.OnTimeout, OnTimeoutDestroy, OnTimeoutPause, errdefs.ErrInvalid)
+	}
 	raw := bytes.TrimSpace(aux.KeepAlive)
 	switch {
 	case len(raw) == 0 || string(raw) == "null" || string(raw) == "false":

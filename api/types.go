@@ -69,7 +69,20 @@ type CreateSandboxRequest struct {
 	KeepAliveWhile *KeepAliveSpec `json:"-"`
 	// AutoResume: a request to the sandbox while it is paused resumes it.
 	AutoResume bool `json:"auto_resume,omitempty"`
+	// PublicPorts lets requests without credentials reach the sandbox's
+	// ports (the port proxy and preview hosts): E2B's public traffic.
+	PublicPorts bool `json:"public_ports,omitempty"`
+	// OnTimeout is what the sandbox's timeout does: "destroy" (default)
+	// or "pause" (its processes are frozen, memory kept, and it is kept
+	// alive until resumed or deleted).
+	OnTimeout string `json:"on_timeout,omitempty"`
 }
+
+// OnTimeout values.
+const (
+	OnTimeoutDestroy = "destroy"
+	OnTimeoutPause   = "pause"
+)
 
 // Sandbox describes a sandbox.
 type Sandbox struct {
@@ -92,6 +105,11 @@ type Sandbox struct {
 	// KeepAliveWhile is "processes" for keep_alive {"while": "processes"}.
 	KeepAliveWhile string `json:"keep_alive_while,omitempty"`
 	AutoResume     bool   `json:"auto_resume,omitempty"`
+	PublicPorts    bool   `json:"public_ports,omitempty"`
+	OnTimeout      string `json:"on_timeout,omitempty"`
+	// Env is what the create request added to every process's
+	// environment (GET of one sandbox only).
+	Env map[string]string `json:"env,omitempty"`
 	// Verified says a resumed sandbox's files matched the manifest its
 	// pause recorded (false after a crash: nothing was recorded).
 	Verified bool `json:"verified,omitempty"`
@@ -255,13 +273,16 @@ type PTYStart struct {
 	Cols uint16            `json:"cols,omitempty"`
 	// Timeout bounds the process's wall time; zero means the server's.
 	Timeout Duration `json:"timeout,omitempty"`
+	// User runs it as USER[:GROUP], as ExecRequest.User.
+	User string `json:"user,omitempty"`
 }
 
 // PTYMessage is a later text message in either direction: "resize" from
-// the client, "exit" (with Exit) or "error" from the server. Binary
-// messages carry terminal bytes.
+// the client, "start" (with PID, once the process runs), "exit" (with
+// Exit) or "error" from the server. Binary messages carry terminal bytes.
 type PTYMessage struct {
 	Type  string      `json:"type"`
+	PID   int         `json:"pid,omitempty"`
 	Rows  uint16      `json:"rows,omitempty"`
 	Cols  uint16      `json:"cols,omitempty"`
 	Exit  *ExitStatus `json:"exit,omitempty"`

@@ -285,6 +285,7 @@ func (c *Client) Create(ctx context.Context, req api.CreateSandboxRequest) (*api
 type ListOptions struct {
 	Labels map[string]string // all must match
 	All    bool              // include stopped sandboxes
+	State  string            // only this state: running, paused or stopped
 }
 
 // List lists the caller's sandboxes.
@@ -295,6 +296,9 @@ func (c *Client) List(ctx context.Context, o ListOptions) ([]api.Sandbox, error)
 	}
 	if o.All {
 		q.Set("all", "true")
+	}
+	if o.State != "" {
+		q.Set("state", o.State)
 	}
 	var l api.SandboxList
 	if err := c.call(ctx, "GET", "/v1/sandboxes", q, nil, &l); err != nil {

@@ -267,3 +267,11 @@ func (c *Client) Output(ctx context.Context, id, pid string, o OutputOptions) (a
 // ErrStillRunning: Output without Follow reached the end of the buffered
 // output of a process that still runs.
 var ErrStillRunning = errors.New("airlock: process still running")
+
+// StartProcess starts a background process with every option of the API
+// (req.Background is implied): with StdinStream and no reader, its stdin
+// stays open for WriteStdin calls until one passes eof.
+func (c *Client) StartProcess(ctx context.Context, id string, req api.ExecRequest) (*api.Process, error) {
+	req.Background = true
+	return c.start(ctx, id, req)
+}

@@ -23,6 +23,7 @@ type PTYOptions struct {
 	Dir        string
 	Rows, Cols uint16
 	Timeout    time.Duration // wall-time limit; zero: the server's
+	User       string        // USER[:GROUP] to run as; empty: the sandbox's
 }
 
 // PTY is a running terminal session: Read gives terminal output, Write
@@ -32,11 +33,13 @@ type PTY struct {
 	ctx  context.Context
 	stop context.CancelFunc
 
-	mu   sync.Mutex
-	exit *api.ExitStatus
-	err  error
-	done chan struct{}
-	rd   *io.PipeReader
+	mu      sync.Mutex
+	pid     int
+	started chan struct{} // closed once the pid is known
+	exit    *api.ExitStatus
+	err     error
+	done    chan struct{}
+	rd      *io.PipeReader
 }
 
 // PTY starts o.Args on a terminal in sandbox id. ctx bounds the whole
@@ -62,7 +65,7 @@ func (c *Client) PTY(ctx context.Context, id string, o PTYOptions) (*PTY, error)
 		return nil, fmt.Errorf("airlock: pty: %w", err)
 	}
 	conn.SetReadLimit(1 << 20)
-	start, _ := json.Marshal(api.PTYStart{Args: o.Args, Env: o.Env, Dir: o.Dir, Rows: o.Rows, Cols: o.Cols, Timeout: api.Duration(o.Timeout)})
+	start, _ := json.Marshal(api.PTYStart{Args: o.Args, Env: o.Env, Dir: o.Dir, Rows: o.Rows, Cols: o.Cols, Timeout: api.Duration(o.Timeout), User: o.User})
 	pctx, stop := context.WithCancel(ctx)
 	if err := conn.Write(pctx, websocket.MessageText, start); err != nil {
 		stop()
@@ -74,7 +77,7 @@ func (c *Client) PTY(ctx context.Context, id string, o PTYOptions) (*PTY, error)
 	// ends during a read or write, not between two.)
 	context.AfterFunc(pctx, func() { conn.CloseNow() })
 	pr, pw := io.Pipe()
-	p := &PTY{conn: conn, ctx: pctx, stop: stop, done: make(chan struct{}), rd: pr}
+	p := &PTY{conn: conn, ctx: pctx, stop: stop, done: make(chan struct{}), started: make(chan struct{}), rd: pr}
 	go p.readLoop(pw)
 	return p, nil
 }
@@ -109,6 +112,11 @@ func (p *PTY) readLoop(pw *io.PipeWriter) {
 		}
 		p.mu.Lock()
 		switch m.Type {
+		case "start":
+			if p.pid == 0 {
+				p.pid = m.PID
+				close(p.started)
+			}
 		case "exit":
 			p.exit = m.Exit
 		case "error":
@@ -118,6 +126,20 @@ func (p *PTY) readLoop(pw *io.PipeWriter) {
 		}
 		p.mu.Unlock()
 	}
+}
+
+// PID is the process's ID inside the sandbox, once the server said it
+// (servers before it did say none: 0 once the session ended).
+func (p *PTY) PID(ctx context.Context) (int, error) {
+	select {
+	case <-p.started:
+	case <-p.done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid, nil
 }
 
 // Read reads terminal output; io.EOF after the process exited.

@@ -81,6 +81,11 @@ fi
 if [ ! sdk/typescript/node_modules/.package-lock.json -nt sdk/typescript/package-lock.json ]; then
 	(cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error)
 fi
+# E2B's published SDKs (e2b, @e2b/code-interpreter) for test/e2b, which
+# runs our own tests with them against airlock serve --e2b-listen.
+if [ ! test/e2b/node_modules/.package-lock.json -nt test/e2b/package-lock.json ]; then
+	(cd test/e2b && npm ci --no-audit --no-fund --loglevel=error)
+fi
 # The Debian test image of the image store's tests (cached per machine).
 ./scripts/test-images.sh
 if ! wait "$kube_pid"; then

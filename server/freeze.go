@@ -27,6 +27,12 @@ func (l *live) isFrozen() bool {
 	return l.life.frozen
 }
 
+func (l *live) publicPorts() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.life.publicPorts
+}
+
 func (l *live) autoResumes() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -34,38 +40,67 @@ func (l *live) autoResumes() bool {
 }
 
 func (s *Server) handleFreeze(w http.ResponseWriter, r *http.Request, l *live) {
-	fr, ok := l.sb.(sandbox.Freezer)
-	if !ok {
-		s.writeError(w, r, fmt.Errorf("freeze sandbox %q: the %s backend cannot freeze: %w", l.sb.ID(), l.backend, sandbox.ErrNotSupported))
+	if err := s.freeze(r.Context(), l, "frozen through the API"); err != nil {
+		s.writeError(w, r, err)
 		return
-	}
-	l.mu.Lock()
-	if l.closing {
-		l.mu.Unlock()
-		s.writeError(w, r, fmt.Errorf("freeze sandbox %q: being destroyed: %w", l.sb.ID(), sandbox.ErrClosed))
-		return
-	}
-	already := l.life.frozen
-	l.life.frozen = true // before the freeze: no new request reaches the agent
-	l.mu.Unlock()
-	if !already {
-		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-		err := fr.Freeze(ctx)
-		cancel()
-		if err != nil {
-			l.mu.Lock()
-			l.life.frozen = false
-			l.mu.Unlock()
-			fr.Thaw(context.Background())
-			s.writeError(w, r, err)
-			return
-		}
-		s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypePolicy, Message: "frozen through the API"})
 	}
 	l.mu.Lock()
 	rec := l.rec
 	l.mu.Unlock()
 	writeJSON(w, http.StatusOK, s.view(l, rec, false))
+}
+
+// freeze freezes l's processes in place (a no-op when frozen already),
+// auditing it with message.
+func (s *Server) freeze(ctx context.Context, l *live, message string) error {
+	fr, ok := l.sb.(sandbox.Freezer)
+	if !ok {
+		return fmt.Errorf("freeze sandbox %q: the %s backend cannot freeze: %w", l.sb.ID(), l.backend, sandbox.ErrNotSupported)
+	}
+	l.mu.Lock()
+	if l.closing {
+		l.mu.Unlock()
+		return fmt.Errorf("freeze sandbox %q: being destroyed: %w", l.sb.ID(), sandbox.ErrClosed)
+	}
+	already := l.life.frozen
+	l.life.frozen = true // before the freeze: no new request reaches the agent
+	l.mu.Unlock()
+	if already {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := fr.Freeze(ctx)
+	cancel()
+	if err != nil {
+		l.mu.Lock()
+		l.life.frozen = false
+		l.mu.Unlock()
+		fr.Thaw(context.Background())
+		return err
+	}
+	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypePolicy, Message: message})
+	return nil
+}
+
+// pauseOnTimeout freezes l, whose timeout passed and which was created
+// with on_timeout pause, and keeps it alive (the reaper set keepAlive);
+// one that cannot be frozen is destroyed as expired.
+func (s *Server) pauseOnTimeout(l *live) {
+	l.mu.Lock()
+	rec := l.rec
+	if rec != nil {
+		rec.KeepAlive = true
+	}
+	expires := l.expires
+	l.mu.Unlock()
+	err := s.freeze(s.ctx, l, "frozen at its timeout (on_timeout pause)")
+	if err == nil && rec != nil {
+		err = s.store.UpdateLifetime(s.ctx, rec.ID, expires, true)
+	}
+	if err != nil {
+		s.log.Warn("pause at timeout failed: destroying", "sandbox", l.sb.ID(), "err", err)
+		s.destroy(l, "expired")
+	}
 }
 
 // thaw lets a frozen sandbox run again.
@@ -79,7 +114,21 @@ func (s *Server) thaw(ctx context.Context, l *live) error {
 	}
 	l.mu.Lock()
 	l.life.frozen = false
+	var lifetime func() error
+	if l.life.onTimeout == api.OnTimeoutPause && l.keepAlive && l.rec != nil {
+		// Paused at its timeout (or by an E2B pause): running again, it
+		// gets its lease again.
+		l.keepAlive, l.expires = false, time.Now().UTC().Add(l.life.lease)
+		l.rec.KeepAlive, l.rec.ExpiresAt = false, l.expires
+		id, exp := l.rec.ID, l.expires
+		lifetime = func() error { return s.store.UpdateLifetime(ctx, id, exp, false) }
+	}
 	l.mu.Unlock()
+	if lifetime != nil {
+		if err := lifetime(); err != nil {
+			return err
+		}
+	}
 	l.touch()
 	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypePolicy, Message: "thawed"})
 	return nil

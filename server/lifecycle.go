@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"github.com/airlock-dev/airlock/api"
 	"net/http"
 	"time"
 
@@ -242,12 +243,19 @@ func (s *Server) reapLoop() {
 // reap destroys sandboxes past their expiry (unless kept alive) and idle ones.
 func (s *Server) reap(now time.Time) {
 	s.mu.Lock()
-	var victims []*live
+	var victims, freeze []*live
 	var reasons []string
 	for _, l := range s.live {
 		l.mu.Lock()
 		expired := !l.keepAlive && !l.expires.IsZero() && now.After(l.expires)
 		expired = l.life.expiredWhile(expired, now, s.cfg.IdleTimeout, l.runningProcsLocked())
+		if expired && l.life.onTimeout == api.OnTimeoutPause && !l.closing {
+			// Kept alive from now on: the freeze below, not the next reap, decides.
+			l.keepAlive = true
+			freeze = append(freeze, l)
+			l.mu.Unlock()
+			continue
+		}
 		l.mu.Unlock()
 		idle := s.cfg.IdleTimeout > 0 && l.busy.Load() == 0 && l.runningProcs() == 0 &&
 			now.Sub(time.Unix(0, l.lastUse.Load())) > s.cfg.IdleTimeout
@@ -259,6 +267,13 @@ func (s *Server) reap(now time.Time) {
 		}
 	}
 	s.mu.Unlock()
+	for _, l := range freeze {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.pauseOnTimeout(l)
+		}()
+	}
 	for i, l := range victims {
 		s.wg.Add(1)
 		go func() {

@@ -35,7 +35,12 @@ type lifeState struct {
 	procSeen   time.Time     // last reap that saw a background process running
 	verified   bool          // resumed on files that matched the pause's manifest
 	frozen     bool          // its processes are frozen (freeze.go)
-	cp         *sync.Mutex
+	// publicPorts: its ports answer requests without credentials.
+	publicPorts bool
+	// onTimeout is api.OnTimeoutPause when its timeout freezes it.
+	onTimeout string
+	lease     time.Duration // its timeout as created: an auto-resume after a pause at timeout runs for it again
+	cp        *sync.Mutex
 }
 
 // lifeOf decides whether the sandbox l (just made with pol) can be
@@ -67,6 +72,10 @@ func (s *Server) recordLife(ctx context.Context, l *live, c caller, req api.Crea
 	l.mu.Lock()
 	ls := &l.life
 	ls.autoResume = req.AutoResume
+	ls.publicPorts, ls.onTimeout, ls.lease = req.PublicPorts, req.OnTimeout, req.Timeout.D()
+	if ls.lease == 0 {
+		ls.lease = s.cfg.DefaultTimeout
+	}
 	if req.KeepAliveWhile != nil {
 		ls.keepWhile, ls.keepIdle = req.KeepAliveWhile.While, req.KeepAliveWhile.Idle.D()
 	}

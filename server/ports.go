@@ -169,6 +169,18 @@ func (s *Server) portCaller(w http.ResponseWriter, r *http.Request, id string, p
 			tok = c.Value
 		}
 	}
+	if tok == "" && r.Header.Get("Authorization") == "" {
+		if l := s.liveByID(id); l != nil && l.publicPorts() {
+			// Public ports: anyone who knows the sandbox's ID.
+			l, err := s.lookupResuming(r.Context(), l.tenant(), id)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			next(w, r, l)
+			return
+		}
+	}
 	if tok == "" || r.Header.Get("Authorization") != "" {
 		s.authenticate(func(w http.ResponseWriter, r *http.Request) {
 			l, err := s.lookup(callerOf(r).tenant, id)

@@ -76,7 +76,7 @@ func readPTYStart(ctx context.Context, conn *websocket.Conn) (start api.PTYStart
 // input into it and, when it exits, sends the "exit" message and closes
 // the socket. An error is for the caller to send (ptyFail).
 func (s *Server) runPTY(ctx context.Context, conn *websocket.Conn, l *live, c caller, start api.PTYStart) error {
-	ereq := api.ExecRequest{Args: start.Args, Env: start.Env, Dir: start.Dir, Timeout: start.Timeout}
+	ereq := api.ExecRequest{Args: start.Args, Env: start.Env, Dir: start.Dir, Timeout: start.Timeout, User: start.User}
 	sreq, err := s.execRequest(l, &ereq)
 	if err != nil {
 		return err
@@ -94,6 +94,9 @@ func (s *Server) runPTY(ctx context.Context, conn *websocket.Conn, l *live, c ca
 	p, err := l.sb.Exec(context.WithoutCancel(ctx), sreq)
 	if err != nil {
 		return fmt.Errorf("pty exec in %q: %w", l.sb.ID(), err)
+	}
+	if b, err := json.Marshal(api.PTYMessage{Type: "start", PID: p.PID()}); err == nil {
+		conn.Write(ctx, websocket.MessageText, b)
 	}
 	go ptyInput(ctx, conn, p, inW)
 	ex, err := p.Wait(context.Background())

@@ -162,6 +162,7 @@ func (s *Server) register(ctx context.Context, l *live, rec *Record, lr *lifeRow
 	l.rec = rec
 	l.expires, l.keepAlive = rec.ExpiresAt, rec.KeepAlive
 	l.life.autoResume, l.life.keepWhile, l.life.keepIdle, l.life.verified = lr.AutoResume, lr.KeepWhile, lr.KeepIdle, verified
+	l.life.publicPorts, l.life.onTimeout, l.life.lease = plan.req.PublicPorts, plan.req.OnTimeout, plan.timeout
 	newOwner := l.life.owner
 	l.mu.Unlock()
 	if err := s.store.MarkResumed(ctx, rec.ID, rec.ExpiresAt, newOwner.UID, newOwner.GID); err != nil {

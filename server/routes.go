@@ -52,6 +52,15 @@ func (s *Server) authenticate(h http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 			key = strings.TrimSpace(key)
+			if strings.HasPrefix(key, sandboxTokenPrefix) {
+				tenant, err := s.sandboxTokenCaller(r, key)
+				if err != nil {
+					s.writeError(w, r, &httpError{api.CodeUnauthenticated, err})
+					return
+				}
+				c.tenant = tenant
+				break
+			}
 			tenant, err := s.store.Authenticate(r.Context(), key)
 			if err != nil {
 				s.writeError(w, r, &httpError{api.CodeUnauthenticated, err})
@@ -115,6 +124,7 @@ func (s *Server) apiRoutes() []route {
 
 		{"GET /v1/sandboxes/{id}/events", s.handleEvents},
 		{"POST /v1/sandboxes/{id}/port-tokens", s.handlePortToken},
+		{"POST /v1/sandboxes/{id}/access-tokens", s.handleAccessToken},
 		{"GET /v1/sandboxes/{id}/tcp/{port}", s.handleTCP},
 		{"GET /v1/sandboxes/{id}/files/watch", s.handleFileWatch},
 		{"POST /v1/volumes", s.handleVolumeCreate},

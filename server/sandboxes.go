@@ -439,6 +439,7 @@ func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
 		l.mu.Lock()
 		v.KeepAlive, v.ExpiresAt = l.keepAlive, l.expires
 		v.KeepAliveWhile, v.AutoResume, v.Verified = l.life.keepWhile, l.life.autoResume, l.life.verified
+		v.PublicPorts, v.OnTimeout = l.life.publicPorts, l.life.onTimeout
 		if l.life.frozen {
 			v.State = api.StateFrozen
 		}
@@ -448,6 +449,7 @@ func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
 			v.Runtime = rr.Runtime()
 		}
 		if withStats {
+			v.Env = rec.Env
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			if st, err := l.sb.Stats(ctx); err == nil {
 				v.Stats = apiStats(st)

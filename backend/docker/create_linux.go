@@ -12,11 +12,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/moby/moby/api/types/container"
 	"github.com/docker/go-units"
+	"github.com/moby/moby/api/types/container"
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/agentbox"
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/prep"
@@ -88,14 +89,15 @@ type prepared struct {
 	t0       time.Time
 	times    []time.Time // end of prepare, state, container, start
 	// Filled in by the later stages.
-	dir    string // state directory
-	plan   *mountPlan
-	cid    string // container ID
-	conn   *attachConn
-	tail   *logtail.Tail
-	pid    int // the agent's pid on the host
-	cg     *containerCgroup
-	exited <-chan container.WaitResponse
+	dir  string // state directory
+	plan *mountPlan
+	cid  string // container ID
+	conn *attachConn
+	tail *logtail.Tail
+	pid  int // the agent's pid on the host
+	cg   *containerCgroup
+	died chan struct{}          // closed when the container exited
+	exit container.WaitResponse // how, once died is closed
 }
 
 func (p *prepared) wrap(format string, args ...any) error {
@@ -345,7 +347,11 @@ func (b *Backend) start(ctx context.Context, p *prepared) error {
 	if err != nil {
 		return fmt.Errorf("wait for the container: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	p.exited = exited
+	p.died = make(chan struct{})
+	go func() {
+		p.exit = <-exited
+		close(p.died)
+	}()
 	if err := p.e.ContainerStart(ctx, p.cid); err != nil {
 		return fmt.Errorf("start container: %s: %w", startError(err), sandbox.ErrUnavailable)
 	}
@@ -382,47 +388,21 @@ func (b *Backend) connect(ctx context.Context, p *prepared, u *undo.Stack) (*doc
 	pol, spec := p.pol, p.spec
 	env := imageEnv(p.img.Env, sandbox.Environ(pol, os.Environ(), spec.Env), spec.Env)
 	opts, gc := agent.SessionFor(spec, pol, env, p.log, p.sink)
-	client, err := agent.NewClient(p.conn, opts)
+	client, err := agentbox.Connect(ctx, p.conn, opts, gc, agentbox.Runtime{What: "the container", Died: p.died, Left: func() string {
+		return fmt.Sprintf("status %d: %s", p.exit.StatusCode, strings.TrimSpace(p.tail.String()))
+	}}, u)
 	if err != nil {
-		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
-	}
-	u.Push(func() { client.Close() })
-	helloErr := make(chan error, 1)
-	go func() { helloErr <- client.Hello(ctx, gc) }()
-	var exit container.WaitResponse
-	exited := false
-	select {
-	case err = <-helloErr:
-	case exit = <-p.exited:
-		exited = true
-		err = errors.New("container exited")
-	}
-	if err != nil {
-		if !exited {
-			select {
-			case exit = <-p.exited:
-				exited = true
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-		if exited {
-			return nil, fmt.Errorf("container exited during start (status %d): %s: %w", exit.StatusCode, strings.TrimSpace(p.tail.String()), sandbox.ErrUnavailable)
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("agent hello: %w", errors.Join(ctx.Err(), sandbox.ErrTimeout))
-		}
-		return nil, fmt.Errorf("agent hello: %w", err)
+		return nil, err
 	}
 	s := &dockerSandbox{
-		id: spec.ID, b: b, e: p.e, cid: p.cid, log: p.log, audit: p.sink, client: client, conn: p.conn,
-		exited: p.exited, cg: p.cg, state: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, lease: p.lease,
-		started: p.t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
+		b: b, e: p.e, cid: p.cid, conn: p.conn,
+		cg: p.cg, state: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, lease: p.lease,
+		started: p.t0, memLimit: pol.Limits.Memory > 0,
 		overlays: p.plan.Overlays, inside: p.plan.Inside, syncSkip: p.plan.SyncSkip,
 	}
-	if t := pol.Limits.Timeout.D(); t > 0 {
-		s.timer.Store(time.AfterFunc(t, s.timeout))
-	}
-	go s.watch()
+	s.Session = agentbox.NewSession(spec.ID, client, p.log, p.sink, s.teardown)
+	s.SetTimeout(pol.Limits.Timeout.D())
+	go s.Watch(nil, p.died)
 	if len(p.times) == 4 {
 		p.log.Debug("sandbox started", "prepare", p.times[0].Sub(p.t0), "state", p.times[1].Sub(p.times[0]),
 			"create_attach", p.times[2].Sub(p.times[1]), "start", p.times[3].Sub(p.times[2]), "hello", time.Since(p.times[3]),

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"github.com/airlock-dev/airlock/internal/testutil"

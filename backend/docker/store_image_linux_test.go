@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/images/imagestest"
 	"github.com/airlock-dev/airlock/sandbox"

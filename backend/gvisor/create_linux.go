@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/agentbox"
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/prep"
@@ -299,46 +300,28 @@ func (b *Backend) connect(ctx context.Context, p *prepared, r *running, u *undo.
 	// OCI profile cannot see, and turn its errno into EPERM: the agent
 	// refuses clone3 with ENOSYS itself (libc falls back to clone).
 	gc.NoClone3 = true
-	client, err := agent.NewClient(r.conn, opts)
-	if err != nil {
-		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
-	}
-	u.Push(func() { client.Close() })
-	helloErr := make(chan error, 1)
-	go func() { helloErr <- client.Hello(ctx, gc) }()
-	select {
-	case err = <-helloErr:
-	case <-r.waited:
-		err = errors.New("runsc exited")
-	}
-	if err != nil {
-		select {
-		case <-r.waited:
-			msg := strings.TrimSpace(r.stderr.String())
-			if msg == "" && r.waitErr != nil {
-				msg = r.waitErr.Error()
-			}
-			return nil, fmt.Errorf("runsc exited during start: %s: %w", msg, sandbox.ErrUnavailable)
-		default:
+	client, err := agentbox.Connect(ctx, r.conn, opts, gc, agentbox.Runtime{What: "runsc", Died: r.waited, Left: func() string {
+		msg := strings.TrimSpace(r.stderr.String())
+		if msg == "" && r.waitErr != nil {
+			msg = r.waitErr.Error()
 		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("agent hello: %w", errors.Join(ctx.Err(), sandbox.ErrTimeout))
-		}
-		return nil, fmt.Errorf("agent hello: %w", err)
+		return msg
+	}}, u)
+	if err != nil {
+		return nil, err
 	}
 	helloAt := time.Now()
 	s := &gvSandbox{
-		id: spec.ID, b: b, log: p.log, audit: p.sink, cmd: r.cmd, waited: r.waited, client: client, cg: p.cg,
-		bundle: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, lease: p.lease, started: p.t0, memLimit: pol.Limits.Memory > 0, done: make(chan struct{}),
+		b: b, cmd: r.cmd, waited: r.waited, cg: p.cg,
+		bundle: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, lease: p.lease, started: p.t0, memLimit: pol.Limits.Memory > 0,
 		runscVersion: strings.TrimPrefix(p.info.Version, "runsc version "), platform: p.info.Platform,
 	}
+	s.Session = agentbox.NewSession(spec.ID, client, p.log, p.sink, s.teardown)
 	if p.plan.Overlay {
 		s.syncRoots, s.syncSkip, s.syncInside = p.plan.OverlayRoots, p.plan.OverlaySkip, p.plan.OverlayInside
 	}
-	if t := pol.Limits.Timeout.D(); t > 0 {
-		s.timer.Store(time.AfterFunc(t, s.timeout))
-	}
-	go s.watch()
+	s.SetTimeout(pol.Limits.Timeout.D())
+	go s.Watch(s.noteOOM, r.waited)
 	p.log.Debug("sandbox started", "prepare", r.start.Sub(p.t0), "runsc_to_hello", helloAt.Sub(r.start), "total", time.Since(p.t0))
 	p.sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
 		"backend": Name, "pid": r.cmd.Process.Pid, "platform": p.info.Platform, "runsc": p.info.Version,

@@ -16,8 +16,8 @@ func (s *gvSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	if len(s.syncRoots) == 0 {
 		return sandbox.SyncReport{}, nil
 	}
-	if s.cause.Closed.Load() {
-		return sandbox.SyncReport{}, s.errClosed("sync")
+	if s.Closed() {
+		return sandbox.SyncReport{}, s.ClosedErr("sync")
 	}
 	uid, gid := s.uid, s.gid
 	if s.lease != nil {
@@ -25,8 +25,8 @@ func (s *gvSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 		// knows it: inside its leased range.
 		uid, gid = s.lease.UID+uid, s.lease.GID+gid
 	}
-	return syncback.Run(ctx, s.client, syncback.Sandbox{
-		ID: s.id, Agent: AgentPath, Roots: s.syncRoots, Inside: s.syncInside, Skip: s.syncSkip, Guard: s.guard, UID: uid, GID: gid,
-		Started: s.started, Audit: s.audit, Log: s.log,
+	return syncback.Run(ctx, s.Client, syncback.Sandbox{
+		ID: s.ID(), Agent: AgentPath, Roots: s.syncRoots, Inside: s.syncInside, Skip: s.syncSkip, Guard: s.guard, UID: uid, GID: gid,
+		Started: s.started, Audit: s.Audit, Log: s.Log,
 	})
 }

@@ -9,8 +9,8 @@ import (
 // WatchFiles streams filesystem events under p through the agent
 // (inotify in the guest). See sandbox.FileWatcher.
 func (s *gvSandbox) WatchFiles(ctx context.Context, p string, recursive bool) (sandbox.FileEvents, error) {
-	if s.cause.Closed.Load() {
-		return nil, s.errClosed("watch")
+	if s.Closed() {
+		return nil, s.ClosedErr("watch")
 	}
-	return s.client.Watch(ctx, p, recursive)
+	return s.Client.Watch(ctx, p, recursive)
 }

@@ -2,7 +2,6 @@ package kubernetes
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/agentbox"
 	"github.com/airlock-dev/airlock/backend/internal/prep"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/egress"
@@ -165,30 +165,15 @@ func (b *Backend) connect(ctx context.Context, p *prepared, u *undo.Stack) (*kub
 	pol, spec := p.pol, p.spec
 	env := sandbox.Environ(pol, os.Environ(), spec.Env)
 	opts, gc := agent.SessionFor(spec, pol, env, p.log, p.sink)
-	cl, err := agent.NewClient(p.conn, opts)
+	cl, err := agentbox.Connect(ctx, p.conn, opts, gc, agentbox.Runtime{What: "the pod's attach stream", Died: p.conn.done,
+		Left: func() string { return fmt.Sprintf("pod %s: %v: %s", p.pod, p.conn.err, p.tail.String()) }}, u)
 	if err != nil {
-		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
+		return nil, err
 	}
-	u.Push(func() { cl.Close() })
-	helloErr := make(chan error, 1)
-	go func() { helloErr <- cl.Hello(ctx, gc) }()
-	select {
-	case err = <-helloErr:
-	case <-p.conn.done:
-		err = fmt.Errorf("attach ended: %v: %s", p.conn.err, p.tail.String())
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("agent hello: %w", errors.Join(ctx.Err(), sandbox.ErrTimeout))
-		}
-		return nil, fmt.Errorf("agent hello on pod %s: %v: %w", p.pod, err, sandbox.ErrUnavailable)
-	}
-	s := &kubeSandbox{id: spec.ID, b: b, cl: p.cl, obj: p.obj, pod: p.pod, log: p.log, audit: p.sink,
-		client: cl, conn: p.conn, done: make(chan struct{})}
-	if t := pol.Limits.Timeout.D(); t > 0 {
-		s.timer.Store(time.AfterFunc(t, s.timeout))
-	}
-	go s.watch()
+	s := &kubeSandbox{b: b, cl: p.cl, obj: p.obj, pod: p.pod, conn: p.conn}
+	s.Session = agentbox.NewSession(spec.ID, cl, p.log, p.sink, s.teardown)
+	s.SetTimeout(pol.Limits.Timeout.D())
+	go s.Watch(nil, p.conn.done)
 	p.sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
 		"backend": Name, "pod": p.pod, "namespace": p.cl.ns, "image": p.image, "warm_pool": b.cfg.WarmPool,
 		"start_ms": time.Since(p.t0).Milliseconds(),

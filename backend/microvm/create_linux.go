@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/agentbox"
 	"github.com/airlock-dev/airlock/backend/internal/prep"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/backend/microvm/guest"
@@ -268,43 +269,25 @@ func (b *Backend) connect(ctx context.Context, p *prepared, vm VM, restored bool
 	if pol.Network.Mode != "" && pol.Network.Mode != policy.NetworkNone && spec.Egress != nil {
 		guestEgress = egressAddr
 	}
-	client, err := agent.NewClient(conn, agent.ClientOptions{
-		SandboxID: spec.ID, Log: p.log, Audit: p.sink, Egress: spec.Egress,
-		OutputLimit: int64(pol.Limits.OutputBytes),
-	})
+	opts, gc := agent.SessionFor(spec, pol, sandbox.Environ(pol, os.Environ(), spec.Env), p.log, p.sink)
+	gc.UID, gc.GID, gc.EgressAddr = p.uid, p.gid, guestEgress
+	client, err := agentbox.Connect(ctx, conn, opts, gc, agentbox.Runtime{What: "the VM", Died: vm.Done(),
+		Left: func() string { return lastLines(vm.Output(), 3) }}, u)
 	if err != nil {
-		return nil, fmt.Errorf("agent: %v: %w", err, sandbox.ErrUnavailable)
-	}
-	u.Push(func() { client.Close() })
-	env := sandbox.Environ(pol, os.Environ(), spec.Env)
-	helloErr := make(chan error, 1)
-	go func() {
-		helloErr <- client.Hello(ctx, agent.GuestConfig{Env: env, Workdir: pol.Process.Workdir, UID: p.uid, GID: p.gid, EgressAddr: guestEgress})
-	}()
-	select {
-	case err = <-helloErr:
-	case <-vm.Done():
-		err = errors.New("the VM exited")
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("agent hello: %w", errors.Join(ctx.Err(), sandbox.ErrTimeout))
-		}
-		return nil, fmt.Errorf("agent hello: %v: %s: %w", err, lastLines(vm.Output(), 3), sandbox.ErrUnavailable)
+		return nil, err
 	}
 	s := &vmSandbox{
-		id: spec.ID, b: b, log: p.log, audit: p.sink, vm: vm, client: client, cg: p.cg, dir: p.dir,
-		guard: p.guard, uid: p.uid, gid: p.gid, started: p.t0, done: make(chan struct{}),
+		b: b, vm: vm, cg: p.cg, dir: p.dir,
+		guard: p.guard, uid: p.uid, gid: p.gid, started: p.t0,
 		layout: p.layout, restored: restored,
 	}
+	s.Session = agentbox.NewSession(spec.ID, client, p.log, p.sink, s.teardown)
 	if p.plan.Overlay {
 		s.syncRoots, s.syncSkip, s.syncLayers = p.plan.OverlayRoots, p.plan.OverlaySkip, p.plan.OverlayLayers
 		s.syncInside = p.plan.OverlayInside
 	}
-	if t := pol.Limits.Timeout.D(); t > 0 {
-		s.timer.Store(time.AfterFunc(t, s.timeout))
-	}
-	go s.watch()
+	s.SetTimeout(pol.Limits.Timeout.D())
+	go s.Watch(nil, vm.Done())
 	p.log.Debug("sandbox started", "restored", restored, "boot", bootAt.Sub(p.t0), "total", time.Since(p.t0))
 	p.sink.Emit(audit.Event{Sandbox: spec.ID, Type: audit.TypeStart, Fields: map[string]any{
 		"backend": Name, "pid": vm.Pid(), "vmm": p.info.VMM, "accel": p.info.Accel, "restored": restored,

@@ -112,7 +112,7 @@ func (c *fcClient) do(ctx context.Context, r fcRequest, done <-chan struct{}) er
 				case <-ctx.Done():
 					return errors.Join(err, ctx.Err(), sandbox.ErrTimeout)
 				case <-done:
-					return errors.New("firecracker exited")
+					return fmt.Errorf("firecracker exited: %w", sandbox.ErrUnavailable)
 				case <-time.After(2 * time.Millisecond):
 					continue
 				}
@@ -166,7 +166,7 @@ func (v *fcVM) Channel(ctx context.Context) (net.Conn, error) {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("agent channel: %w", errors.Join(err, ctx.Err(), sandbox.ErrTimeout))
 		case <-v.done:
-			return nil, fmt.Errorf("firecracker exited: %s", lastLines(v.out.String(), 4))
+			return nil, fmt.Errorf("firecracker exited: %s: %w", lastLines(v.out.String(), 4), sandbox.ErrUnavailable)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}

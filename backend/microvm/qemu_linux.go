@@ -167,7 +167,7 @@ func (v *qemuVM) Pid() int              { return v.cmd.Process.Pid }
 func (v *qemuVM) Done() <-chan struct{} { return v.done }
 func (v *qemuVM) Output() string        { return v.out.String() }
 func (v *qemuVM) exitErr() error {
-	return fmt.Errorf("qemu exited (%v): %s", v.waitErr, lastLines(v.out.String(), 6))
+	return fmt.Errorf("qemu exited (%v): %s: %w", v.waitErr, lastLines(v.out.String(), 6), sandbox.ErrUnavailable)
 }
 func (v *qemuVM) exited() bool {
 	select {

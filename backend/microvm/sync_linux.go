@@ -15,15 +15,15 @@ func (s *vmSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	if len(s.syncRoots) == 0 {
 		return sandbox.SyncReport{}, nil
 	}
-	if s.cause.Closed.Load() {
-		return sandbox.SyncReport{}, s.errClosed("sync")
+	if s.Closed() {
+		return sandbox.SyncReport{}, s.ClosedErr("sync")
 	}
 	// A root whose writable layer is empty has no change: one listing
 	// instead of a walk of the tree inside.
 	var roots []string
 	for _, r := range s.syncRoots {
 		if l, ok := s.syncLayers[r]; ok {
-			if ents, err := s.client.Files().List(ctx, l); err == nil && len(ents) == 0 {
+			if ents, err := s.Client.Files().List(ctx, l); err == nil && len(ents) == 0 {
 				continue
 			}
 		}
@@ -32,8 +32,8 @@ func (s *vmSandbox) Sync(ctx context.Context) (sandbox.SyncReport, error) {
 	if len(roots) == 0 {
 		return sandbox.SyncReport{}, nil
 	}
-	return syncback.Run(ctx, s.client, syncback.Sandbox{
-		ID: s.id, Agent: guest.AgentPath, Roots: roots, Inside: s.syncInside, Skip: s.syncSkip, Guard: s.guard,
-		UID: s.uid, GID: s.gid, Started: s.started, Audit: s.audit, Log: s.log,
+	return syncback.Run(ctx, s.Client, syncback.Sandbox{
+		ID: s.ID(), Agent: guest.AgentPath, Roots: roots, Inside: s.syncInside, Skip: s.syncSkip, Guard: s.guard,
+		UID: s.uid, GID: s.gid, Started: s.started, Audit: s.Audit, Log: s.Log,
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/backend"
+	"github.com/airlock-dev/airlock/e2b"
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
@@ -99,6 +100,11 @@ func runServe(args []string) int {
 	errc := make(chan error, 2)
 	if err := f.serveListeners(srv, errc, log, sortedKeys(cfg.Backends)); err != nil {
 		srv.Shutdown(context.Background())
+		return fail("serve", err)
+	}
+	if err := f.serveE2B(ctx, srv, errc, log, cfg.RunDir); err != nil {
+		srv.Shutdown(context.Background())
+		os.Remove(f.socket)
 		return fail("serve", err)
 	}
 	defer os.Remove(f.socket)
@@ -419,10 +425,10 @@ func runServeKey(args []string) int {
 			return fail("serve key", err)
 		}
 		if *asJSON {
-			json.NewEncoder(os.Stdout).Encode(map[string]string{"id": id, "tenant": *tenant, "key": key})
+			json.NewEncoder(os.Stdout).Encode(map[string]string{"id": id, "tenant": *tenant, "key": key, "e2b_key": e2b.Alias(key)})
 		} else {
 			fmt.Println(key)
-			fmt.Fprintf(os.Stderr, "key %s for tenant %q (shown once; only its hash is stored)\n", id, *tenant)
+			fmt.Fprintf(os.Stderr, "key %s for tenant %q (shown once; only its hash is stored; --json also gives its E2B form)\n", id, *tenant)
 		}
 		return 0
 	case "list":

@@ -32,6 +32,7 @@ type serveFlags struct {
 	volQuota, previewDomain                      string
 	maxCheckpoints                               int
 	checkpointBytes                              string
+	e2bListen, e2bDomain, e2bTLSCert, e2bTLSKey  string
 }
 
 func (f *serveFlags) register(fs *flag.FlagSet) {
@@ -70,6 +71,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.checkpointBytes, "checkpoint-bytes", "16Gi", "bytes of workspace each tenant's checkpoints may record together")
 	fs.StringVar(&f.volQuota, "volume-quota", "16Gi", "sizes of one tenant's named volumes together")
 	backend.RegisterFlags(fs) // the backends' own (--kube-* in the airlock-kube build)
+	fs.StringVar(&f.e2bListen, "e2b-listen", "", "also serve E2B's API (control, envd, ports) on this TCP address for E2B's SDKs (E2B_API_URL, E2B_SANDBOX_URL; keys required)")
+	fs.StringVar(&f.e2bDomain, "e2b-domain", "", "sandbox domain E2B's SDKs get (DOMAIN[:PORT]): hosts api.DOMAIN and PORT-ID.DOMAIN are routed by the E2B listener")
+	fs.StringVar(&f.e2bTLSCert, "e2b-tls-cert", "", "TLS certificate for --e2b-listen (e.g. for *.DOMAIN and api.DOMAIN)")
+	fs.StringVar(&f.e2bTLSKey, "e2b-tls-key", "", "TLS key for --e2b-listen")
 	fs.StringVar(&f.previewDomain, "preview-domain", "", "route requests for host PORT-ID.DOMAIN to that port of sandbox ID (apps that must be at /; point *.DOMAIN at this server)")
 }
 
