@@ -14,6 +14,11 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
+// EnvironPrivateFlag, after `agent serve`, tells the agent that its
+// runtime keeps its /proc/1/environ from the sandbox's processes (so it
+// need not start again without an environment; gVisor's runsc since 2023).
+const EnvironPrivateFlag = "--environ-private"
+
 // GuestConfig travels host -> guest in Hello; the guest never trusts
 // anything else (not its own environment, not its command line).
 type GuestConfig struct {
@@ -26,6 +31,13 @@ type GuestConfig struct {
 	// Must be an IP literal and port.
 	EgressAddr string        `json:"egress_addr,omitempty"`
 	Timeout    time.Duration `json:"timeout_ns,omitempty"` // default per-exec wall timeout (0 = none)
+	// NoClone3: the guest makes clone3 fail with ENOSYS for itself and
+	// every process it starts (a seccomp filter of its own), where the
+	// runtime enforces the host's profile but cannot return ENOSYS and
+	// implements clone3 (gVisor's runsc since 2023): a filter cannot read
+	// clone3's flags, so libc must fall back to clone, whose namespace
+	// flags the runtime's profile refuses.
+	NoClone3 bool `json:"no_clone3,omitempty"`
 }
 
 // validate is run by the host before sending and by the guest on receipt.

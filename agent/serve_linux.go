@@ -290,6 +290,15 @@ func (g *guest) hello(st *yamux.Stream, req *request) {
 	}
 	g.configuring = true // nothing runs with a half-applied config
 	g.mu.Unlock()
+	if cfg.NoClone3 {
+		if err := refuseClone3(); err != nil {
+			g.mu.Lock()
+			g.configuring = false
+			g.mu.Unlock()
+			respondErr(st, err)
+			return
+		}
+	}
 	var ln net.Listener
 	if cfg.EgressAddr != "" {
 		var err error

@@ -113,6 +113,9 @@ type Sandbox struct {
 	// Verified says a resumed sandbox's files matched the manifest its
 	// pause recorded (false after a crash: nothing was recorded).
 	Verified bool `json:"verified,omitempty"`
+	// Runtime is how the sandbox runs where its backend says more than
+	// its name (gvisor: runsc_version, platform).
+	Runtime map[string]string `json:"runtime,omitempty"`
 }
 
 // Stats is a sandbox's resource use so far.

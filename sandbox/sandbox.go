@@ -284,6 +284,15 @@ const (
 	SIGTERM = 15
 )
 
+// RuntimeReporter is implemented by sandboxes that can say how they run
+// beyond their backend's name (gVisor: the runsc version and the
+// platform it intercepts system calls with): short key/value facts for
+// a sandbox's description (the API's "runtime"). It is fixed at create
+// and cheap to call.
+type RuntimeReporter interface {
+	Runtime() map[string]string
+}
+
 // HostIdentity is implemented by sandboxes whose processes run as host ids
 // of their own (a leased range, see backend.Options.HostIDs): a caller that
 // makes host files for the sandbox (a server's workspace) gives them to

@@ -12,7 +12,9 @@ cd "$(dirname "$0")/.."
 # installs it everywhere; listed so a slimmer image cannot skip them).
 # qemu-system-x86, xz-utils: the microvm backend (QEMU -M microvm; the guest
 # kernel's extraction, scripts/guest-kernel.sh).
-pkgs=(bubblewrap runsc git qemu-system-x86 xz-utils python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev e2fsprogs)
+# runsc is built from the Go module proxy below (scripts/runsc.sh); Debian's
+# (0.0~20221219) is installed only when that build fails.
+pkgs=(bubblewrap git qemu-system-x86 xz-utils python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev e2fsprogs)
 # docker.io: the docker backend's daemon (scripts/dockerd.sh starts it);
 # busybox-static and mmdebstrap: the test images (scripts/docker-images.sh).
 # The OCI runtime's tests: containerd (and its runc shim) and a dockerd of
@@ -46,6 +48,12 @@ fi
 kube_log=$(mktemp /tmp/airlock-kube-build.XXXXXX)
 ./scripts/kube.sh >"$kube_log" 2>&1 &
 kube_pid=$!
+# gVisor's runsc and containerd-shim-runsc-v1, pinned (scripts/runsc.sh;
+# about 10 min cold, cached per machine), built beside the Kubernetes
+# binaries; waited for at the end, after them.
+runsc_log=$(mktemp /tmp/airlock-runsc-build.XXXXXX)
+./scripts/runsc.sh >"$runsc_log" 2>&1 &
+runsc_pid=$!
 
 # The docker backend's tests need a daemon: start one unless one answers.
 if [ "$(id -u)" = 0 ]; then
@@ -88,3 +96,26 @@ if ! wait "$kube_pid"; then
 fi
 grep -v '^/' "$kube_log" >&2 || true # its messages, not the directory it prints
 rm -f "$kube_log"
+if wait "$runsc_pid"; then
+	dir=$(grep '^/' "$runsc_log" | tail -1)
+	grep -v '^/' "$runsc_log" >&2 || true
+	if [ "$(id -u)" = 0 ]; then
+		# First on PATH, before Debian's /usr/bin/runsc. Only our own links
+		# (or nothing) are replaced: a runsc installed there by hand stays.
+		for b in runsc containerd-shim-runsc-v1; do
+			l=/usr/local/bin/$b
+			if [ -e "$l" ] && ! { [ -L "$l" ] && [[ "$(readlink "$l")" == "${AIRLOCK_RUNSC_DIR:-/var/cache/airlock-runsc}"/* ]]; }; then
+				echo "deps: $l exists and is not ours: left as it is (the gvisor backend uses the first runsc on PATH)" >&2
+				continue
+			fi
+			ln -sfn "$dir/$b" "$l"
+		done
+	fi
+else
+	cat "$runsc_log" >&2
+	echo "deps: building runsc failed (scripts/runsc.sh): falling back to Debian's runsc 0.0~20221219 (ptrace only, no containerd shim)" >&2
+	if [ "$(id -u)" = 0 ] && ! dpkg-query -W -f='${Status}' runsc 2>/dev/null | grep -q "install ok installed"; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends runsc >/dev/null
+	fi
+fi
+rm -f "$runsc_log"

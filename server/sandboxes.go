@@ -445,6 +445,9 @@ func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
 		}
 		l.mu.Unlock()
 		v.Pooled, v.Workdir = l.pooled, l.workdir
+		if rr, ok := l.sb.(sandbox.RuntimeReporter); ok {
+			v.Runtime = rr.Runtime()
+		}
 		if withStats {
 			v.Env = rec.Env
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -7,13 +7,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/airlock-dev/airlock/agent"
 	"github.com/airlock-dev/airlock/policy"
 
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
+	"github.com/airlock-dev/airlock/backend/internal/rootcaps"
 )
 
 // writeBundle creates the bundle directory contents for plan: the root
@@ -68,7 +71,7 @@ func writeBundle(dir string, spec *ociSpec, plan *mountPlan) error {
 		dests = append(dests, m.Destination)
 	}
 	for _, m := range spec.Mounts {
-		if underOther(m.Destination, dests) {
+		if underOther(m.Destination, dests) || plan.RuntimeMountPoints {
 			continue
 		}
 		isDir := true
@@ -153,6 +156,21 @@ type specInput struct {
 	UID, GID int
 	Mounts   []ociMount
 	Lease    *idmap.Lease // host ids of the sandbox's user namespace, or nil
+	// RootCaps: root inside keeps rootcaps.Set (effective, permitted and
+	// bounding; nothing inheritable or ambient), capabilities of gVisor's
+	// kernel over the sandbox's own ids.
+	RootCaps bool
+	// EnvironPrivate: this runsc keeps /proc/1/environ from the sandbox's
+	// processes (Info.environPrivate).
+	EnvironPrivate bool
+}
+
+// agentArgs is the container's process: the agent.
+func agentArgs(environPrivate bool) []string {
+	if environPrivate {
+		return []string{AgentPath, "agent", "serve", agent.EnvironPrivateFlag}
+	}
+	return []string{AgentPath, "agent", "serve"}
 }
 
 // buildSpec makes the OCI spec: the agent as the only process, no
@@ -169,7 +187,7 @@ func buildSpec(in specInput) *ociSpec {
 		Mounts:   in.Mounts,
 		Process: ociProcess{
 			User: ociUser{UID: uint32(in.UID), GID: uint32(in.GID)},
-			Args: []string{AgentPath, "agent", "serve"},
+			Args: agentArgs(in.EnvironPrivate),
 			// The agent trusts only the Hello config; this is for itself.
 			Env:             []string{"PATH=/usr/local/bin:/usr/bin:/bin"},
 			Cwd:             "/",
@@ -189,6 +207,10 @@ func buildSpec(in specInput) *ociSpec {
 		s.Linux.Namespaces = append(s.Linux.Namespaces, ociNamespace{Type: "user"})
 		s.Linux.UIDMappings = []ociIDMapping{{ContainerID: 0, HostID: uint32(in.Lease.UID), Size: uint32(in.Lease.Count)}}
 		s.Linux.GIDMappings = []ociIDMapping{{ContainerID: 0, HostID: uint32(in.Lease.GID), Size: uint32(in.Lease.Count)}}
+	}
+	if in.RootCaps {
+		c := rootcaps.Names()
+		s.Process.Capabilities = ociCapabilities{Bounding: c, Effective: c, Permitted: slices.Clone(c), Inheritable: []string{}, Ambient: []string{}}
 	}
 	if n := l.OpenFiles; n > 0 {
 		s.Process.Rlimits = append(s.Process.Rlimits, ociRlimit{Type: "RLIMIT_NOFILE", Hard: uint64(n), Soft: uint64(n)})

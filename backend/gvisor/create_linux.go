@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-dev/airlock/backend/internal/hostfs"
 	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/backend/internal/prep"
+	"github.com/airlock-dev/airlock/backend/internal/rootcaps"
 	"github.com/airlock-dev/airlock/backend/internal/undo"
 	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/internal/logtail"
@@ -65,6 +66,7 @@ type prepared struct {
 	info     Info
 	uid, gid int
 	lease    *idmap.Lease // host ids, or nil (the caller's)
+	rootCaps bool         // root inside keeps rootcaps.Set
 	agentBin string
 	guard    *policy.ConfigGuard
 	t0       time.Time
@@ -134,14 +136,15 @@ func (b *Backend) makeBundle(p *prepared, u *undo.Stack) error {
 		id := p.spec.ID
 		u.Push(func() { b.unmountImageRoot(dir, id) }) // before the bundle goes (pushed earlier, run later)
 		plan.Image = true
+		plan.RuntimeMountPoints = p.lease != nil
 	}
-	oci := buildSpec(specInput{ID: p.spec.ID, Policy: p.pol, UID: p.uid, GID: p.gid, Mounts: plan.Mounts, Lease: p.lease})
+	oci := buildSpec(specInput{ID: p.spec.ID, Policy: p.pol, UID: p.uid, GID: p.gid, Mounts: plan.Mounts, Lease: p.lease, RootCaps: p.rootCaps, EnvironPrivate: p.info.environPrivate()})
 	oci.Root.Readonly = !plan.Image
 	if err := writeBundle(p.dir, oci, plan); err != nil {
 		return fmt.Errorf("write bundle: %v: %w", err, sandbox.ErrInvalid)
 	}
 	if p.lease != nil {
-		if err := chownBundle(p.dir, p.lease); err != nil {
+		if err := chownBundle(p.dir, p.lease, plan.Image); err != nil {
 			return err
 		}
 	}
@@ -182,6 +185,7 @@ func (b *Backend) makeBundleDir(p *prepared, u *undo.Stack) error {
 			return err
 		}
 		u.Push(p.lease.Release)
+		p.rootCaps = rootcaps.Keep(p.spec.Root != nil, true, p.uid, p.pol)
 		if err := hostfs.OwnWorkspace(p.spec, p.lease.UID+p.uid, p.lease.GID+p.gid); err != nil {
 			return err
 		}
@@ -190,8 +194,9 @@ func (b *Backend) makeBundleDir(p *prepared, u *undo.Stack) error {
 }
 
 // chownBundle gives the sandbox's host id range what runsc's gofer, its
-// root, opens in the bundle.
-func chownBundle(dir string, lease *idmap.Lease) error {
+// root, opens in the bundle. An image's root is its own already
+// (imageroot.MappedOverlay).
+func chownBundle(dir string, lease *idmap.Lease, image bool) error {
 	// The gofer opens the deny objects to mount them: they are the
 	// range root's (mode 000 still: no process inside has a
 	// capability to override it).
@@ -199,6 +204,9 @@ func chownBundle(dir string, lease *idmap.Lease) error {
 		if err := os.Lchown(filepath.Join(dir, n), lease.UID, lease.GID); err != nil {
 			return fmt.Errorf("bundle: %v: %w", err, sandbox.ErrUnavailable)
 		}
+	}
+	if image {
+		return nil
 	}
 	// So is the skeleton root (mount points and links only): the
 	// gofer makes the mount points below the sandbox's own mounts.
@@ -252,7 +260,11 @@ func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 			childOut.Close()
 			return nil, fmt.Errorf("overlay: %v: %w", err, sandbox.ErrUnavailable)
 		}
-		args = append(args, "--overlay2=all:"+ov)
+		args = append(args, "--overlay2=all:"+p.info.overlayDir+ov)
+	} else {
+		// runsc 2023 and later default to an overlay on the root (root:self):
+		// an image's root is its host overlayfs, written through.
+		args = append(args, "--overlay2=none")
 	}
 	args = append(args, "run", "--bundle", p.dir, p.spec.ID)
 	r.cmd = exec.Command(p.info.Path, args...)
@@ -284,6 +296,10 @@ func (b *Backend) startRunsc(p *prepared, u *undo.Stack) (*running, error) {
 func (b *Backend) connect(ctx context.Context, p *prepared, r *running, u *undo.Stack) (*gvSandbox, error) {
 	pol, spec := p.pol, p.spec
 	opts, gc := agent.SessionFor(spec, pol, sandbox.Environ(pol, os.Environ(), spec.Env), p.log, p.sink)
+	// runsc 2023 and later implement clone3, whose namespace flags the
+	// OCI profile cannot see, and turn its errno into EPERM: the agent
+	// refuses clone3 with ENOSYS itself (libc falls back to clone).
+	gc.NoClone3 = true
 	client, err := agentbox.Connect(ctx, r.conn, opts, gc, agentbox.Runtime{What: "runsc", Died: r.waited, Left: func() string {
 		msg := strings.TrimSpace(r.stderr.String())
 		if msg == "" && r.waitErr != nil {
@@ -298,6 +314,7 @@ func (b *Backend) connect(ctx context.Context, p *prepared, r *running, u *undo.
 	s := &gvSandbox{
 		b: b, cmd: r.cmd, waited: r.waited, cg: p.cg,
 		bundle: p.dir, guard: p.guard, uid: p.uid, gid: p.gid, lease: p.lease, started: p.t0, memLimit: pol.Limits.Memory > 0,
+		runscVersion: strings.TrimPrefix(p.info.Version, "runsc version "), platform: p.info.Platform,
 	}
 	s.Session = agentbox.NewSession(spec.ID, client, p.log, p.sink, s.teardown)
 	if p.plan.Overlay {

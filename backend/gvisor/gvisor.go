@@ -34,8 +34,9 @@ type Config struct {
 	// $XDG_RUNTIME_DIR or the temp dir. Cleanup treats every container
 	// and bundle in it as ours: give each independent user its own.
 	StateDir string
-	// Platform is runsc's --platform: "" picks systrap when this runsc has
-	// it, else ptrace. kvm is used only when asked for, and needs /dev/kvm.
+	// Platform is runsc's --platform: "" picks the best this runsc and host
+	// have: kvm where it works (see kvmCheck), else systrap, else ptrace.
+	// "kvm" asked for needs /dev/kvm.
 	Platform string
 	// CgroupParent is the cgroup path (relative to each hierarchy's root)
 	// under which runsc makes one cgroup per sandbox. Empty: "airlock-gvisor".
@@ -100,5 +101,9 @@ type Info struct {
 	Platforms []string `json:"platforms,omitempty"` // platforms this runsc knows
 	Platform  string   `json:"platform,omitempty"`  // the one sandboxes will use
 	KVMDevice bool     `json:"kvm_device"`          // /dev/kvm exists
+	KVM       string   `json:"kvm,omitempty"`       // whether the kvm platform is chosen automatically, and why
 	Err       error    `json:"-"`                   // why the backend cannot run (wraps a sandbox error kind)
+
+	kvmWorks   bool   // a trial sandbox ran on the kvm platform here
+	overlayDir string // what --overlay2 wants before a directory (overlayDirPrefix)
 }

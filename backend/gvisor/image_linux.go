@@ -15,7 +15,10 @@ import (
 // An image sandbox's root is an overlay mounted on the host at the
 // bundle's rootfs: the image's layers read-only (shared) under the
 // sandbox's writable layer (imageroot.Make). runsc's gofer serves it as
-// it serves the skeleton root of other sandboxes; it is writable.
+// it serves the skeleton root of other sandboxes; it is writable. With a
+// host id range it is made as the native backend makes its own
+// (imageroot.MappedOverlay): the image's root files belong to the
+// range's root, which runsc's gofer is, so root inside may change them.
 
 // mountImageRoot makes the writable layer and mounts the overlay at
 // bundle/rootfs.
@@ -29,10 +32,33 @@ func (b *Backend) mountImageRoot(p *prepared) (*imageroot.Writable, error) {
 			return nil, err
 		}
 	} else {
-		if w, err = imageroot.Make(b.cfg.WritableDir, p.spec.ID, -1, -1); err != nil {
+		// Its upper directory is the root the sandbox sees: with a range,
+		// idmapped, so stored as its user inside.
+		uid, gid := -1, -1
+		if p.lease != nil {
+			uid, gid = p.uid, p.gid
+		}
+		if w, err = imageroot.Make(b.cfg.WritableDir, p.spec.ID, uid, gid); err != nil {
 			return nil, err
 		}
 		remove = func() { w.Remove() }
+	}
+	root := filepath.Join(p.dir, bundleRootfs)
+	if p.lease != nil {
+		ov, err := imageroot.MappedOverlay(p.agentBin, p.spec.Root.Layers, w, p.lease.UID, p.lease.GID, p.lease.Count)
+		if err != nil {
+			remove()
+			return nil, err
+		}
+		defer ov.Close()
+		if err = os.Mkdir(root, 0o755); err == nil {
+			err = imageroot.Attach(int(ov.Fd()), root)
+		}
+		if err != nil {
+			remove()
+			return nil, fmt.Errorf("image root: attach the overlay: %v: %w", err, sandbox.ErrUnavailable)
+		}
+		return w, nil
 	}
 	chdir, opts, err := imageroot.Options(p.spec.Root.Layers, w)
 	if err == nil && chdir != "" {
@@ -43,7 +69,6 @@ func (b *Backend) mountImageRoot(p *prepared) (*imageroot.Writable, error) {
 		remove()
 		return nil, err
 	}
-	root := filepath.Join(p.dir, bundleRootfs)
 	if err := os.Mkdir(root, 0o755); err != nil {
 		remove()
 		return nil, fmt.Errorf("image root: %v: %w", err, sandbox.ErrUnavailable)

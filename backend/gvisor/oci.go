@@ -29,7 +29,8 @@ type ociUser struct {
 	GID uint32 `json:"gid"`
 }
 
-// ociCapabilities is always empty: nothing in a sandbox gets a capability.
+// ociCapabilities is empty (nothing in a sandbox gets a capability) but
+// for root inside an image sandbox with its own id range (specInput.RootCaps).
 type ociCapabilities struct {
 	Bounding    []string `json:"bounding"`
 	Effective   []string `json:"effective"`

@@ -45,6 +45,11 @@ type mountPlan struct {
 	// Image: the root is an image's overlay, mounted at the bundle's
 	// rootfs by the backend (writable), not a skeleton.
 	Image bool
+	// RuntimeMountPoints: the root's missing mount points are left for
+	// runsc to make (through its gofer, as the sandbox's range root): an
+	// image root of a sandbox with a host id range, where host root makes
+	// nothing (its ids are not the range's).
+	RuntimeMountPoints bool
 }
 
 // planInput is what planMounts needs besides the policy.

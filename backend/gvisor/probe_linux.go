@@ -27,10 +27,8 @@ func (b *Backend) Probe(ctx context.Context) sandbox.Probe {
 	if info.Platform != "" {
 		p.Details["platform"] = info.Platform
 	}
-	if info.KVMDevice {
-		// The device node says nothing about whether KVM runs guests here
-		// (the microvm backend's probe boots one to find out).
-		p.Details["kvm_device"] = "/dev/kvm exists (not tested; gVisor's kvm platform is used only when configured; `airlock doctor` microvm line: whether KVM really works)"
+	if info.KVM != "" {
+		p.Details["kvm_platform"] = info.KVM
 	}
 	p.Details["state_dir"] = b.cfg.StateDir
 	return p

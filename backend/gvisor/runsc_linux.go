@@ -3,22 +3,15 @@ package gvisor
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
-	"strings"
-	"sync"
 	"time"
-
-	"github.com/airlock-dev/airlock/sandbox"
 )
-
-// debianPackage names what to install when runsc is missing.
-const debianPackage = "runsc"
 
 // Info returns what runsc offers on this host (found once per Backend).
 // Info.Err says why sandboxes cannot be created.
@@ -38,15 +31,29 @@ func (b *Backend) Info(ctx context.Context) Info {
 
 // infoCache is what the state dir remembers about one runsc binary.
 type infoCache struct {
+	Format    int       `json:"format"` // infoCacheFormat: older files are ignored
 	Path      string    `json:"path"`
 	Size      int64     `json:"size"`
 	ModTime   time.Time `json:"mod_time"`
 	Want      string    `json:"want_platform"`
 	Version   string    `json:"version"`
 	Platforms []string  `json:"platforms"`
+	KVMDevice bool      `json:"kvm_device"`
+	KVMWorks  bool      `json:"kvm_works"`
+	KVM       string    `json:"kvm"`
+	// OverlayDir: overlayDirPrefix of this runsc.
+	OverlayDir string `json:"overlay_dir"`
 }
 
-func infoCachePath(cfg Config) string { return filepath.Join(cfg.StateDir, "runsc-info.json") }
+// infoCacheFormat changes when infoCache gains a field.
+const infoCacheFormat = 2
+
+// infoCachePath is the cache file of the runsc at path p: one per binary,
+// so that runs with different runscs on PATH do not evict each other.
+func infoCachePath(cfg Config, p string) string {
+	sum := sha256.Sum256([]byte(p))
+	return filepath.Join(cfg.StateDir, "runsc-info-"+hex.EncodeToString(sum[:6])+".json")
+}
 
 func readInfoCache(cfg Config) (Info, bool) {
 	if os.Geteuid() != 0 {
@@ -60,18 +67,20 @@ func readInfoCache(cfg Config) (Info, bool) {
 	if err != nil {
 		return Info{}, false
 	}
-	b, err := os.ReadFile(infoCachePath(cfg))
+	b, err := os.ReadFile(infoCachePath(cfg, p))
 	if err != nil {
 		return Info{}, false
 	}
 	var c infoCache
-	if json.Unmarshal(b, &c) != nil || c.Path != p || c.Size != fi.Size() || !c.ModTime.Equal(fi.ModTime()) || c.Want != cfg.Platform || c.Version == "" {
+	if json.Unmarshal(b, &c) != nil || c.Format != infoCacheFormat || c.Path != p || c.Size != fi.Size() || !c.ModTime.Equal(fi.ModTime()) || c.Want != cfg.Platform || c.Version == "" {
 		return Info{}, false
 	}
-	info := Info{Path: p, Version: c.Version, Platforms: c.Platforms}
 	_, err = os.Stat("/dev/kvm")
-	info.KVMDevice = err == nil
-	info.Platform, info.Err = choosePlatform(cfg.Platform, info.Platforms, info.KVMDevice)
+	if dev := err == nil; dev != c.KVMDevice {
+		return Info{}, false // /dev/kvm came or went: look again
+	}
+	info := Info{Path: p, Version: c.Version, Platforms: c.Platforms, KVMDevice: c.KVMDevice, KVM: c.KVM, overlayDir: c.OverlayDir}
+	info.Platform, info.Err = choosePlatform(cfg.Platform, info.Platforms, kvmState{Device: c.KVMDevice, Works: c.KVMWorks})
 	return info, info.Err == nil
 }
 
@@ -83,7 +92,8 @@ func writeInfoCache(cfg Config, info Info) {
 	if err != nil {
 		return
 	}
-	b, _ := json.Marshal(infoCache{Path: info.Path, Size: fi.Size(), ModTime: fi.ModTime(), Want: cfg.Platform, Version: info.Version, Platforms: info.Platforms})
+	b, _ := json.Marshal(infoCache{Format: infoCacheFormat, Path: info.Path, Size: fi.Size(), ModTime: fi.ModTime(), Want: cfg.Platform, Version: info.Version,
+		Platforms: info.Platforms, KVMDevice: info.KVMDevice, KVMWorks: info.kvmWorks, KVM: info.KVM, OverlayDir: info.overlayDir})
 	if os.MkdirAll(cfg.StateDir, 0o700) != nil {
 		return
 	}
@@ -92,7 +102,7 @@ func writeInfoCache(cfg Config, info Info) {
 		return
 	}
 	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil && cerr == nil && os.Rename(f.Name(), infoCachePath(cfg)) == nil {
+	if cerr := f.Close(); err == nil && cerr == nil && os.Rename(f.Name(), infoCachePath(cfg, info.Path)) == nil {
 		return
 	}
 	os.Remove(f.Name())
@@ -106,93 +116,6 @@ func RunscInfo(ctx context.Context, path, platform string) Info {
 		path = "runsc"
 	}
 	return discover(ctx, Config{Runsc: path, Platform: platform})
-}
-
-func discover(ctx context.Context, cfg Config) Info {
-	var info Info
-	_, err := os.Stat("/dev/kvm")
-	info.KVMDevice = err == nil
-	p, err := exec.LookPath(cfg.Runsc)
-	if err != nil {
-		info.Err = fmt.Errorf("runsc %q not found (install the Debian package %q: apt-get install %s): %w",
-			cfg.Runsc, debianPackage, debianPackage, sandbox.ErrUnavailable)
-		return info
-	}
-	info.Path = p
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, p, "--version").Output()
-	if err != nil {
-		info.Err = fmt.Errorf("runsc %s --version: %v: %w", p, err, sandbox.ErrUnavailable)
-		return info
-	}
-	info.Version, _, _ = strings.Cut(strings.TrimSpace(string(out)), "\n")
-	// `runsc flags` describes -platform with the platforms built in.
-	var buf bytes.Buffer
-	cmd := exec.CommandContext(ctx, p, "flags")
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	_ = cmd.Run() // exits 0 or 2 depending on the version; the text is what counts
-	info.Platforms = parsePlatforms(buf.String())
-	info.Platform, info.Err = choosePlatform(cfg.Platform, info.Platforms, info.KVMDevice)
-	if info.Err == nil && os.Geteuid() != 0 {
-		info.Err = fmt.Errorf("runsc needs root to create sandboxes (rootless runsc cannot apply cgroup limits): %w", sandbox.ErrUnavailable)
-	}
-	return info
-}
-
-var platformFlag = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?m)^\s*-platform\s.*\n\s*(.*)$`) })
-
-// parsePlatforms reads the platform names from `runsc flags` output, e.g.
-// "specifies which platform to use: ptrace (default), kvm.".
-func parsePlatforms(flags string) []string {
-	m := platformFlag().FindStringSubmatch(flags)
-	if m == nil {
-		return nil
-	}
-	_, list, ok := strings.Cut(m[1], ":")
-	if !ok {
-		return nil
-	}
-	var out []string
-	for _, f := range strings.FieldsFunc(list, func(r rune) bool { return r == ',' || r == '.' || r == ' ' || r == '(' || r == ')' }) {
-		switch f {
-		case PlatformPtrace, PlatformSystrap, PlatformKVM:
-			if !slices.Contains(out, f) {
-				out = append(out, f)
-			}
-		}
-	}
-	return out
-}
-
-// choosePlatform picks the platform: the one asked for if this runsc and
-// host have it, else systrap, else ptrace. KVM is never chosen
-// automatically: a runsc whose KVM platform does not work on this host
-// (nested virtualisation, old runsc) hangs instead of failing.
-func choosePlatform(want string, have []string, kvm bool) (string, error) {
-	if len(have) == 0 {
-		have = []string{PlatformPtrace} // every runsc has ptrace
-	}
-	switch want {
-	case PlatformAuto:
-		if slices.Contains(have, PlatformSystrap) {
-			return PlatformSystrap, nil
-		}
-		if slices.Contains(have, PlatformPtrace) {
-			return PlatformPtrace, nil
-		}
-		return "", fmt.Errorf("runsc offers no usable platform (has %s): %w", strings.Join(have, ", "), sandbox.ErrUnavailable)
-	case PlatformPtrace, PlatformSystrap, PlatformKVM:
-		if !slices.Contains(have, want) {
-			return "", fmt.Errorf("runsc platform %q not built into this runsc (has %s): %w", want, strings.Join(have, ", "), sandbox.ErrUnavailable)
-		}
-		if want == PlatformKVM && !kvm {
-			return "", fmt.Errorf("runsc platform kvm needs /dev/kvm: %w", sandbox.ErrUnavailable)
-		}
-		return want, nil
-	default:
-		return "", fmt.Errorf("runsc platform %q unknown (ptrace, systrap, kvm): %w", want, sandbox.ErrInvalid)
-	}
 }
 
 // globalArgs are the runsc flags every invocation for one backend shares.

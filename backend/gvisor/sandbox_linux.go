@@ -36,6 +36,8 @@ type gvSandbox struct {
 	lease      *idmap.Lease // host ids of its user namespace (nil: none)
 	started    time.Time
 	oomBefore  int64 // the cgroup's OOM kills at start (always 0: the cgroup is new)
+	// runscVersion and platform: what runs it (Runtime).
+	runscVersion, platform string
 }
 
 // HostIDs returns the host uid and gid of the sandbox's user inside (the
@@ -45,6 +47,11 @@ func (s *gvSandbox) HostIDs() (uid, gid int) {
 		return s.uid, s.gid
 	}
 	return s.lease.UID + s.uid, s.lease.GID + s.gid
+}
+
+// Runtime says which runsc runs the sandbox and on which platform.
+func (s *gvSandbox) Runtime() map[string]string {
+	return map[string]string{"runsc_version": s.runscVersion, "platform": s.platform}
 }
 
 // Exec starts a process through the agent; a process the sandbox's end

@@ -63,9 +63,8 @@ const (
 
 func seccompProfile() *ociSeccomp {
 	// No rule for clone3 (whose flags a filter cannot read): runsc
-	// 20221219 does not implement it (ENOSYS, so libc uses clone), and it
 	// ignores errnoRet, so an ENOSYS rule would become EPERM and break
-	// pthread_create. A runsc that implements clone3 needs that revisited.
+	// pthread_create; the agent refuses it itself (GuestConfig.NoClone3).
 	eperm := errnoEPERM
 	p := &ociSeccomp{
 		DefaultAction: "SCMP_ACT_ALLOW",
@@ -76,8 +75,11 @@ func seccompProfile() *ociSeccomp {
 			{Names: []string{"execveat"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
 				Args: []ociSeccArg{{Index: 4, Value: atEmptyPath, ValueTwo: atEmptyPath, Op: "SCMP_CMP_MASKED_EQ"}}},
 			// The agent is pid 1: no signal to it, whatever the signal.
-			{Names: []string{"kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
+			{Names: []string{"kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_open"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm,
 				Args: []ociSeccArg{{Index: 0, Value: 1, Op: "SCMP_CMP_EQ"}}},
+			// Nor through a pidfd (runsc since 2023 has them), whose target a
+			// filter cannot see: an open /proc/1 is one too.
+			{Names: []string{"pidfd_send_signal"}, Action: "SCMP_ACT_ERRNO", ErrnoRet: &eperm},
 		},
 	}
 	// Nor one sent by I/O readiness (fcntl F_SETOWN + F_SETSIG): a fault

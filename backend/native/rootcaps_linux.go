@@ -9,34 +9,19 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/backend/internal/rootcaps"
 )
 
-// rootCapabilities are what root inside keeps in an image sandbox with its
-// own host id range (docs/RATIONALE.md, "Why does root inside an image
-// sandbox hold capabilities?"). Each is a capability over the sandbox's
-// own user namespace only: over files whose owners map into its range,
-// over its own processes and network namespace. Docker's default set
-// minus what is refused here anyway or means nothing in a user namespace:
-// CAP_SYS_CHROOT (the seccomp filter refuses chroot), CAP_MKNOD (device
-// nodes need it in the initial namespace; every mount is nodev),
-// CAP_AUDIT_WRITE (checked against the initial namespace) and CAP_NET_RAW
-// (raw and packet sockets: kernel attack surface, and only loopback to
-// reach).
-var rootCapabilities = []int{
-	unix.CAP_CHOWN, unix.CAP_DAC_OVERRIDE, unix.CAP_FOWNER, unix.CAP_FSETID,
-	unix.CAP_KILL, unix.CAP_SETGID, unix.CAP_SETUID, unix.CAP_SETPCAP,
-	unix.CAP_NET_BIND_SERVICE, unix.CAP_SETFCAP,
-}
+// rootCapabilities are what root inside an image sandbox with its own
+// host id range keeps (rootcaps.Set): each a capability over the
+// sandbox's own user namespace only: over files whose owners map into
+// its range, over its own processes and network namespace.
+var rootCapabilities = rootcaps.Set
 
-// keepsRootCaps reports whether the sandbox's root keeps rootCapabilities:
-// an image sandbox (nothing of the host's in its root but binds) with its
-// own host id range (its root is an unprivileged host uid), whose
-// processes run as root inside, unless the policy says none. Every other
-// sandbox holds no capability at all.
+// keepsRootCaps reports whether the sandbox's root keeps rootCapabilities
+// (rootcaps.Keep; never rootless).
 func keepsRootCaps(p *prepared, image bool) bool {
-	return image && p.lease != nil && !p.feats.Rootless && p.uid == 0 &&
-		p.pol.Process.Capabilities != policy.CapabilitiesNone
+	return !p.feats.Rootless && rootcaps.Keep(image, p.lease != nil, p.uid, p.pol)
 }
 
 // keepCapabilities leaves every thread of the init with exactly keep in

@@ -1,7 +1,8 @@
-// Command compare times two commands alternately, in one run, and prints
-// each one's median and p90 and the ratio of the medians. Alternating (A, B,
-// A, B, ...) makes both see the same machine noise, which matters on shared
-// 2-core machines where absolute figures drift. Commands run without a shell.
+// Command compare times two (to four) commands alternately, in one run,
+// and prints each one's median and p90 and the ratio of the medians to the
+// first's. Alternating (A, B, A, B, ...) makes all see the same machine
+// noise, which matters on shared 2-core machines where absolute figures
+// drift. Commands run without a shell.
 //
 //	compare -n 200 -name-a airlock -name-b bwrap -- airlock run -- /bin/true ::: bwrap ... /bin/true
 package main
@@ -29,49 +30,71 @@ func main() {
 	warmup := flag.Int("warmup", 5, "untimed runs of each command first")
 	nameA := flag.String("name-a", "A", "name of the first command")
 	nameB := flag.String("name-b", "B", "name of the second command")
+	nameC := flag.String("name-c", "C", "name of the third command, if any")
+	nameD := flag.String("name-d", "D", "name of the fourth command, if any")
 	jsonOut := flag.String("json", "", "also write the result as JSON to `FILE`")
 	flag.Parse()
-	a, b, ok := split(flag.Args())
-	if !ok {
-		fmt.Fprintln(os.Stderr, "usage: compare [flags] CMD-A ARGS ::: CMD-B ARGS")
+	cmds, ok := split(flag.Args())
+	if !ok || len(cmds) > 4 {
+		fmt.Fprintln(os.Stderr, "usage: compare [flags] CMD-A ARGS ::: CMD-B ARGS [::: CMD-C ARGS [::: CMD-D ARGS]]")
 		os.Exit(2)
 	}
+	names := []string{*nameA, *nameB, *nameC, *nameD}[:len(cmds)]
 	for i := 0; i < *warmup; i++ {
-		must(run(a))
-		must(run(b))
-	}
-	var ta, tb []time.Duration
-	for i := 0; i < *n; i++ {
-		// Alternate which goes first so neither always follows the other.
-		if i%2 == 0 {
-			ta = append(ta, must(run(a)))
-			tb = append(tb, must(run(b)))
-		} else {
-			tb = append(tb, must(run(b)))
-			ta = append(ta, must(run(a)))
+		for _, c := range cmds {
+			must(run(c))
 		}
 	}
-	ra, rb := summarize(*nameA, a, ta), summarize(*nameB, b, tb)
-	ratio := ra.MedianMS / rb.MedianMS
-	fmt.Printf("%-10s median %8.2f ms  p90 %8.2f ms  min %8.2f ms  (%s)\n", ra.Name, ra.MedianMS, ra.P90MS, ra.MinMS, join(a))
-	fmt.Printf("%-10s median %8.2f ms  p90 %8.2f ms  min %8.2f ms  (%s)\n", rb.Name, rb.MedianMS, rb.P90MS, rb.MinMS, join(b))
-	fmt.Printf("ratio %s/%s of medians: %.3f  (n=%d each, alternating)\n", ra.Name, rb.Name, ratio, *n)
+	ts := make([][]time.Duration, len(cmds))
+	for i := 0; i < *n; i++ {
+		// Rotate which goes first so none always follows another.
+		for j := range cmds {
+			k := (i + j) % len(cmds)
+			ts[k] = append(ts[k], must(run(cmds[k])))
+		}
+	}
+	rs := make([]result, len(cmds))
+	for k := range cmds {
+		rs[k] = summarize(names[k], cmds[k], ts[k])
+		fmt.Printf("%-10s median %8.2f ms  p90 %8.2f ms  min %8.2f ms  (%s)\n", rs[k].Name, rs[k].MedianMS, rs[k].P90MS, rs[k].MinMS, join(cmds[k]))
+	}
+	out := map[string]any{"a": rs[0], "b": rs[1], "ratio": rs[0].MedianMS / rs[1].MedianMS, "n": *n}
+	fmt.Printf("ratio %s/%s of medians: %.3f  (n=%d each, alternating)\n", rs[0].Name, rs[1].Name, rs[0].MedianMS/rs[1].MedianMS, *n)
+	for k, key := range []string{"", "", "c", "d"} {
+		if k < 2 || k >= len(rs) {
+			continue
+		}
+		out[key] = rs[k]
+		out["ratio_a_"+key] = rs[0].MedianMS / rs[k].MedianMS
+		fmt.Printf("ratio %s/%s of medians: %.3f\n", rs[0].Name, rs[k].Name, rs[0].MedianMS/rs[k].MedianMS)
+	}
 	if *jsonOut != "" {
-		out, _ := json.MarshalIndent(map[string]any{"a": ra, "b": rb, "ratio": ratio, "n": *n}, "", "  ")
-		if err := os.WriteFile(*jsonOut, append(out, '\n'), 0o644); err != nil {
+		b, _ := json.MarshalIndent(out, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
 	}
 }
 
-func split(args []string) (a, b []string, ok bool) {
-	for i, s := range args {
+// split cuts args at each ":::" into two or more non-empty commands.
+func split(args []string) ([][]string, bool) {
+	var cmds [][]string
+	cur := []string{}
+	for _, s := range args {
 		if s == ":::" {
-			return args[:i], args[i+1:], i > 0 && i < len(args)-1
+			cmds, cur = append(cmds, cur), []string{}
+			continue
+		}
+		cur = append(cur, s)
+	}
+	cmds = append(cmds, cur)
+	for _, c := range cmds {
+		if len(c) == 0 {
+			return nil, false
 		}
 	}
-	return nil, nil, false
+	return cmds, len(cmds) >= 2
 }
 
 func run(argv []string) (time.Duration, error) {

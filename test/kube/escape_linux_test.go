@@ -32,20 +32,23 @@ var escapeAttacks = []struct {
 }
 
 // escapeCaps are the privileges the attack pods ask for, the same under
-// both handlers: under runc they are granted, under airlock they are
-// capped by the operator's ceiling.
+// every handler: under runc they are granted, under airlock they are
+// capped by the operator's ceiling, under gvisor they are gVisor's
+// kernel's.
 var escapeCaps = []string{"SYS_ADMIN", "NET_RAW", "NET_ADMIN"}
 
 // TestEscapeFromAirlockPod: each attack is first run in a runc pod, where
 // it must succeed (so the attack itself works and a broken one cannot pass
 // as blocked), then in an airlock pod of the same spec, where it must be
 // blocked.
-func TestEscapeFromAirlockPod(t *testing.T) {
+func TestEscapeFromAirlockPod(t *testing.T) { escapeSubset(t, "airlock") }
+
+func escapeSubset(t *testing.T, runtimeClass string) {
 	c := kubecluster.Shared(t)
 	bin := buildAttacks(t)
 	host := hostService(t)
 	pods := map[string]string{}
-	for _, rc := range []string{"runc", "airlock"} {
+	for _, rc := range []string{"runc", runtimeClass} {
 		pods[rc] = createAttackPod(t, c, rc, filepath.Dir(bin))
 	}
 	for _, a := range escapeAttacks {
@@ -58,11 +61,11 @@ func TestEscapeFromAirlockPod(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("baseline (runc): attack %s does not work unconfined (exit %d), so it proves nothing:\n%s", a.name, code, out)
 			}
-			code, out = execCode(c, pods["airlock"], args...)
+			code, out = execCode(c, pods[runtimeClass], args...)
 			if code != 1 {
-				t.Fatalf("airlock pod: attack %s exit %d, want 1 (blocked):\n%s", a.name, code, out)
+				t.Fatalf("%s pod: attack %s exit %d, want 1 (blocked):\n%s", runtimeClass, a.name, code, out)
 			}
-			t.Logf("runc: escaped; airlock: %s", strings.TrimSpace(out))
+			t.Logf("runc: escaped; %s: %s", runtimeClass, strings.TrimSpace(out))
 		})
 	}
 }

@@ -104,11 +104,20 @@ func (c *Cluster) startContainerd() (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	conf, err := ocitest.Containerd{
+	ctrd := ocitest.Containerd{
 		Dir: filepath.Join(c.Dir, "containerd"), Socket: c.ContainerdSocket, SandboxImage: ImageBusybox,
 		CNIConfDir: cni, CNIBinDir: "/usr/lib/cni", Runtime: link,
 		Snippet: filepath.Join(root, "deploy", "kubernetes", "containerd-airlock.toml"),
-	}.Config()
+	}
+	// The gvisor handler where gVisor's shim is installed (tests that
+	// need it say so through Cluster.Gvisor).
+	if _, _, err := ocitest.GvisorBinaries(); err == nil {
+		ctrd.Gvisor = filepath.Join(root, "deploy", "kubernetes", "containerd-gvisor.toml")
+		c.Gvisor = true
+	} else {
+		c.GvisorWhy = "no gvisor handler: " + err.Error() + " (make deps installs runsc and containerd-shim-runsc-v1)"
+	}
+	conf, err := ctrd.Config()
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +185,15 @@ func (c *Cluster) installObjects(ctx context.Context) error {
 		return err
 	}
 	runc := "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: runc\nhandler: runc\n"
-	if err := c.Apply(ctx, string(rc)+"\n---\n"+runc+"---\n"+crds); err != nil {
+	objs := string(rc) + "\n---\n" + runc + "---\n" + crds
+	if c.Gvisor {
+		g, err := os.ReadFile(filepath.Join(root, "deploy", "kubernetes", "runtimeclass-gvisor.yaml"))
+		if err != nil {
+			return err
+		}
+		objs += "\n---\n" + string(g)
+	}
+	if err := c.Apply(ctx, objs); err != nil {
 		return err
 	}
 	_, err = c.KubectlOut(ctx, "", "wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")

@@ -57,6 +57,10 @@ type Cluster struct {
 	Server           string // https://127.0.0.1:PORT
 	ContainerdSocket string
 	LogDir           string
+	// Gvisor: containerd has the runsc handler (gVisor's shim and runsc on
+	// PATH: make deps) and the gvisor RuntimeClass exists; else GvisorWhy.
+	Gvisor    bool
+	GvisorWhy string
 	// Before is the host as it was before the cluster started; Stop
 	// restores it and fails if anything differs.
 	Before *HostState

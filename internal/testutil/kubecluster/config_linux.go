@@ -114,11 +114,15 @@ authorization: {mode: AlwaysAllow}
 }
 
 func (c *Cluster) kubeletArgs(cfg string) []string {
+	labels := "airlock.dev/runtime=installed"
+	if c.Gvisor {
+		labels += ",airlock.dev/gvisor=installed"
+	}
 	return []string{
 		"--config", cfg, "--kubeconfig", c.Kubeconfig,
 		"--root-dir", filepath.Join(c.Dir, "kubelet"), "--cert-dir", filepath.Join(c.Dir, "kubelet-pki"),
 		"--node-ip", nodeIP, "--hostname-override", NodeName,
-		"--node-labels", "airlock.dev/runtime=installed", "--v=1",
+		"--node-labels", labels, "--v=1",
 	}
 }
 

@@ -3,6 +3,7 @@ package ocitest
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,7 +12,8 @@ import (
 // Containerd describes a private containerd: its own root, state, sockets
 // and opt dir under Dir, CNI configuration and plugins of its caller's, and
 // two handlers on the runc shim: runc, and airlock (deploy/kubernetes's
-// snippet with BinaryName = Runtime, the airlock-runc link).
+// snippet with BinaryName = Runtime, the airlock-runc link), and with
+// Gvisor a third, runsc, on gVisor's own shim.
 type Containerd struct {
 	Dir          string // everything containerd writes goes under it
 	Socket       string // the gRPC socket (the ttrpc one is Socket+".ttrpc")
@@ -23,6 +25,83 @@ type Containerd struct {
 	// StreamPort is the CRI streaming server's port on 127.0.0.1 (exec,
 	// attach, port-forward); "0" picks a free one.
 	StreamPort string
+	// Gvisor, when set, adds the runsc handler: deploy/kubernetes's
+	// containerd-gvisor.toml (this path) and runsc.toml beside it, with
+	// the runsc and containerd-shim-runsc-v1 found on PATH and a private
+	// runsc state root (see Gvisor).
+	Gvisor string
+}
+
+// GvisorBinaries returns the runsc and containerd-shim-runsc-v1 on PATH
+// (`make deps` links the pinned ones into /usr/local/bin), or why they
+// cannot serve here: the shim gives its server oom_score_adj -999 and
+// fails to start when root may not lower it (no CAP_SYS_RESOURCE, as on
+// this project's machines).
+func GvisorBinaries() (runsc, shim string, err error) {
+	if runsc, err = exec.LookPath("runsc"); err != nil {
+		return "", "", err
+	}
+	if shim, err = exec.LookPath("containerd-shim-runsc-v1"); err != nil {
+		return "", "", err
+	}
+	if !effectiveCap(capSysResource) {
+		return "", "", fmt.Errorf("containerd-shim-runsc-v1 sets its server's oom_score_adj to -999, which needs CAP_SYS_RESOURCE, and root here lacks it")
+	}
+	return runsc, shim, nil
+}
+
+const capSysResource = 24
+
+// effectiveCap reports whether this process holds capability c.
+func effectiveCap(c uint) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && m&(1<<c) != 0
+		}
+	}
+	return false
+}
+
+// gvisorHandler is the runsc handler's configuration: the snippet with
+// the shim found on PATH and its options file written under Dir.
+func (c Containerd) gvisorHandler() (string, error) {
+	runsc, shim, err := GvisorBinaries()
+	if err != nil {
+		return "", fmt.Errorf("containerd config: the gvisor handler: %w", err)
+	}
+	snippet, err := os.ReadFile(c.Gvisor)
+	if err != nil {
+		return "", fmt.Errorf("containerd config: %w", err)
+	}
+	opts, err := os.ReadFile(filepath.Join(filepath.Dir(c.Gvisor), "runsc.toml"))
+	if err != nil {
+		return "", fmt.Errorf("containerd config: %w", err)
+	}
+	o := strings.Replace(string(opts), `binary_name = "/usr/local/bin/runsc"`, "binary_name = "+strconv.Quote(runsc), 1)
+	if o == string(opts) {
+		return "", fmt.Errorf("containerd config: runsc.toml does not name /usr/local/bin/runsc")
+	}
+	o = "root = " + strconv.Quote(filepath.Join(c.Dir, "runsc-state")) + "\n" + o
+	optsPath := filepath.Join(c.Dir, "runsc.toml")
+	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(optsPath, []byte(o), 0o644); err != nil {
+		return "", err
+	}
+	h := string(snippet)
+	for from, to := range map[string]string{`"/usr/local/bin/containerd-shim-runsc-v1"`: shim, `"/etc/containerd/runsc.toml"`: optsPath} {
+		if strings.Count(h, from) != 1 {
+			return "", fmt.Errorf("containerd config: %s does not name %s once", c.Gvisor, from)
+		}
+		h = strings.Replace(h, from, strconv.Quote(to), 1)
+	}
+	return h, nil
 }
 
 // Config returns the containerd configuration (version 2, containerd
@@ -78,5 +157,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 	if handler == string(snippet) {
 		return "", fmt.Errorf("containerd config: %s does not name /usr/local/bin/airlock-runc", c.Snippet)
 	}
-	return conf + handler + "    Root = " + strconv.Quote(filepath.Join(c.Dir, "airlock-state")) + "\n", nil
+	conf += handler + "    Root = " + strconv.Quote(filepath.Join(c.Dir, "airlock-state")) + "\n"
+	if c.Gvisor != "" {
+		h, err := c.gvisorHandler()
+		if err != nil {
+			return "", err
+		}
+		conf += h
+	}
+	return conf, nil
 }
