@@ -37,6 +37,7 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "upload_archive": ("PUT", "/v1/sandboxes/{id}/archive"),
     "events": ("GET", "/v1/sandboxes/{id}/events"),
     "port_token": ("POST", "/v1/sandboxes/{id}/port-tokens"),
+    "access_token": ("POST", "/v1/sandboxes/{id}/access-tokens"),
     "pause": ("POST", "/v1/sandboxes/{id}/pause"),
     "resume": ("POST", "/v1/sandboxes/{id}/resume"),
     "create_checkpoint": ("POST", "/v1/sandboxes/{id}/checkpoints"),

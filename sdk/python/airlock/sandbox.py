@@ -380,6 +380,7 @@ class Sandbox:
                timeout: Optional[Duration] = None, keep_alive: Union[bool, Mapping[str, Any]] = False,
                labels: Optional[Mapping[str, str]] = None, env: Optional[Mapping[str, str]] = None,
                volumes: Optional[List[Dict[str, Any]]] = None, auto_resume: bool = False,
+               public_ports: bool = False, on_timeout: Optional[str] = None,
                host: Optional[str] = None, api_key: Optional[str] = None) -> "Sandbox":
         """Creates a sandbox. policy is an inline policy (the YAML policy's
         fields as a dict) layered on profile; timeout is its lifetime;
@@ -389,7 +390,10 @@ class Sandbox:
         "idle": 30}: it does not expire while a background process runs,
         then expires once idle that long (seconds or "30s"; default: the
         server's idle timeout) and past its timeout. auto_resume=True: a
-        request to it while it is paused or frozen resumes it first."""
+        request to it while it is paused or frozen resumes it first.
+        public_ports=True: its ports answer anyone who knows its ID, without
+        a key or token. on_timeout="pause": its timeout pauses it (memory
+        kept) instead of destroying it."""
         t = Transport(host, api_key)
         body: Dict[str, Any] = {}
         for k, v in (("profile", profile), ("backend", backend), ("policy", policy), ("image", image),
@@ -406,6 +410,10 @@ class Sandbox:
             body["keep_alive"] = True
         if auto_resume:
             body["auto_resume"] = True
+        if public_ports:
+            body["public_ports"] = True
+        if on_timeout is not None:
+            body["on_timeout"] = on_timeout
         return cls(SandboxInfo.from_json(t.call("create_sandbox", body=body, timeout=None)), t)
 
     @classmethod
@@ -584,6 +592,12 @@ class Sandbox:
         r = self._t.call("port_token", {"id": self.id}, body=body)
         r["url"] = self._t.base_url() + r["url"]
         return r
+
+    def access_token(self, scope: str = "sandbox") -> str:
+        """The sandbox's access token of scope ("sandbox": its in-sandbox
+        routes, never its lifecycle; "ports": its ports only): a Bearer
+        credential for this one sandbox, worth nothing once it is gone."""
+        return self._t.call("access_token", {"id": self.id}, body={"scope": scope})["token"]
 
     def events(self, after: int = 0) -> List[Event]:
         """The sandbox's audit events after sequence number after."""

@@ -33,6 +33,8 @@ class CreateSandboxRequest(TypedDict, total=False):
     env: Dict[str, str]
     volumes: List[Dict[str, Any]]
     auto_resume: bool
+    public_ports: bool
+    on_timeout: str
 
 
 class PatchSandboxRequest(TypedDict, total=False):
@@ -130,6 +132,10 @@ class SandboxInfo:
     stats: Optional[Stats] = None
     keep_alive_while: str = ""  # "processes" for keep_alive={"while": "processes"}
     auto_resume: bool = False
+    public_ports: bool = False  # its ports answer without a key or token
+    on_timeout: str = ""  # destroy (the default) or pause
+    env: Dict[str, str] = field(default_factory=dict)  # what the create added (GET of one sandbox only)
+    runtime: Dict[str, str] = field(default_factory=dict)  # how it runs, where the backend says more
     # A resumed sandbox's files matched the manifest its pause recorded
     # (False after a server crash: nothing was recorded).
     verified: bool = False

@@ -145,6 +145,17 @@ class SandboxTest(unittest.TestCase):
             types = {e.type for e in sb.events()}
             self.assertIn("exec", types)
 
+    def test_access_token_and_create_options(self):
+        with Sandbox.create(public_ports=True, on_timeout="pause", env={"GREETING": "hi"}) as sb:
+            info = sb.info()
+            self.assertEqual((info.public_ports, info.on_timeout, info.env.get("GREETING")), (True, "pause", "hi"))
+            tok = sb.access_token()
+            self.assertTrue(tok)
+            self.assertEqual(sb.access_token(), tok)  # deterministic: nothing stored
+            self.assertNotEqual(sb.access_token("ports"), tok)
+            with self.assertRaises(airlock.InvalidError):
+                sb.access_token("everything")
+
     def test_url(self):
         with Sandbox.create() as sb:
             sb.files.write("/tmp/site/index.html", "hello through the port route\n")

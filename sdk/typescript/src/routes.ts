@@ -34,6 +34,7 @@ export const ROUTES = {
   uploadArchive: ["PUT", "/v1/sandboxes/{id}/archive"],
   events: ["GET", "/v1/sandboxes/{id}/events"],
   portToken: ["POST", "/v1/sandboxes/{id}/port-tokens"],
+  accessToken: ["POST", "/v1/sandboxes/{id}/access-tokens"],
   pause: ["POST", "/v1/sandboxes/{id}/pause"],
   resume: ["POST", "/v1/sandboxes/{id}/resume"],
   createCheckpoint: ["POST", "/v1/sandboxes/{id}/checkpoints"],

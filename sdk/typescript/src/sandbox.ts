@@ -313,6 +313,10 @@ export interface CreateOptions extends ConnectionOptions {
   keepAlive?: boolean | { while: "processes"; idle?: Duration };
   /** A request to the sandbox while it is paused or frozen resumes it first. */
   autoResume?: boolean;
+  /** Its ports answer anyone who knows its ID, without a key or token. */
+  publicPorts?: boolean;
+  /** What its timeout does: "destroy" (the default) or "pause" (memory kept). */
+  onTimeout?: "destroy" | "pause";
   labels?: Record<string, string>;
   /** Added to every process's environment. */
   env?: Record<string, string>;
@@ -348,6 +352,8 @@ export class Sandbox {
     if (typeof opts.keepAlive === "object") body.keep_alive = { while: opts.keepAlive.while, idle: duration(opts.keepAlive.idle) };
     else if (opts.keepAlive) body.keep_alive = true;
     if (opts.autoResume) body.auto_resume = true;
+    if (opts.publicPorts) body.public_ports = true;
+    if (opts.onTimeout) body.on_timeout = opts.onTimeout;
     if (opts.labels) body.labels = opts.labels;
     if (opts.env) body.env = opts.env;
     if (opts.volumes) body.volumes = opts.volumes;
@@ -520,6 +526,14 @@ export class Sandbox {
       body: { port, ttl: opts.ttl === undefined ? undefined : duration(opts.ttl) },
     });
     return { ...r, url: this.transport.baseURL() + r.url };
+  }
+
+  /**
+   * The sandbox's access token of scope ("sandbox": its in-sandbox routes, never its lifecycle;
+   * "ports": its ports only): a Bearer credential for this one sandbox, worth nothing once it is gone.
+   */
+  async accessToken(scope: "sandbox" | "ports" = "sandbox"): Promise<string> {
+    return (await this.transport.call<{ token: string }>("accessToken", { id: this.id }, { body: { scope } })).token;
   }
 
   /** The sandbox's audit events after sequence number after. */

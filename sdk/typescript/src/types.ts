@@ -20,6 +20,10 @@ export interface CreateSandboxRequest {
   volumes?: { name: string; path: string; read_only?: boolean }[];
   /** A request to the sandbox while it is paused or frozen resumes it first. */
   auto_resume?: boolean;
+  /** Its ports answer anyone who knows its ID, without a key or token. */
+  public_ports?: boolean;
+  /** What its timeout does: destroy (the default) or pause (memory kept). */
+  on_timeout?: "destroy" | "pause";
 }
 
 /**
@@ -121,6 +125,12 @@ export interface SandboxInfo {
   /** "processes" for keep_alive {while: "processes"}. */
   keep_alive_while?: "processes";
   auto_resume?: boolean;
+  public_ports?: boolean;
+  on_timeout?: "destroy" | "pause";
+  /** What the create added to every process's environment (GET of one sandbox only). */
+  env?: Record<string, string>;
+  /** How it runs, where its backend says more than its name (gvisor: runsc_version, platform). */
+  runtime?: Record<string, string>;
   /**
    * A resumed sandbox's files matched the manifest its pause recorded
    * (false after a server crash: nothing was recorded).

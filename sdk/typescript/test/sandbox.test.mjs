@@ -149,6 +149,19 @@ describe("sdk against airlock serve", () => {
     });
   });
 
+  test("access token and create options", async (t) => {
+    if (!available(t)) return;
+    await withSandbox({ publicPorts: true, onTimeout: "pause", env: { GREETING: "hi" } }, async (sb) => {
+      const info = await sb.info();
+      assert.deepEqual([info.public_ports, info.on_timeout, info.env?.GREETING], [true, "pause", "hi"]);
+      const tok = await sb.accessToken();
+      assert.ok(tok);
+      assert.equal(await sb.accessToken(), tok); // deterministic: nothing stored
+      assert.notEqual(await sb.accessToken("ports"), tok);
+      await assert.rejects(sb.accessToken("everything"), /scope/);
+    });
+  });
+
   test("checkpoint, rollback, pause, resume", async (t) => {
     if (!available(t)) return;
     // A pausable sandbox: native, no image, its workspace on a disk volume
