@@ -1,7 +1,6 @@
 package native
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,33 +31,22 @@ func hostCgroups() cgroupHost {
 
 var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
 
-func detectCgroups(mountinfo, selfCgroup string) cgroupHost {
+func detectCgroups(mountinfoFile, selfCgroup string) cgroupHost {
 	h := cgroupHost{v1Mount: map[string]string{}, v1Own: map[string]string{}}
-	if f, err := os.Open(mountinfo); err == nil {
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			mp, fstype, opts, ok := parseMountinfoLine(sc.Text())
-			if !ok {
-				continue
+	mounts, _ := mountinfo.Read(mountinfoFile) // none readable: no cgroups
+	for _, m := range mounts {
+		switch m.FSType {
+		case "cgroup2":
+			if h.v2Mount == "" {
+				h.v2Mount = m.Point
 			}
-			switch fstype {
-			case "cgroup2":
-				if h.v2Mount == "" {
-					h.v2Mount = mp
-				}
-			case "cgroup":
-				for _, o := range strings.Split(opts, ",") {
-					for _, c := range v1Controllers {
-						if o == c {
-							if _, dup := h.v1Mount[c]; !dup {
-								h.v1Mount[c] = mp
-							}
-						}
-					}
+		case "cgroup":
+			for _, c := range v1Controllers {
+				if _, dup := h.v1Mount[c]; !dup && m.HasSuperOption(c) {
+					h.v1Mount[c] = m.Point
 				}
 			}
 		}
-		f.Close()
 	}
 	if b, err := os.ReadFile(selfCgroup); err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
@@ -76,21 +64,6 @@ func detectCgroups(mountinfo, selfCgroup string) cgroupHost {
 		}
 	}
 	return h
-}
-
-// parseMountinfoLine returns mount point, fs type and super options of one
-// /proc/self/mountinfo line.
-func parseMountinfoLine(line string) (mountPoint, fstype, superOpts string, ok bool) {
-	left, right, found := strings.Cut(line, " - ")
-	if !found {
-		return "", "", "", false
-	}
-	lf := strings.Fields(left)
-	rf := strings.Fields(right)
-	if len(lf) < 5 || len(rf) < 3 {
-		return "", "", "", false
-	}
-	return mountinfo.Unescape(lf[4]), rf[0], rf[2], true
 }
 
 // v2Parent is the directory under which sandbox cgroups go on cgroup2.

@@ -178,37 +178,6 @@ func TestSortMounts(t *testing.T) {
 	}
 }
 
-func TestParseMountinfoLine(t *testing.T) {
-	for _, c := range []struct {
-		line         string
-		mp, fs, opts string
-		ok           bool
-	}{
-		{"35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory", "/sys/fs/cgroup/memory", "cgroup", "rw,memory", true},
-		{"41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw", "/sys/fs/cgroup/unified", "cgroup2", "rw", true},
-		{"29 1 0:26 / /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw,nsdelegate", "/sys/fs/cgroup", "cgroup2", "rw,nsdelegate", true},
-		{`36 35 0:30 / /mnt/with\040space rw - tmpfs tmpfs rw`, "/mnt/with space", "tmpfs", "rw", true},
-		{"garbage", "", "", "", false},
-		{"1 2 3 - x", "", "", "", false},
-	} {
-		mp, fs, opts, ok := parseMountinfoLine(c.line)
-		if ok != c.ok || mp != c.mp || fs != c.fs || opts != c.opts {
-			t.Errorf("parse %q = %q %q %q %v", c.line, mp, fs, opts, ok)
-		}
-	}
-}
-
-func FuzzParseMountinfoLine(f *testing.F) {
-	f.Add("35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory")
-	f.Add(`36 35 0:30 / /mnt/a\040b\134 rw - tmpfs tmpfs rw`)
-	f.Fuzz(func(t *testing.T, line string) {
-		mp, _, _, ok := parseMountinfoLine(line)
-		if ok && len(mp) > len(line) {
-			t.Fatalf("unescaped mount point longer than the line")
-		}
-	})
-}
-
 func TestDetectCgroups(t *testing.T) {
 	dir := t.TempDir()
 	mi := filepath.Join(dir, "mountinfo")

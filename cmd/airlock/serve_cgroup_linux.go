@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/mountinfo"
 )
 
 // removeCgroupParents removes this server's (now empty) per-backend cgroup
@@ -11,7 +13,7 @@ import (
 // hierarchy's root and next to our own cgroup. rmdir only removes empty
 // cgroups, so a sandbox still running anywhere keeps its parent.
 func removeCgroupParents(prefix string) {
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.Self()
 	if err != nil {
 		return
 	}
@@ -23,22 +25,14 @@ func removeCgroupParents(prefix string) {
 			}
 		}
 	}
-	for _, line := range strings.Split(string(mi), "\n") {
-		f := strings.Fields(line)
-		sep := -1
-		for i, x := range f {
-			if x == "-" {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+1 >= len(f) || len(f) < 5 || (f[sep+1] != "cgroup" && f[sep+1] != "cgroup2") {
+	for _, m := range mounts {
+		if m.FSType != "cgroup" && m.FSType != "cgroup2" {
 			continue
 		}
 		for dir := range own {
-			matches, _ := filepath.Glob(filepath.Join(f[4], dir, prefix+"-*"))
-			for _, m := range matches {
-				os.Remove(m) // rmdir; fails (kept) while not empty
+			matches, _ := filepath.Glob(filepath.Join(m.Point, dir, prefix+"-*"))
+			for _, match := range matches {
+				os.Remove(match) // rmdir; fails (kept) while not empty
 			}
 		}
 	}

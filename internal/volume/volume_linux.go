@@ -1,7 +1,6 @@
 package volume
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -192,25 +191,15 @@ func unmount(dir string) error {
 // crashed server left. It touches no other mount.
 func Sweep(root string) error {
 	root = filepath.Clean(root)
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountinfo.Self()
 	if err != nil {
 		return fmt.Errorf("sweep volumes: %w", err)
 	}
-	defer f.Close()
 	var mps []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		if len(fs) < 5 {
-			continue
+	for _, m := range mounts {
+		if m.Under(root) {
+			mps = append(mps, m.Point)
 		}
-		mp := mountinfo.Unescape(fs[4])
-		if mp == root || strings.HasPrefix(mp, root+"/") {
-			mps = append(mps, mp)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("sweep volumes: %w", err)
 	}
 	sort.Slice(mps, func(i, j int) bool { return len(mps[i]) > len(mps[j]) })
 	var errs []error

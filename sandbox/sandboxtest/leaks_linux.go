@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/mountinfo"
 )
 
 // HostLeaks looks for anything on the host still naming the sandbox id: a
@@ -33,10 +35,10 @@ func HostLeaks(id string, dirs ...string) error {
 			}
 		}
 	}
-	if mi, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		for _, line := range strings.Split(string(mi), "\n") {
-			if strings.Contains(line, id) {
-				found = append(found, "mount: "+line)
+	if mounts, err := mountinfo.Self(); err == nil {
+		for _, m := range mounts {
+			if strings.Contains(m.Point, id) || strings.Contains(m.Root, id) || strings.Contains(m.Source, id) {
+				found = append(found, fmt.Sprintf("mount: %s (%s from %s%s)", m.Point, m.FSType, m.Source, m.Root))
 			}
 		}
 	}

@@ -107,25 +107,15 @@ func PrepareThread(c Creds) error {
 // mediatedMounts reads a mountinfo file: the IDs of writable mounts at or
 // below one of roots, not at or below a private path.
 func mediatedMounts(file string, roots, private []string) (map[uint64]bool, error) {
-	b, err := os.ReadFile(file)
+	mounts, err := mountinfo.Read(file)
 	if err != nil {
-		return nil, fmt.Errorf("read sandbox mounts: %w", err)
+		return nil, fmt.Errorf("sandbox mounts: %w", err)
 	}
 	ids := map[uint64]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 {
-			continue
+	for _, m := range mounts {
+		if under(m.Point, roots) && !under(m.Point, private) && !m.ReadOnly() {
+			ids[m.ID] = true
 		}
-		mp := mountinfo.Unescape(f[4])
-		if !under(mp, roots) || under(mp, private) || !strings.HasPrefix(f[5], "rw") {
-			continue
-		}
-		id, err := strconv.ParseUint(f[0], 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("sandbox mountinfo: bad id %q", f[0])
-		}
-		ids[id] = true
 	}
 	return ids, nil
 }

@@ -1,7 +1,6 @@
 package oci
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/backend/internal/cgroupfs"
 	"github.com/airlock-dev/airlock/errdefs"
+	"github.com/airlock-dev/airlock/internal/mountinfo"
 )
 
 // cgroupPaths are a container's cgroup directories: the cgroup2 one
@@ -34,32 +34,17 @@ var v1Wanted = []string{"memory", "pids", "cpu", "cpuacct", "devices", "freezer"
 // cgroupMounts finds the cgroup2 mount and each v1 controller's mount.
 func cgroupMounts() (v2 string, v1 map[string]string) {
 	v1 = map[string]string{}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", v1
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		left, right, ok := strings.Cut(sc.Text(), " - ")
-		if !ok {
-			continue
-		}
-		lf, rf := strings.Fields(left), strings.Fields(right)
-		if len(lf) < 5 || len(rf) < 3 {
-			continue
-		}
-		switch rf[0] {
+	mounts, _ := mountinfo.Self() // none readable: no cgroups
+	for _, m := range mounts {
+		switch m.FSType {
 		case "cgroup2":
 			if v2 == "" {
-				v2 = lf[4]
+				v2 = m.Point
 			}
 		case "cgroup":
-			for _, o := range strings.Split(rf[2], ",") {
-				for _, c := range v1Wanted {
-					if o == c && v1[c] == "" {
-						v1[c] = lf[4]
-					}
+			for _, c := range v1Wanted {
+				if v1[c] == "" && m.HasSuperOption(c) {
+					v1[c] = m.Point
 				}
 			}
 		}

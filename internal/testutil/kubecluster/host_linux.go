@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/airlock-dev/airlock/internal/mountinfo"
 )
 
 // sysctls are the host settings the kubelet changes at start
@@ -130,7 +132,7 @@ func ourCgroups() []string {
 // ourMounts are the mount points under the cluster's dir (when given), the
 // kubelet's default root and containerd's netns dir.
 func ourMounts(clusterDir string) []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.Self()
 	if err != nil {
 		return nil
 	}
@@ -142,14 +144,10 @@ func ourMounts(clusterDir string) []string {
 		prefixes = append(prefixes, clusterDir+"/")
 	}
 	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 5 {
-			continue
-		}
+	for _, m := range mounts {
 		for _, p := range prefixes {
-			if strings.HasPrefix(f[4]+"/", p) {
-				out = append(out, f[4])
+			if strings.HasPrefix(m.Point+"/", p) {
+				out = append(out, m.Point)
 			}
 		}
 	}

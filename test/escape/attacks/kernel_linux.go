@@ -18,6 +18,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/mountinfo"
 )
 
 func init() {
@@ -307,12 +309,11 @@ func attackSysctlWrite(params) {
 
 // attackCgroupEscape moves itself to the root of the cgroup2 hierarchy.
 func attackCgroupEscape(params) {
-	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	mounts, _ := mountinfo.Self()
 	var roots []string
-	for _, line := range strings.Split(string(mi), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 9 && strings.Contains(line, " - cgroup2 ") {
-			roots = append(roots, f[4])
+	for _, m := range mounts {
+		if m.FSType == "cgroup2" {
+			roots = append(roots, m.Point)
 		}
 	}
 	if len(roots) == 0 {

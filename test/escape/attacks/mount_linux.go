@@ -14,6 +14,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/internal/mountinfo"
 )
 
 func init() {
@@ -92,15 +94,10 @@ type mountEntry struct {
 }
 
 func mounts() []mountEntry {
-	b, _ := os.ReadFile("/proc/self/mountinfo")
+	mis, _ := mountinfo.Self()
 	var out []mountEntry
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 {
-			continue
-		}
-		opts := "," + f[5] + ","
-		out = append(out, mountEntry{point: f[4], ro: strings.Contains(opts, ",ro,")})
+	for _, m := range mis {
+		out = append(out, mountEntry{point: m.Point, ro: m.ReadOnly()})
 	}
 	// Deepest first, so children go before their parents.
 	sort.Slice(out, func(i, j int) bool { return len(out[i].point) > len(out[j].point) })
