@@ -68,7 +68,7 @@ func TestCleanupAfterCrash(t *testing.T) {
 	// A create of another owner reclaims nothing of this one.
 	other := New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(), Owner: fmt.Sprintf("airlock-test-other-%d", os.Getpid())})
 	create(t, other, sandbox.Spec{Policy: testPolicy(t, workspace(t), direct)})
-	time.Sleep(500 * time.Millisecond)
+	waitReclaimed(t, other)
 	if err := leaks(b, id); err == nil {
 		t.Fatal("another owner's create reclaimed this owner's container")
 	}
@@ -108,14 +108,8 @@ func TestCreateReclaimsDeadRuns(t *testing.T) {
 	}
 	fresh := New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: b.cfg.StateDir, Owner: b.cfg.Owner})
 	create(t, fresh, sandbox.Spec{Policy: testPolicy(t, workspace(t), direct)})
-	var err error
-	for i := 0; i < 100; i++ {
-		if err = leaks(b, id); err == nil {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if err != nil {
+	waitReclaimed(t, fresh)
+	if err := leaks(b, id); err != nil {
 		t.Fatalf("the next create did not reclaim the dead sandbox: %v", err)
 	}
 	if ents, _ := os.ReadDir(ws); len(ents) > 0 {
@@ -189,4 +183,15 @@ func crashSandbox(t *testing.T, b *Backend, ws string) string {
 		t.Fatalf("container of the killed host process is %q, want exited", st)
 	}
 	return id
+}
+
+// waitReclaimed waits for b's reclaim of dead sandboxes (started by its
+// first create) to finish: what it did is then all it will do.
+func waitReclaimed(t *testing.T, b *Backend) {
+	t.Helper()
+	select {
+	case <-b.reclaimed:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the reclaim started by the first create did not finish in 2 minutes")
+	}
 }

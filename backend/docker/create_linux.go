@@ -39,6 +39,7 @@ func (b *Backend) Create(ctx context.Context, spec sandbox.Spec) (_ sandbox.Sand
 	}
 	b.reclaimOnce.Do(func() {
 		go func() {
+			defer close(b.reclaimed)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			b.reclaimExited(ctx)

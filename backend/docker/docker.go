@@ -74,9 +74,10 @@ type Backend struct {
 	conn *engine // the daemon client, made on first use
 	info *Info   // what the daemon offers, found once
 
-	baseOnce    sync.Mutex // serialises making the base image
-	loadMu      sync.Mutex // serialises loading store images into the daemon
-	reclaimOnce sync.Once  // dead sandboxes' containers, reclaimed at the first create
+	baseOnce    sync.Mutex    // serialises making the base image
+	loadMu      sync.Mutex    // serialises loading store images into the daemon
+	reclaimOnce sync.Once     // dead sandboxes' containers, reclaimed at the first create
+	reclaimed   chan struct{} // closed once that reclaim has finished
 }
 
 // New returns the Docker backend. It does not contact the daemon yet.
@@ -99,7 +100,7 @@ func New(cfg Config) *Backend {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{cfg: cfg, log: cfg.Log.With("backend", Name)}
+	return &Backend{cfg: cfg, log: cfg.Log.With("backend", Name), reclaimed: make(chan struct{})}
 }
 
 // Name returns "docker".
