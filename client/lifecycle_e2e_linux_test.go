@@ -348,11 +348,23 @@ func TestE2EKeepAliveWhileProcesses(t *testing.T) {
 	if sb.KeepAliveWhile != "processes" {
 		t.Fatalf("created: %+v", sb)
 	}
+	// A twin created the same way runs no process: once the reaper has
+	// expired it, the reaper has also weighed sb past its timeout and idle
+	// time (the readiness signal, instead of sleeping and hoping).
+	twin, err := c.Create(ctx, api.CreateSandboxRequest{Timeout: api.Duration(time.Second),
+		KeepAliveWhile: &api.KeepAliveSpec{While: api.KeepAliveWhileProcesses, Idle: api.Duration(time.Second)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Delete(ctx, twin.ID)
 	if _, err := c.Start(ctx, sb.ID, client.ExecOptions{Args: []string{"sh", "-c", "while [ ! -e /workspace/stop ]; do sleep 0.1; done"}}); err != nil {
 		t.Fatal(err)
 	}
-	// Well past its timeout and its idle time it still runs.
-	time.Sleep(time.Until(sb.ExpiresAt) + 4*time.Second)
+	eventually(t, "expiry of the twin without a process", func() bool {
+		g, err := c.Get(ctx, twin.ID)
+		return err == nil && g.State == "stopped" && g.Reason == "expired"
+	})
+	// Past its timeout and its idle time, sb still runs.
 	if g, err := c.Get(ctx, sb.ID); err != nil || g.State != "running" {
 		t.Fatalf("past its timeout with a process running: %v %+v", err, g)
 	}
