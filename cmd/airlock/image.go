@@ -51,45 +51,30 @@ func openImageStore() (*images.Store, error) {
 }
 
 func runImage(args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprint(os.Stderr, imageUsage)
-		if len(args) == 0 {
-			return exitAirlock
-		}
-		return 0
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	sub, args := args[0], args[1:]
-	var err error
-	switch sub {
-	case "pull":
-		err = imagePull(ctx, args)
-	case "import":
-		err = imageImport(ctx, args)
-	case "build":
-		err = imageBuild(ctx, args)
-	case "ls", "list":
-		err = imageList(ctx, args)
-	case "inspect":
-		err = imageInspect(ctx, args)
-	case "rm", "remove":
-		err = imageRemove(ctx, args)
-	case "prune":
-		err = imagePrune(ctx, args)
-	case "export", "save":
-		err = imageExport(ctx, args)
-	default:
-		fmt.Fprintf(os.Stderr, "airlock image: unknown command %q\n%s", sub, imageUsage)
-		return exitAirlock
+	verb := func(name string, do func(context.Context, []string) error) func([]string) int {
+		return func(args []string) int {
+			err := do(ctx, args)
+			if errors.Is(err, errHelp) {
+				return 0
+			}
+			if err != nil {
+				return fail("image "+name, err)
+			}
+			return 0
+		}
 	}
-	if errors.Is(err, errHelp) {
-		return 0
-	}
-	if err != nil {
-		return fail("image "+sub, err)
-	}
-	return 0
+	return dispatch("image", imageUsage, []subcommand{
+		{[]string{"pull"}, verb("pull", imagePull)},
+		{[]string{"import"}, verb("import", imageImport)},
+		{[]string{"build"}, verb("build", imageBuild)},
+		{[]string{"ls", "list"}, verb("ls", imageList)},
+		{[]string{"inspect"}, verb("inspect", imageInspect)},
+		{[]string{"rm", "remove"}, verb("rm", imageRemove)},
+		{[]string{"prune"}, verb("prune", imagePrune)},
+		{[]string{"export", "save"}, verb("export", imageExport)},
+	}, args)
 }
 
 // errHelp: the flags asked for help, which was printed.

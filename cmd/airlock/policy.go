@@ -23,23 +23,11 @@ const policyUsage = `usage:
 `
 
 func runPolicy(args []string) int {
-	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, policyUsage)
-		return exitAirlock
-	}
-	switch args[0] {
-	case "check":
-		return runPolicyCheck(args[1:])
-	case "show":
-		return runPolicyShow(args[1:])
-	case "profiles":
-		return runPolicyProfiles(args[1:])
-	case "-h", "--help", "help":
-		fmt.Fprint(os.Stdout, policyUsage)
-		return 0
-	}
-	fmt.Fprintf(os.Stderr, "airlock policy: unknown subcommand %q\n%s", args[0], policyUsage)
-	return exitAirlock
+	return dispatch("policy", policyUsage, []subcommand{
+		{[]string{"check"}, runPolicyCheck},
+		{[]string{"show"}, runPolicyShow},
+		{[]string{"profiles"}, runPolicyProfiles},
+	}, args)
 }
 
 // runPolicyCheck loads and resolves each file as `airlock run` would, in

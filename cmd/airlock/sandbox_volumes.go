@@ -30,48 +30,53 @@ func parseVolumeMounts(l []string) ([]api.VolumeMount, error) {
 	return out, nil
 }
 
+// volumeUsage is `airlock sandbox volume`'s.
+const volumeUsage = `usage: airlock sandbox volume create NAME SIZE | ls [--json] | rm NAME...
+  named volumes of the caller's tenant; mount one with sandbox create --volume NAME:PATH[:ro]
+`
+
 // sbVolume manages named volumes: create NAME SIZE, ls, rm NAME...
 func sbVolume(ctx context.Context, c *client.Client, args []string) int {
-	if len(args) == 0 {
-		return fail("sandbox volume", fmt.Errorf("want create NAME SIZE, ls [--json] or rm NAME...: %w", errdefs.ErrInvalid))
-	}
-	switch args[0] {
-	case "create":
-		if len(args) != 3 {
-			return fail("sandbox volume create", fmt.Errorf("want NAME SIZE (e.g. 1Gi): %w", errdefs.ErrInvalid))
-		}
-		size, err := policy.ParseByteSize(args[2])
-		if err != nil {
-			return fail("sandbox volume create", fmt.Errorf("size %q: %w", args[2], errdefs.ErrInvalid))
-		}
-		if _, err := c.CreateVolume(ctx, args[1], int64(size)); err != nil {
-			return fail("sandbox volume create", err)
-		}
-		fmt.Println(args[1])
-	case "ls", "list":
-		vs, err := c.Volumes(ctx)
-		if err != nil {
-			return fail("sandbox volume ls", err)
-		}
-		if len(args) > 1 && (args[1] == "--json" || args[1] == "-json") {
-			printJSON(vs)
-			return 0
-		}
-		fmt.Printf("%-24s %12s  %s\n", "NAME", "SIZE", "IN USE BY")
-		for _, v := range vs {
-			fmt.Printf("%-24s %12d  %s\n", v.Name, v.SizeBytes, strings.Join(v.InUse, ","))
-		}
-	case "rm":
-		if len(args) < 2 {
-			return fail("sandbox volume rm", fmt.Errorf("want NAME...: %w", errdefs.ErrInvalid))
-		}
-		for _, n := range args[1:] {
-			if err := c.DeleteVolume(ctx, n); err != nil {
-				return fail("sandbox volume rm", err)
+	return dispatch("sandbox volume", volumeUsage, []subcommand{
+		{[]string{"create"}, func(args []string) int {
+			if len(args) != 2 {
+				return fail("sandbox volume create", fmt.Errorf("want NAME SIZE (e.g. 1Gi): %w", errdefs.ErrInvalid))
 			}
-		}
-	default:
-		return fail("sandbox volume", fmt.Errorf("unknown command %q: want create, ls or rm: %w", args[0], errdefs.ErrInvalid))
-	}
-	return 0
+			size, err := policy.ParseByteSize(args[1])
+			if err != nil {
+				return fail("sandbox volume create", fmt.Errorf("size %q: %w", args[1], errdefs.ErrInvalid))
+			}
+			if _, err := c.CreateVolume(ctx, args[0], int64(size)); err != nil {
+				return fail("sandbox volume create", err)
+			}
+			fmt.Println(args[0])
+			return 0
+		}},
+		{[]string{"ls", "list"}, func(args []string) int {
+			vs, err := c.Volumes(ctx)
+			if err != nil {
+				return fail("sandbox volume ls", err)
+			}
+			if len(args) > 0 && (args[0] == "--json" || args[0] == "-json") {
+				printJSON(vs)
+				return 0
+			}
+			fmt.Printf("%-24s %12s  %s\n", "NAME", "SIZE", "IN USE BY")
+			for _, v := range vs {
+				fmt.Printf("%-24s %12d  %s\n", v.Name, v.SizeBytes, strings.Join(v.InUse, ","))
+			}
+			return 0
+		}},
+		{[]string{"rm"}, func(args []string) int {
+			if len(args) == 0 {
+				return fail("sandbox volume rm", fmt.Errorf("want NAME...: %w", errdefs.ErrInvalid))
+			}
+			for _, n := range args {
+				if err := c.DeleteVolume(ctx, n); err != nil {
+					return fail("sandbox volume rm", err)
+				}
+			}
+			return 0
+		}},
+	}, args)
 }
