@@ -64,62 +64,45 @@ func runSandbox(args []string) int {
 	if set {
 		host = h
 	}
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		switch {
-		case args[0] == "-h" || args[0] == "--help":
-			fmt.Fprint(os.Stderr, sandboxUsage)
-			return 0
-		default:
-			fmt.Fprintf(os.Stderr, "airlock sandbox: unknown flag %q\n%s", args[0], sandboxUsage)
-			return exitAirlock
+	if len(args) > 0 && strings.HasPrefix(args[0], "-") && args[0] != "-h" && args[0] != "--help" {
+		fmt.Fprintf(os.Stderr, "airlock sandbox: unknown flag %q\n%s", args[0], sandboxUsage)
+		return exitAirlock
+	}
+	// with runs one verb with a client for host, made only once the verb
+	// is known (an unknown one is refused before any connection).
+	with := func(verb func(context.Context, *client.Client, []string) int) func([]string) int {
+		return func(rest []string) int {
+			c, err := client.New(host, client.WithAPIKey(os.Getenv(client.EnvAPIKey)))
+			if err != nil {
+				return fail("sandbox", err)
+			}
+			defer c.Close()
+			ctx, stop := interruptContext()
+			defer stop()
+			return verb(ctx, c, rest)
 		}
 	}
-	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, sandboxUsage)
-		return exitAirlock
+	pauseResume := func(sub string) func(context.Context, *client.Client, []string) int {
+		return func(ctx context.Context, c *client.Client, rest []string) int {
+			return sbPauseResume(ctx, c, sub, rest)
+		}
 	}
-	c, err := client.New(host, client.WithAPIKey(os.Getenv(client.EnvAPIKey)))
-	if err != nil {
-		return fail("sandbox", err)
-	}
-	defer c.Close()
-	ctx, stop := interruptContext()
-	defer stop()
-	sub, rest := args[0], args[1:]
-	var code int
-	switch sub {
-	case "create":
-		code = sbCreate(ctx, c, rest)
-	case "ls", "list":
-		code = sbList(ctx, c, rest)
-	case "inspect":
-		code = sbInspect(ctx, c, rest)
-	case "exec":
-		code = sbExec(ctx, c, rest)
-	case "cp":
-		code = sbCopy(ctx, c, rest)
-	case "rm":
-		code = sbRemove(ctx, c, rest)
-	case "logs":
-		code = sbLogs(ctx, c, rest)
-	case "watch":
-		code = sbWatch(ctx, c, rest)
-	case "volume":
-		code = sbVolume(ctx, c, rest)
-	case "port-forward":
-		code = sbPortForward(ctx, c, rest)
-
-	case "pause", "resume":
-		code = sbPauseResume(ctx, c, sub, rest)
-	case "checkpoint":
-		code = sbCheckpoint(ctx, c, rest)
-	case "rollback":
-		code = sbRollback(ctx, c, rest)
-	default:
-		fmt.Fprintf(os.Stderr, "airlock sandbox: unknown command %q\n%s", sub, sandboxUsage)
-		return exitAirlock
-	}
-	return code
+	return dispatch("sandbox", sandboxUsage, []subcommand{
+		{[]string{"create"}, with(sbCreate)},
+		{[]string{"ls", "list"}, with(sbList)},
+		{[]string{"inspect"}, with(sbInspect)},
+		{[]string{"exec"}, with(sbExec)},
+		{[]string{"cp"}, with(sbCopy)},
+		{[]string{"rm"}, with(sbRemove)},
+		{[]string{"logs"}, with(sbLogs)},
+		{[]string{"watch"}, with(sbWatch)},
+		{[]string{"volume"}, with(sbVolume)},
+		{[]string{"port-forward"}, with(sbPortForward)},
+		{[]string{"pause"}, with(pauseResume("pause"))},
+		{[]string{"resume"}, with(pauseResume("resume"))},
+		{[]string{"checkpoint"}, with(sbCheckpoint)},
+		{[]string{"rollback"}, with(sbRollback)},
+	}, args)
 }
 
 // execValueFlags are exec's flags that take a separate value: hoistHost

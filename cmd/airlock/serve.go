@@ -386,12 +386,16 @@ func openExistingStore(ctx context.Context, fs *flag.FlagSet, data string) (*ser
 
 // runServeKey manages API keys in the store: create prints the key once.
 func runServeKey(args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: airlock serve key create --tenant T [--name N] | list | revoke ID  [--data DIR]")
-		return exitAirlock
-	}
-	sub := args[0]
-	rest := args[1:]
+	const usage = "usage: airlock serve key create --tenant T [--name N] | list | revoke ID  [--data DIR]\n"
+	return dispatch("serve key", usage, []subcommand{
+		{[]string{"create"}, func(a []string) int { return serveKey("create", a) }},
+		{[]string{"list", "ls"}, func(a []string) int { return serveKey("list", a) }},
+		{[]string{"revoke"}, func(a []string) int { return serveKey("revoke", a) }},
+	}, args)
+}
+
+// serveKey runs one verb of `airlock serve key` (dispatch checked it).
+func serveKey(sub string, rest []string) int {
 	var ids []string
 	if sub == "revoke" && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
 		// `revoke ID --data DIR`: the ID may come before the flags.
@@ -457,23 +461,27 @@ func runServeKey(args []string) int {
 		}
 		return 0
 	}
-	return fail("serve key", fmt.Errorf("unknown subcommand %q (create, list, revoke): %w", sub, sandbox.ErrInvalid))
+	panic("serve key: verb " + sub + " not in dispatch's table")
 }
 
 // runServeQuota sets or shows a tenant's quota.
 func runServeQuota(args []string) int {
-	if len(args) == 0 {
-		fmt.Fprintln(os.Stderr, "usage: airlock serve quota set|get --tenant T [--max-sandboxes N] [--max-memory SIZE] [--data DIR]")
-		return exitAirlock
-	}
-	sub := args[0]
+	const usage = "usage: airlock serve quota set|get --tenant T [--max-sandboxes N] [--max-memory SIZE] [--data DIR]\n"
+	return dispatch("serve quota", usage, []subcommand{
+		{[]string{"set"}, func(a []string) int { return serveQuota("set", a) }},
+		{[]string{"get"}, func(a []string) int { return serveQuota("get", a) }},
+	}, args)
+}
+
+// serveQuota runs one verb of `airlock serve quota` (dispatch checked it).
+func serveQuota(sub string, args []string) int {
 	fs := flag.NewFlagSet("airlock serve quota "+sub, flag.ContinueOnError)
 	data := fs.String("data", defaultDataDir(), "data directory")
 	tenant := fs.String("tenant", "", "tenant")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "concurrent sandboxes (0: server default)")
 	maxMemory := fs.String("max-memory", "", "total memory, e.g. 8Gi (empty: server default)")
 	fs.SetOutput(os.Stderr)
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return exitAirlock
 	}
 	if *tenant == "" {
@@ -507,7 +515,7 @@ func runServeQuota(args []string) int {
 		json.NewEncoder(os.Stdout).Encode(q)
 		return 0
 	}
-	return fail("serve quota", fmt.Errorf("unknown subcommand %q (set, get): %w", sub, sandbox.ErrInvalid))
+	panic("serve quota: verb " + sub + " not in dispatch's table")
 }
 func tlsListener(ln net.Listener, certFile, keyFile string) (net.Listener, error) {
 	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
