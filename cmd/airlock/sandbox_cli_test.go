@@ -248,8 +248,8 @@ func TestSandboxCLIHostAndMessages(t *testing.T) {
 	if _, errOut, code := run(noHost, "sandbox", "ls"); code != exitAirlock || !strings.Contains(errOut, "airlock serve") {
 		t.Errorf("no server: %d %q, want 125 and a hint that airlock serve is not running", code, errOut)
 	}
-	if _, errOut, _ := run(nil, "sandbox", "--help"); !strings.Contains(errOut, "--timeout D] ID -- CMD") {
-		t.Errorf("the usage of exec omits --timeout: %q", errOut)
+	if out, _, code := run(nil, "sandbox", "--help"); code != 0 || !strings.Contains(out, "--timeout D] ID -- CMD") {
+		t.Errorf("sandbox --help: %d, want 0 and a usage on stdout naming exec's --timeout: %q", code, out)
 	}
 	// The key and quota commands never create a store of their own.
 	data := filepath.Join(t.TempDir(), "no-server-here")
