@@ -73,6 +73,14 @@ func (h *Handler) handleCreate(w http.ResponseWriter, r *http.Request, c *client
 		writeFailure(w, err)
 		return
 	}
+	if out, ok, err := h.fromSnapshot(r, c, &req); ok {
+		if err != nil {
+			writeFailure(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, out)
+		return
+	}
 	creq, err := h.plan(r.Context(), c, &req)
 	if err != nil {
 		writeFailure(w, err)
