@@ -3,12 +3,14 @@ package client_test
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/client"
+	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
 // TestE2EFork: a fork of a sandbox holding files makes copies that see
@@ -216,5 +218,51 @@ func TestE2EForkOtherTenant(t *testing.T) {
 	}
 	if _, err := a.GetSnapshot(ctx, snap.ID); err != nil {
 		t.Fatalf("alice after bob's attempts: %v", err)
+	}
+}
+
+// TestE2EForkRefusedByOtherBackends: gvisor, docker and wasm sandboxes
+// keep their files in their backend, not where the server can copy
+// them: fork and snapshot are refused with 501 naming the backend, and
+// nothing is made.
+func TestE2EForkRefusedByOtherBackends(t *testing.T) {
+	requireNative(t)
+	for _, bin := range []string{"runsc", "docker"} {
+		testutil.RequireBinary(t, bin)
+	}
+	if err := exec.Command("docker", "info").Run(); err != nil {
+		testutil.Skip(t, "no docker daemon: "+err.Error())
+	}
+	s, err := startServe(t.TempDir()) // every backend the host has
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.stop()
+	c := s.client(t)
+	ctx := context.Background()
+	for _, b := range []string{"gvisor", "docker", "wasm"} {
+		t.Run(b, func(t *testing.T) {
+			sb, err := c.Create(ctx, api.CreateSandboxRequest{Backend: b})
+			if err != nil {
+				t.Fatalf("create: %v\n%s", err, s.logText())
+			}
+			defer c.Delete(ctx, sb.ID)
+			_, err = c.Fork(ctx, sb.ID, api.ForkRequest{})
+			ce := wantCode(t, "fork", err, 501, api.CodeNotSupported)
+			if !strings.Contains(ce.Message, "the "+b+" backend") {
+				t.Errorf("the refusal does not name the backend: %s", ce.Message)
+			}
+			_, err = c.Snapshot(ctx, sb.ID, "")
+			ce = wantCode(t, "snapshot", err, 501, api.CodeNotSupported)
+			if !strings.Contains(ce.Message, "the "+b+" backend") {
+				t.Errorf("the refusal does not name the backend: %s", ce.Message)
+			}
+			if all, err := c.List(ctx, client.ListOptions{}); err != nil || len(all) != 1 {
+				t.Errorf("after the refusals: %v %+v", err, all)
+			}
+			if l, err := c.Snapshots(ctx, ""); err != nil || len(l) != 0 {
+				t.Errorf("snapshots after the refusals: %v %+v", err, l)
+			}
+		})
 	}
 }
