@@ -266,3 +266,53 @@ func TestE2EForkRefusedByOtherBackends(t *testing.T) {
 		})
 	}
 }
+
+// TestE2EForkImageSandbox: a fork of an image sandbox carries its
+// writable layer: a file it changed, one it added and one it deleted
+// from the image (an overlay whiteout) are so in the copy, and a
+// snapshot of it survives a server restart (its image held meanwhile).
+func TestE2EForkImageSandbox(t *testing.T) {
+	requireNative(t)
+	dir := t.TempDir()
+	s, c := imageServe(t, dir)
+	defer s.stop()
+	ctx := context.Background()
+	sb, err := c.Create(ctx, api.CreateSandboxRequest{Image: "bb:1", Policy: diskPolicy})
+	if err != nil {
+		t.Fatalf("create: %v\n%s", err, s.logText())
+	}
+	defer c.Delete(ctx, sb.ID)
+	const change = `set -e; echo ws > /workspace/f; echo changed > /etc/motd; echo added > /etc/added; test -e /etc/group; rm /etc/group; ls /etc | sort | tr '\n' ' '`
+	etc := runOut(t, c, sb.ID, change)
+	const look = `cat /workspace/f /etc/motd /etc/added; ls /etc | sort | tr '\n' ' '`
+	want := runOut(t, c, sb.ID, look)
+	res, err := c.Fork(ctx, sb.ID, api.ForkRequest{})
+	if err != nil {
+		t.Fatalf("fork: %v\n%s", err, s.logText())
+	}
+	f := res.Sandboxes[0]
+	defer c.Delete(ctx, f.ID)
+	if got := runOut(t, c, f.ID, look); got != want || !strings.HasSuffix(want, etc) || strings.Contains(etc, "group") {
+		t.Fatalf("the copy's files:\n%q\nwant\n%q", got, want)
+	}
+	snap, err := c.Snapshot(ctx, sb.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	c = s.client(t)
+	res, err = c.CreateFromSnapshot(ctx, snap.ID, api.ForkRequest{})
+	if err != nil {
+		t.Fatalf("create from the snapshot after a restart: %v\n%s", err, s.logText())
+	}
+	defer c.Delete(ctx, res.Sandboxes[0].ID)
+	if got := runOut(t, c, res.Sandboxes[0].ID, look); got != want {
+		t.Fatalf("the snapshot's sandbox after a restart:\n%q\nwant\n%q", got, want)
+	}
+	if err := c.DeleteSnapshot(ctx, snap.ID); err != nil {
+		t.Fatal(err)
+	}
+}
