@@ -166,44 +166,38 @@ func (h *Handler) handleDeleteTemplate(w http.ResponseWriter, r *http.Request, c
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// fromSnapshot makes the sandbox of an E2B create whose template is one
-// of the tenant's snapshots (E2B's Sandbox.create(snapshotId)): ok false
-// when it names none.
-func (h *Handler) fromSnapshot(r *http.Request, c *client.Client, req *newSandbox) (*sandboxOut, bool, error) {
-	if req.TemplateID == "" || !strings.HasPrefix(req.TemplateID, "snap-") && !h.isSnapshotName(r.Context(), c, req.TemplateID) {
-		return nil, false, nil
-	}
+// snapshotPrefix starts snapshot IDs (E2B's SDK creates from one by
+// passing it as the template).
+const snapshotPrefix = "snap-"
+
+// createFromSnapshot answers an E2B create whose template is one of the
+// tenant's snapshots (E2B's Sandbox.create(snapshotId)): its ID or name.
+func (h *Handler) createFromSnapshot(w http.ResponseWriter, r *http.Request, c *client.Client, req *newSandbox) {
 	lease := defaultLease
 	if req.Timeout != nil {
 		lease = *req.Timeout
 	}
 	if lease <= 0 {
-		return nil, true, errInvalid("timeout %d: must be positive (seconds)", lease)
+		writeFailure(w, errInvalid("timeout %d: must be positive (seconds)", lease))
+		return
 	}
 	labels := map[string]string{}
 	for k, v := range req.Metadata {
 		if strings.HasPrefix(k, labelPrefix) {
-			return nil, true, errInvalid("metadata key %q: the prefix %q is reserved", k, labelPrefix)
+			writeFailure(w, errInvalid("metadata key %q: the prefix %q is reserved", k, labelPrefix))
+			return
 		}
 		labels[k] = v
 	}
 	res, err := c.CreateFromSnapshot(r.Context(), req.TemplateID, api.ForkRequest{Timeout: api.Duration(time.Duration(lease) * time.Second), Labels: labels})
 	if err != nil {
-		return nil, true, err
+		writeFailure(w, err)
+		return
 	}
 	out, err := h.describeAll(r, c, res.Sandboxes)
 	if err != nil {
-		return nil, true, err
+		writeFailure(w, err)
+		return
 	}
-	return out[0], true, nil
-}
-
-// isSnapshotName says whether name is one of the tenant's snapshots'
-// names and no template's.
-func (h *Handler) isSnapshotName(ctx context.Context, c *client.Client, name string) bool {
-	if _, err := c.Image(ctx, name); err == nil {
-		return false
-	}
-	_, err := c.GetSnapshot(ctx, name)
-	return err == nil
+	writeJSON(w, http.StatusCreated, out[0])
 }
