@@ -3,6 +3,7 @@ package e2b
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"sort"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/client"
+	"github.com/airlock-dev/airlock/errdefs"
 )
 
 // Lease bounds of E2B's API.
@@ -73,12 +75,24 @@ func (h *Handler) handleCreate(w http.ResponseWriter, r *http.Request, c *client
 		writeFailure(w, err)
 		return
 	}
+	if strings.HasPrefix(req.TemplateID, snapshotPrefix) {
+		h.createFromSnapshot(w, r, c, &req)
+		return
+	}
 	creq, err := h.plan(r.Context(), c, &req)
 	if err != nil {
 		writeFailure(w, err)
 		return
 	}
 	sb, err := c.Create(r.Context(), creq)
+	if errors.Is(err, errdefs.ErrNotFound) && req.TemplateID != "" {
+		// No such image: a snapshot's name, perhaps (looked up only
+		// here, so that a create from a template costs no extra call).
+		if _, serr := c.GetSnapshot(r.Context(), req.TemplateID); serr == nil {
+			h.createFromSnapshot(w, r, c, &req)
+			return
+		}
+	}
 	if err != nil {
 		writeFailure(w, err)
 		return

@@ -209,11 +209,13 @@ func (s *Store) DeleteCheckpoint(ctx context.Context, id, cp string) error {
 	return nil
 }
 
-// CheckpointUsage returns how many checkpoints tenant holds and their bytes.
+// CheckpointUsage returns how many checkpoints and snapshots tenant holds
+// and their bytes (one quota bounds both).
 func (s *Store) CheckpointUsage(ctx context.Context, tenant string) (int, int64, error) {
 	var n int
 	var b int64
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM checkpoints WHERE tenant = ?`, tenant).Scan(&n, &b)
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM
+		(SELECT bytes FROM checkpoints WHERE tenant = ? UNION ALL SELECT bytes FROM snapshots WHERE tenant = ?)`, tenant, tenant).Scan(&n, &b)
 	if err != nil {
 		return 0, 0, fmt.Errorf("checkpoint usage of %q: %w", tenant, err)
 	}

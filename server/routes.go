@@ -138,6 +138,12 @@ func (s *Server) apiRoutes() []route {
 		{"GET /v1/sandboxes/{id}/checkpoints", s.handleCheckpointList},
 		{"DELETE /v1/sandboxes/{id}/checkpoints/{checkpoint}", s.handleCheckpointDelete},
 		{"POST /v1/sandboxes/{id}/rollback", s.needsStorage(s.handleRollback)},
+		{"POST /v1/sandboxes/{id}/fork", s.needsStorage(s.handleFork)},
+		{"POST /v1/sandboxes/{id}/snapshots", s.needsStorage(s.handleSnapshotCreate)},
+		{"GET /v1/snapshots", s.handleSnapshotList},
+		{"GET /v1/snapshots/{snapshot}", s.handleSnapshotGet},
+		{"DELETE /v1/snapshots/{snapshot}", s.handleSnapshotDelete},
+		{"POST /v1/snapshots/{snapshot}/sandboxes", s.needsStorage(s.handleSnapshotSandboxes)},
 	}, s.imageRoutes()...)
 }
 

@@ -154,8 +154,9 @@ type Server struct {
 	portTransport *http.Transport // the port proxy's (ports.go)
 	nvols         namedVolumes    // named volumes mounted for live sandboxes (volumes.go)
 
-	resumeMu sync.Mutex // one resume at a time (pause.go)
-	held     heldImages // images of paused sandboxes (imagepause.go)
+	resumeMu sync.Mutex   // one resume at a time (pause.go)
+	snapMu   sync.RWMutex // a snapshot is not deleted while sandboxes are made of it (snapshot.go)
+	held     heldImages   // images of paused sandboxes (imagepause.go)
 }
 
 type usage struct {
@@ -355,6 +356,9 @@ func (s *Server) reconcile(ctx context.Context) error {
 	}
 	if err := s.sweepDisks(s.pausedFiles(ctx)); err != nil {
 		errs = append(errs, err)
+	}
+	if err := s.keepSnapshots(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("reconcile: snapshots: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -110,6 +110,27 @@ var migrations = []string{
 	CREATE INDEX checkpoints_tenant ON checkpoints(tenant);`,
 	// A paused image sandbox's image, by ID (imagepause.go).
 	`ALTER TABLE lifecycle ADD COLUMN image TEXT NOT NULL DEFAULT '';`,
+	// Issue 23: snapshots, a sandbox's files and settings kept apart from
+	// it (server/snapstore.go).
+	`CREATE TABLE snapshots (
+		id         TEXT PRIMARY KEY,
+		tenant     TEXT NOT NULL,
+		name       TEXT NOT NULL DEFAULT '',
+		sandbox    TEXT NOT NULL,
+		backend    TEXT NOT NULL,
+		image      TEXT NOT NULL DEFAULT '',
+		image_id   TEXT NOT NULL DEFAULT '',
+		request    TEXT NOT NULL,
+		trusted    INTEGER NOT NULL DEFAULT 0,
+		owner_uid  INTEGER NOT NULL,
+		owner_gid  INTEGER NOT NULL,
+		created_at INTEGER NOT NULL,
+		files      INTEGER NOT NULL,
+		bytes      INTEGER NOT NULL,
+		copy       TEXT NOT NULL DEFAULT '{}'
+	);
+	CREATE INDEX snapshots_tenant ON snapshots(tenant, created_at);
+	CREATE UNIQUE INDEX snapshots_name ON snapshots(tenant, name) WHERE name <> '';`,
 }
 
 // StoreFile is the store's file name in the data directory.

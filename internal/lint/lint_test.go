@@ -179,6 +179,7 @@ var hostPathHomes = map[string]string{
 	"server/checkpoint.go":              "a sandbox's workspace and its rollback siblings, at paths the server made (RemoveAll and Rename never follow links inside)",
 	"server/manifest.go":                "manifests the server writes in its own checkpoint directory (the workspace itself is walked through os.Root)",
 	"server/objects.go":                 "the content-addressed checkpoint objects, named by their sha256 in the server's directory",
+	"server/snapshot.go":                "a snapshot's files under the data directory, named by the ID the server made (the copy itself opens every name relative to its parent, O_NOFOLLOW: clone_linux.go)",
 	"server/pause.go":                   "a paused sandbox's files under the data directory, named by the ID the server made",
 	"server/tree_linux.go":              "owner shifts of a stopped sandbox's workspace (Lstat/Lchown, no process runs); restores go through os.Root",
 	"server/porttoken.go":               "the port-token key in the server's data directory, a name it makes",

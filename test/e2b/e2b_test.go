@@ -140,3 +140,12 @@ func TestE2BSDK(t *testing.T) {
 	nodeTests(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + key},
 		"tests/sandbox.test.mjs")
 }
+
+// TestE2BFork: fork, snapshots and create-from-snapshot through E2B's
+// SDK (tests/fork.test.mjs).
+func TestE2BFork(t *testing.T) {
+	s, key := startServer(t, "--e2b-domain", "e2b.airlock.test")
+	url := "http://" + s.addr
+	nodeTests(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + key},
+		"tests/fork.test.mjs")
+}

@@ -67,4 +67,10 @@ export const NOT_COVERED: Record<string, string> = {
   "GET /v1/volumes": "named volumes: manage them with the Go SDK (CreateVolume, Volumes, DeleteVolume); not yet in this SDK",
   "GET /v1/volumes/{name}": "named volumes: manage them with the Go SDK (CreateVolume, Volumes, DeleteVolume); not yet in this SDK",
   "DELETE /v1/volumes/{name}": "named volumes: manage them with the Go SDK (CreateVolume, Volumes, DeleteVolume); not yet in this SDK",
+  "POST /v1/sandboxes/{id}/fork": "fork and snapshots: use the Go SDK (Fork, Snapshot, Snapshots, DeleteSnapshot, CreateFromSnapshot) or the E2B door; not yet in this SDK",
+  "POST /v1/sandboxes/{id}/snapshots": "fork and snapshots: use the Go SDK (Fork, Snapshot, Snapshots, DeleteSnapshot, CreateFromSnapshot) or the E2B door; not yet in this SDK",
+  "GET /v1/snapshots": "fork and snapshots: use the Go SDK (Fork, Snapshot, Snapshots, DeleteSnapshot, CreateFromSnapshot) or the E2B door; not yet in this SDK",
+  "GET /v1/snapshots/{snapshot}": "fork and snapshots: use the Go SDK (Fork, Snapshot, Snapshots, DeleteSnapshot, CreateFromSnapshot) or the E2B door; not yet in this SDK",
+  "DELETE /v1/snapshots/{snapshot}": "fork and snapshots: use the Go SDK (Fork, Snapshot, Snapshots, DeleteSnapshot, CreateFromSnapshot) or the E2B door; not yet in this SDK",
+  "POST /v1/snapshots/{snapshot}/sandboxes": "fork and snapshots: use the Go SDK (Fork, Snapshot, Snapshots, DeleteSnapshot, CreateFromSnapshot) or the E2B door; not yet in this SDK",
 };
