@@ -40,7 +40,9 @@ exec 9>"$dir/.lock"
 flock 9
 
 # dockerize ROOTFS_TAR OUT NAME: a docker save tarball of one layer (the root
-# filesystem) named NAME:latest, whose user is "user" in /home/user.
+# filesystem) named NAME:latest, in /home/user. The image runs as root (the
+# sandbox's own setup needs it); the label dev.airlock.e2b-user names the
+# user E2B's calls run as by default.
 dockerize() {
 	local rootfs=$1 out=$2 name=$3 tmp
 	tmp=$(mktemp -d "$dir/.pack.XXXXXX")
@@ -52,7 +54,7 @@ dockerize() {
 	ln "$rootfs" "$tmp/$diff/layer.tar" 2>/dev/null || cp "$rootfs" "$tmp/$diff/layer.tar"
 	# A fixed creation time keeps the config, so the image ID, the same
 	# for the same packages.
-	printf '{"architecture":"%s","os":"linux","created":"1970-01-01T00:00:00Z","config":{"User":"user","WorkingDir":"/home/user","Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8","MPLBACKEND=Agg"],"Cmd":["/bin/bash"],"Labels":{"dev.airlock.e2b-template":"%s"}},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
+	printf '{"architecture":"%s","os":"linux","created":"1970-01-01T00:00:00Z","config":{"WorkingDir":"/home/user","Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8","MPLBACKEND=Agg"],"Cmd":["/bin/bash"],"Labels":{"dev.airlock.e2b-template":"%s","dev.airlock.e2b-user":"user"}},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
 		"$(dpkg --print-architecture)" "$name" "$diff" >"$tmp/config.json"
 	local cfg
 	cfg=$(sha256sum "$tmp/config.json" | cut -d' ' -f1)
@@ -63,16 +65,19 @@ dockerize() {
 }
 
 # build NAME PACKAGES: $dir/NAME.tar (a link to the tarball of this build).
+# The root filesystem is cached by its options, the image by its packing.
 build() {
-	local name=$1 pkgs=$2 key
-	key=$(printf '%s\n' "$suite" "$pkgs" "${opts[@]}" "$(declare -f dockerize)" | sha256sum | cut -c1-12)
-	local out="$dir/$name-$key.tar"
-	if [ ! -s "$out" ]; then
+	local name=$1 pkgs=$2 key pack
+	key=$(printf '%s\n' "$suite" "$pkgs" "${opts[@]}" | sha256sum | cut -c1-12)
+	pack=$(printf '%s\n' "$key" "$(declare -f dockerize)" | sha256sum | cut -c1-12)
+	local rootfs="$dir/$name-$key.rootfs.tar" out="$dir/$name-$pack.tar"
+	if [ ! -s "$rootfs" ]; then
 		echo "e2b-templates: building $name with mmdebstrap (once per machine)"
-		rm -f "$out.rootfs"
-		mmdebstrap --quiet --mode=root "${opts[@]}" --include="$pkgs" "$suite" "$out.rootfs"
-		dockerize "$out.rootfs" "$out" "$name"
-		rm -f "$out.rootfs"
+		mmdebstrap --quiet --mode=root "${opts[@]}" --include="$pkgs" "$suite" "$rootfs.tmp"
+		mv "$rootfs.tmp" "$rootfs"
+	fi
+	if [ ! -s "$out" ]; then
+		dockerize "$rootfs" "$out" "$name"
 	fi
 	ln -sfn "$(basename "$out")" "$dir/$name.tar"
 }
