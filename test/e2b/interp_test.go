@@ -53,3 +53,24 @@ func TestE2BCodeInterpreter(t *testing.T) {
 	nodeTests(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + key},
 		"tests/interp.test.mjs")
 }
+
+// TestE2BTemplates: the base template made by scripts/e2b-templates.sh
+// and a Dockerfile template built on it with `airlock image build` are
+// E2B templates by name; calls run as "user" unless they ask for root.
+func TestE2BTemplates(t *testing.T) {
+	s, key := startServer(t)
+	importTemplate(t, s, "base")
+	dir := t.TempDir()
+	df := "FROM base\nRUN echo from-dockerfile > /etc/airlock-template-mark\n"
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(df), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command(s.bin, "image", "build", "-f", filepath.Join(dir, "Dockerfile"), "-t", "my-template", dir)
+	build.Env = append(os.Environ(), "AIRLOCK_IMAGE_STORE="+filepath.Join(s.data, "images"))
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("image build: %v\n%s", err, out)
+	}
+	url := "http://" + s.addr
+	nodeTests(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + key},
+		"tests/templates.test.mjs")
+}
