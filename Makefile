@@ -21,7 +21,7 @@ CROSS_GOOS := darwin windows freebsd
 RACE_SKIP := /test/escape /test/kube
 PKGS_NOT   = $(shell $(GO) list ./... | grep -v $(foreach p,$(1),-e '$(p)$$' -e '$(p)/'))
 
-.PHONY: all build build-kube deps test unit lint cross race fuzz demo bench escape load clean sdk-test
+.PHONY: e2b-templates all build build-kube deps test unit lint cross race fuzz demo bench escape load clean sdk-test
 .PHONY: wasm-assets docker-images guest-kernel
 
 all: build
@@ -105,6 +105,12 @@ load: build
 # image: headless Chromium). Skipped when unchanged; part of test.
 docker-images:
 	./scripts/docker-images.sh
+
+# E2B's templates (base, code-interpreter-v1) built from Debian's packages
+# and imported into the default image store ($$AIRLOCK_IMAGE_STORE, else
+# airlock's own). Cached and idempotent; deps builds the tarballs.
+e2b-templates: build
+	./scripts/e2b-templates.sh all $(BIN)
 
 # WASI interpreter builds for the wasm backend (ruby), checksum-verified,
 # into var/wasm (or $AIRLOCK_WASM_DIR). Idempotent; part of deps.

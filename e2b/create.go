@@ -206,12 +206,17 @@ func labelsOf(req *newSandbox, autoPause bool) (map[string]string, error) {
 }
 
 // templateUser is the user envd calls run as by default in sandboxes of
-// template: the image's user by name (E2B's templates: "user"), root when
-// it names none or a numeric one.
+// template: the image's label dev.airlock.e2b-user (E2B's templates made by
+// scripts/e2b-templates.sh: "user"; the image itself runs as root, which
+// the sandbox's setup needs), else its user by name, root when it names
+// none or a numeric one.
 func (h *Handler) templateUser(ctx context.Context, c *client.Client, template string) string {
 	img, err := c.Image(ctx, template)
 	if err != nil {
 		return "root"
+	}
+	if u := img.Config.Labels["dev.airlock.e2b-user"]; u != "" && validUserName(u) {
+		return u
 	}
 	u, _, _ := strings.Cut(img.Config.User, ":")
 	if u == "" || u == "0" || strings.Trim(u, "0123456789") == "" {
@@ -286,4 +291,17 @@ func (h *Handler) describe(r *http.Request, c *client.Client, sb *api.Sandbox) (
 		out.TrafficAccessToken = &t
 	}
 	return out, nil
+}
+
+// validUserName: a user name of /etc/passwd's usual shape.
+func validUserName(u string) bool {
+	if len(u) == 0 || len(u) > 32 {
+		return false
+	}
+	for i, c := range u {
+		if !(c >= 'a' && c <= 'z' || c == '_' || i > 0 && (c >= '0' && c <= '9' || c == '-')) {
+			return false
+		}
+	}
+	return true
 }

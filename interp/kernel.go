@@ -26,6 +26,10 @@ var javascriptKernel string
 const (
 	Python     = "python"
 	JavaScript = "javascript"
+	// Bash is a bash process kept across cells (variables, functions,
+	// working directory), driven by the Python kernel: it needs python3
+	// in the sandbox. Only streamed runs (RunStream) use it.
+	Bash = "bash"
 )
 
 // Languages returns the languages Start accepts, default first.
@@ -66,7 +70,12 @@ type Result struct {
 	// Error is set when the cell raised (or was interrupted, or the kernel
 	// died: then Lost is set too).
 	Error          *CellError
-	Images         []Image
+	Images []Image
+	// Data is every representation of the last expression's value
+	// (text, html, svg, png, json, ...), and Displays those of what the
+	// cell displayed (figures with their chart data): set by RunStream.
+	Data           Bundle
+	Displays       []Bundle
 	Truncated      bool // stdout or stderr was cut at the kernel's limit
 	ExecutionCount int
 	// Lost reports that the kernel is gone after this cell (it died or had
@@ -112,6 +121,10 @@ type message struct {
 		Format string `json:"format"`
 		Data   []byte `json:"data"`
 	} `json:"images"`
+	Name     string   `json:"name"` // stream: stdout or stderr
+	Text     string   `json:"text"`
+	Data     Bundle   `json:"data"`
+	Displays []Bundle `json:"displays"`
 	Truncated      bool `json:"truncated"`
 	ExecutionCount int  `json:"execution_count"`
 }
@@ -128,11 +141,14 @@ func parseMessage(line []byte) (*message, error) {
 		return nil, errors.New("malformed message: trailing data")
 	}
 	switch m.Type {
-	case "ready", "result", "fatal":
+	case "ready", "result", "fatal", "stream":
 	default:
 		return nil, fmt.Errorf("unknown message type %q", clipString(m.Type, 32))
 	}
-	if len(m.Images) > maxImages {
+	if m.Type == "stream" && m.Name != "stdout" && m.Name != "stderr" {
+		return nil, fmt.Errorf("stream %q: want stdout or stderr", clipString(m.Name, 32))
+	}
+	if len(m.Images) > maxImages || len(m.Displays) > maxImages {
 		return nil, fmt.Errorf("%d images, at most %d", len(m.Images), maxImages)
 	}
 	return &m, nil
@@ -146,6 +162,12 @@ func (m *message) toResult() *Result {
 	r := &Result{Stdout: m.Stdout, Stderr: m.Stderr, Value: m.Result, Truncated: m.Truncated, ExecutionCount: m.ExecutionCount}
 	if m.Error != nil {
 		r.Error = &CellError{Name: m.Error.Name, Value: m.Error.Value, Traceback: m.Error.Traceback}
+	}
+	r.Data = m.Data.checked()
+	for _, d := range m.Displays {
+		if d = d.checked(); len(d) > 0 {
+			r.Displays = append(r.Displays, d)
+		}
 	}
 	for _, im := range m.Images {
 		if im.Format != "png" || !bytes.HasPrefix(im.Data, pngMagic) {
@@ -170,6 +192,8 @@ type Kernel struct {
 	stderr  *tail
 	sem     chan struct{}
 	nextID  int64
+	// onStream receives a streamed cell's output (nil: none is due).
+	onStream atomic.Pointer[func(name, text string)]
 	// listening is set while an answer is due (ready, a cell's result). A
 	// kernel speaks only when asked: output at any other time is a
 	// violation, so an idle kernel cannot make the host buffer anything.
@@ -227,9 +251,9 @@ func (o *Options) defaults() {
 func kernelCommand(o Options) (binary string, args []string, env map[string]string, err error) {
 	env = map[string]string{}
 	switch o.Language {
-	case Python:
+	case Python, Bash:
 		binary = "python3"
-		args = []string{"python3", "-c", pythonKernel}
+		args = []string{"python3", "-c", pythonKernel, o.Language}
 		env["PYTHONDONTWRITEBYTECODE"] = "1" // no __pycache__ in the user's files
 		env["PYTHONIOENCODING"] = "utf-8:backslashreplace"
 	case JavaScript:
@@ -238,7 +262,7 @@ func kernelCommand(o Options) (binary string, args []string, env map[string]stri
 		// and their fd 1 the kernel's stderr (see kernel.js).
 		args = []string{"/bin/sh", "-c", `exec node -e "$1" 3>&1 4<&0 0</dev/null 1>&2`, "airlock-kernel", javascriptKernel}
 	default:
-		return "", nil, nil, fmt.Errorf("start interpreter: language %q: want %s: %w", o.Language, strings.Join(Languages(), " or "), sandbox.ErrInvalid)
+		return "", nil, nil, fmt.Errorf("start interpreter: language %q: want %s or bash: %w", o.Language, strings.Join(Languages(), ", "), sandbox.ErrInvalid)
 	}
 	for k, v := range o.Env {
 		env[k] = v
@@ -333,6 +357,19 @@ func (k *Kernel) fail(err error) {
 // cell was not run to an answer: ctx ended, or the kernel was already
 // unusable (sandbox.ErrClosed: start a new one).
 func (k *Kernel) Run(ctx context.Context, code string, timeout time.Duration) (*Result, error) {
+	return k.run(ctx, code, timeout, nil)
+}
+
+// RunStream is Run with the cell's output handed to onOutput as it comes
+// (name "stdout" or "stderr"; called from one goroutine, in order) rather
+// than in the Result, whose Data and Displays carry every representation
+// of what the cell showed. onOutput must not block for long: the kernel
+// waits for it.
+func (k *Kernel) RunStream(ctx context.Context, code string, timeout time.Duration, onOutput func(name, text string)) (*Result, error) {
+	return k.run(ctx, code, timeout, onOutput)
+}
+
+func (k *Kernel) run(ctx context.Context, code string, timeout time.Duration, onOutput func(name, text string)) (*Result, error) {
 	select {
 	case k.sem <- struct{}{}:
 		defer func() { <-k.sem }()
@@ -349,13 +386,18 @@ func (k *Kernel) Run(ctx context.Context, code string, timeout time.Duration) (*
 	k.nextID++
 	id := k.nextID
 	line, err := json.Marshal(struct {
-		ID   int64  `json:"id"`
-		Code string `json:"code"`
-	}{id, code})
+		ID     int64  `json:"id"`
+		Code   string `json:"code"`
+		Stream bool   `json:"stream,omitempty"`
+	}{id, code, onOutput != nil})
 	if err != nil {
 		return nil, fmt.Errorf("run cell: %w", err)
 	}
 	line = append(line, '\n')
+	if onOutput != nil {
+		k.onStream.Store(&onOutput)
+		defer k.onStream.Store(nil)
+	}
 	k.listening.Store(true)
 	defer k.listening.Store(false)
 	go func() {
@@ -434,6 +476,15 @@ func (k *Kernel) died() *Result {
 // deliver hands a parsed message to the waiting caller; an unasked-for
 // message (nobody waiting, one already pending) breaks the protocol.
 func (k *Kernel) deliver(m *message) {
+	if m.Type == "stream" {
+		fn := k.onStream.Load()
+		if fn == nil {
+			k.fail(errors.New("the interpreter streamed output nobody asked for"))
+			return
+		}
+		(*fn)(m.Name, strings.ToValidUTF8(m.Text, "\uFFFD"))
+		return
+	}
 	select {
 	case k.msgs <- m:
 	default:

@@ -46,7 +46,9 @@ function capture(which) {
     if (cur) {
       const b = Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk), typeof enc === 'string' ? enc : 'utf8');
       const room = MAX_STREAM - cur[which + 'Len'];
-      if (room > 0) cur[which].push(b.length > room ? b.subarray(0, room) : b);
+      if (room > 0 && cur.stream) {
+        send({ type: 'stream', id: cur.id, name: which === 'out' ? 'stdout' : 'stderr', text: (b.length > room ? b.subarray(0, room) : b).toString() });
+      } else if (room > 0) cur[which].push(b.length > room ? b.subarray(0, room) : b);
       if (b.length > room) cur.truncated = true;
       cur[which + 'Len'] += Math.min(b.length, Math.max(room, 0));
     }
@@ -89,7 +91,7 @@ function errorOf(e) {
 
 async function runCell(req, count) {
   if (typeof req.code !== 'string') throw new Error('code: want a string');
-  cur = { out: [], outLen: 0, err: [], errLen: 0, truncated: false };
+  cur = { out: [], outLen: 0, err: [], errLen: 0, truncated: false, stream: !!req.stream, id: req.id };
   const reply = { type: 'result', id: req.id, result: null, error: null, images: [] };
   running = true;
   try {
@@ -101,6 +103,12 @@ async function runCell(req, count) {
     if (value !== undefined) {
       context._ = value;
       reply.result = clip(util.inspect(value, { depth: 4, maxArrayLength: 100, breakLength: 100 }), MAX_TEXT);
+      if (cur.stream) {
+        reply.data = { text: reply.result };
+        if (value !== null && typeof value === 'object' && !Array.isArray(value) || Array.isArray(value)) {
+          try { reply.data.json = JSON.parse(JSON.stringify(value)); } catch (e) { /* not JSON */ }
+        }
+      }
     }
   } catch (e) {
     reply.error = errorOf(e);

@@ -22,7 +22,10 @@ import linecache
 import os
 import signal
 import sys
+import select
+import subprocess
 import tempfile
+import threading
 import traceback
 import warnings
 
@@ -61,9 +64,13 @@ namespace = {"__name__": "__main__", "__builtins__": __builtins__}
 loop = asyncio.new_event_loop()
 
 
+send_lock = threading.Lock()
+
+
 def send(msg):
-    proto_out.write(json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
-    proto_out.flush()
+    with send_lock:
+        proto_out.write(json.dumps(msg, ensure_ascii=False).encode("utf-8", "replace") + b"\n")
+        proto_out.flush()
 
 
 def clip(s, limit):
@@ -147,6 +154,329 @@ def evaluate(code, filename):
     return value if last is not None else None
 
 
+CHUNK = 32 << 10  # bytes of one streamed output message
+
+
+class Streamer:
+    """Streams what is written to a pipe as "stream" messages of request
+    rid (at most MAX_STREAM bytes; the rest is dropped with a note)."""
+
+    def __init__(self, rid, name, fds=None):
+        self.rid, self.name, self.sent, self.dropped = rid, name, 0, False
+        self.owned = fds is None
+        self.rfd, self.wfd = fds or os.pipe()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.pump, daemon=True)
+        self.thread.start()
+
+    def emit(self, data):
+        room = MAX_STREAM - self.sent
+        if room <= 0:
+            if not self.dropped:
+                self.dropped = True
+                send({"type": "stream", "id": self.rid, "name": self.name, "text": "\n[... output truncated]\n"})
+            return
+        data = data[:room]
+        self.sent += len(data)
+        if getattr(self, "keep", None) is not None:
+            self.keep.append(data)
+            return
+        send({"type": "stream", "id": self.rid, "name": self.name, "text": data.decode("utf-8", "replace")})
+
+    def pump(self):
+        while True:
+            ready, _, _ = select.select([self.rfd], [], [], 0.05)
+            if not ready:
+                if self.stop.is_set():
+                    return
+                continue
+            data = os.read(self.rfd, CHUNK)
+            if not data:
+                return
+            self.emit(data)
+
+    def finish(self):
+        """Stops after what is written so far (a background child that
+        keeps the pipe open cannot hold the cell's answer)."""
+        self.stop.set()
+        self.thread.join()
+        if self.owned:
+            os.close(self.rfd)
+
+
+def bundle(value):
+    """The representations of value E2B's results carry (IPython's
+    _repr_*_ methods), beside its text."""
+    b = {"text": clip(repr(value), MAX_TEXT)[0]}
+    for name, key in (("_repr_html_", "html"), ("_repr_markdown_", "markdown"), ("_repr_svg_", "svg"),
+                      ("_repr_png_", "png"), ("_repr_jpeg_", "jpeg"), ("_repr_latex_", "latex"),
+                      ("_repr_json_", "json"), ("_repr_javascript_", "javascript")):
+        fn = getattr(value, name, None)
+        if fn is None or not callable(fn):
+            continue
+        try:
+            r = fn()
+        except Exception:
+            continue
+        if isinstance(r, tuple):
+            r = r[0]
+        if r is None:
+            continue
+        if isinstance(r, bytes):
+            r = base64.b64encode(r).decode("ascii")
+        if key == "json":
+            b[key] = r
+        elif isinstance(r, str):
+            b[key] = clip(r, MAX_IMAGES)[0]
+    return b
+
+
+def _num(v):
+    try:
+        f = float(v)
+        return f if f == f else None
+    except Exception:
+        return str(v)
+
+
+def _axis_chart(ax):
+    """The chart data of one matplotlib Axes (E2B's chart shapes)."""
+    from matplotlib.patches import Rectangle, Wedge
+    from matplotlib.collections import PathCollection
+    c = {"title": ax.get_title() or None, "x_label": ax.get_xlabel() or None, "y_label": ax.get_ylabel() or None,
+         "x_scale": ax.get_xscale(), "y_scale": ax.get_yscale(),
+         "x_ticks": [_num(t) for t in ax.get_xticks()], "x_tick_labels": [t.get_text() for t in ax.get_xticklabels()],
+         "y_ticks": [_num(t) for t in ax.get_yticks()], "y_tick_labels": [t.get_text() for t in ax.get_yticklabels()]}
+    wedges = [p for p in ax.patches if isinstance(p, Wedge)]
+    if wedges:
+        labels = [t.get_text() for t in ax.texts]
+        c["type"] = "pie"
+        c["elements"] = [{"label": labels[i] if i < len(labels) else "", "angle": _num(w.theta2 - w.theta1),
+                          "radius": _num(w.r)} for i, w in enumerate(wedges)]
+        return c
+    bars = [p for p in ax.patches if isinstance(p, Rectangle)]
+    if bars and not ax.lines:
+        labels = [t.get_text() for t in ax.get_xticklabels()]
+        elems = []
+        for cont in ax.containers:
+            for i, r in enumerate(cont):
+                elems.append({"label": labels[i] if i < len(labels) else str(i), "group": cont.get_label() or "",
+                              "value": _num(r.get_height())})
+        c["type"], c["elements"] = "bar", elems
+        return c
+    scatters = [col for col in ax.collections if isinstance(col, PathCollection)]
+    if scatters and not ax.lines:
+        c["type"] = "scatter"
+        c["elements"] = [{"label": col.get_label(), "points": [[_num(x), _num(y)] for x, y in col.get_offsets()]}
+                         for col in scatters]
+        return c
+    if ax.lines:
+        c["type"] = "line"
+        c["elements"] = [{"label": l.get_label(), "points": [[_num(x), _num(y)] for x, y in zip(l.get_xdata(), l.get_ydata())]}
+                         for l in ax.lines]
+        return c
+    c["type"], c["elements"] = "unknown", []
+    return c
+
+
+def chart_of(fig):
+    try:
+        axes = fig.get_axes()
+        if len(axes) == 1:
+            return _axis_chart(axes[0])
+        if axes:
+            return {"type": "superchart", "title": fig._suptitle.get_text() if fig._suptitle else None,
+                    "elements": [_axis_chart(ax) for ax in axes]}
+    except Exception:
+        pass
+    return None
+
+
+def rich_figures():
+    """Every open matplotlib figure as a display: PNG, text and chart."""
+    plt = sys.modules.get("matplotlib.pyplot")
+    if plt is None:
+        return []
+    out, total = [], 0
+    try:
+        for num in plt.get_fignums():
+            fig = plt.figure(num)
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", bbox_inches="tight")
+            data = buf.getvalue()
+            if total + len(data) > MAX_IMAGES:
+                break
+            total += len(data)
+            d = {"text": clip(repr(fig), MAX_TEXT)[0], "png": base64.b64encode(data).decode("ascii")}
+            ch = chart_of(fig)
+            if ch is not None:
+                d["chart"] = ch
+            out.append(d)
+    except Exception as e:
+        out.append({"text": "[airlock: could not render a figure: %s]" % e})
+    finally:
+        try:
+            plt.close("all")
+        except Exception:
+            pass
+    return out
+
+
+displays = []
+
+
+def display(*objs):
+    """IPython's display(): shows each object as a result of the cell."""
+    for o in objs:
+        displays.append(bundle(o))
+
+
+namespace["display"] = display
+
+
+def run_cell_streamed(req, count):
+    """A cell whose output streams as it comes and whose results carry
+    every representation (E2B's code interpreter)."""
+    global running
+    code = req.get("code")
+    if not isinstance(code, str):
+        raise ValueError("code: want a string")
+    rid = req.get("id")
+    filename = "<cell %d>" % count
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    del displays[:]
+    so, se = Streamer(rid, "stdout"), Streamer(rid, "stderr")
+    saved = (sys.stdout, sys.stderr)
+    reply = {"type": "result", "id": rid, "result": None, "error": None, "images": [], "stdout": "", "stderr": ""}
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(so.wfd, 1)
+        os.dup2(se.wfd, 2)
+        os.close(so.wfd)
+        os.close(se.wfd)
+        sys.stdout = io.TextIOWrapper(os.fdopen(os.dup(1), "wb", buffering=0), encoding="utf-8",
+                                      errors="backslashreplace", line_buffering=True, write_through=True)
+        sys.stderr = io.TextIOWrapper(os.fdopen(os.dup(2), "wb", buffering=0), encoding="utf-8",
+                                      errors="backslashreplace", line_buffering=True, write_through=True)
+        try:
+            running = True
+            value = evaluate(code, filename)
+            running = False
+            if value is not None:
+                namespace["_"] = value
+                reply["result"] = clip(repr(value), MAX_TEXT)[0]
+                reply["data"] = bundle(value)
+        except BaseException as e:
+            running = False
+            reply["error"] = {"name": type(e).__name__, "value": clip(str(e), MAX_TEXT)[0],
+                              "traceback": user_traceback(type(e), e, e.__traceback__)}
+        reply["displays"] = displays[:] + rich_figures()
+    finally:
+        running = False
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+                s.close()
+            except Exception:
+                pass
+        sys.stdout, sys.stderr = saved
+        os.dup2(diag_fd, 1)
+        os.dup2(diag_fd, 2)
+        so.finish()
+        se.finish()
+    return reply
+
+
+class Bash:
+    """A bash process whose variables, functions and working directory
+    live across cells: each cell is eval'd by its loop (base64 on one
+    line), which reports the status on fd 3."""
+
+    LOOP = ('trap "" INT; exec 3>&FD FD>&- 4<&0; while IFS= read -r __airlock_l <&4; do '
+            '__airlock_c=$(printf %s "$__airlock_l" | base64 -d); '
+            'trap - INT; eval "$__airlock_c" </dev/null; __airlock_s=$?; trap "" INT; '
+            'printf "%s\\n" "$__airlock_s" >&3; done')
+
+    def __init__(self):
+        self.proc = None
+
+    def start(self):
+        self.sr, sw = os.pipe()
+        self.out, self.err = os.pipe(), os.pipe()
+        self.proc = subprocess.Popen(["bash", "--noprofile", "--norc", "-c", self.LOOP.replace("FD", str(sw))], stdin=subprocess.PIPE,
+                                     stdout=self.out[1], stderr=self.err[1], pass_fds=(sw,), process_group=0,
+                                     env=dict(os.environ), close_fds=True)
+        for fd in (sw, self.out[1], self.err[1]):
+            os.close(fd)
+        self.status = os.fdopen(self.sr, "rb")
+
+    def ensure(self):
+        if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                for fd in (self.out[0], self.err[0]):
+                    os.close(fd)
+                self.status.close()
+            self.start()
+
+    def run(self, code):
+        self.proc.stdin.write(base64.b64encode(code.encode("utf-8")) + b"\n")
+        self.proc.stdin.flush()
+        line = self.status.readline()
+        if not line:
+            self.proc.wait()
+            raise SystemExit("bash exited; its variables are gone, the next cell starts a new one")
+        return int(line.strip() or b"0")
+
+    def interrupt(self):
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGINT)
+            except OSError:
+                pass
+
+
+bash = Bash()
+
+
+def run_bash(req, count):
+    """A bash cell: output streamed (stream) or kept, the exit status an
+    error when not 0."""
+    global running
+    code = req.get("code")
+    if not isinstance(code, str):
+        raise ValueError("code: want a string")
+    rid = req.get("id")
+    reply = {"type": "result", "id": rid, "result": None, "error": None, "images": [], "stdout": "", "stderr": ""}
+    bash.ensure()
+    so, se = Streamer(rid, "stdout", bash.out), Streamer(rid, "stderr", bash.err)
+    if not req.get("stream"):
+        so.keep, se.keep = [], []
+    try:
+        running = True
+        try:
+            st = bash.run(code)
+            if st != 0:
+                reply["error"] = {"name": "ExitCodeError", "value": "exit status %d" % st, "traceback": ""}
+        except KeyboardInterrupt:
+            bash.interrupt()
+            reply["error"] = {"name": "KeyboardInterrupt", "value": "interrupted", "traceback": ""}
+            try:
+                bash.status.readline()
+            except KeyboardInterrupt:
+                pass
+        except SystemExit as e:
+            reply["error"] = {"name": "KernelDied", "value": str(e), "traceback": ""}
+    finally:
+        running = False
+        so.finish()
+        se.finish()
+    if not req.get("stream"):
+        reply["stdout"] = b"".join(so.keep).decode("utf-8", "replace")
+        reply["stderr"] = b"".join(se.keep).decode("utf-8", "replace")
+    return reply
+
+
 def run_cell(req, count):
     global running
     code = req.get("code")
@@ -196,8 +526,15 @@ def run_cell(req, count):
     return reply
 
 
+LANGUAGE = sys.argv[1] if len(sys.argv) > 1 else "python"
+
+
 def main():
-    send({"type": "ready", "language": "python", "version": sys.version.split()[0]})
+    if LANGUAGE == "bash":
+        v = subprocess.run(["bash", "-c", "echo $BASH_VERSION"], capture_output=True, text=True).stdout.strip()
+        send({"type": "ready", "language": "bash", "version": v})
+    else:
+        send({"type": "ready", "language": "python", "version": sys.version.split()[0]})
     count = 0
     while True:
         try:
@@ -213,7 +550,12 @@ def main():
         req = None
         try:
             req = json.loads(line)
-            reply = run_cell(req, count)
+            if LANGUAGE == "bash":
+                reply = run_bash(req, count)
+            elif isinstance(req, dict) and req.get("stream"):
+                reply = run_cell_streamed(req, count)
+            else:
+                reply = run_cell(req, count)
         except BaseException as e:
             reply = {"type": "result", "id": None, "stdout": "", "stderr": "", "result": None, "images": [],
                      "error": {"name": "KernelError", "value": clip(str(e), MAX_TEXT)[0], "traceback": ""}}

@@ -88,6 +88,9 @@ if [ ! test/e2b/node_modules/.package-lock.json -nt test/e2b/package-lock.json ]
 fi
 # The Debian test image of the image store's tests (cached per machine).
 ./scripts/test-images.sh
+# E2B's templates (base, code-interpreter-v1) as tarballs, cached per
+# machine; `make e2b-templates` imports them into the default image store.
+./scripts/e2b-templates.sh build
 if ! wait "$kube_pid"; then
 	cat "$kube_log" >&2
 	rm -f "$kube_log"
