@@ -191,13 +191,21 @@ func labelsOf(req *newSandbox, autoPause bool) (map[string]string, error) {
 	return labels, nil
 }
 
+// UserLabel is the image label naming the user envd calls run as by
+// default in a sandbox whose image runs as root: E2B's templates run their
+// sandbox as root and envd's calls as "user" (`user: root` on request).
+const UserLabel = "airlock.e2b.user"
+
 // templateUser is the user envd calls run as by default in sandboxes of
-// template: the image's user by name (E2B's templates: "user"), root when
-// it names none or a numeric one.
+// template: the image's UserLabel, else its user by name, root when it
+// names none or a numeric one.
 func (h *Handler) templateUser(ctx context.Context, c *client.Client, template string) string {
 	img, err := c.Image(ctx, template)
 	if err != nil {
 		return "root"
+	}
+	if u := img.Config.Labels[UserLabel]; u != "" {
+		return u
 	}
 	u, _, _ := strings.Cut(img.Config.User, ":")
 	if u == "" || u == "0" || strings.Trim(u, "0123456789") == "" {
