@@ -64,8 +64,39 @@ fi
 data=$out/data
 AIRLOCK_IMAGE_STORE=$data/images "$bin" image import -q "$image" >/dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$bin" serve --socket "$out/airlock.sock" --data "$data" --e2b-listen "127.0.0.1:$port" \
-	--e2b-domain e2b.airlock.test >"$out/serve.log" 2>&1 &
+# Mode B (E2B_DOMAIN over TLS) unless E2B_SUITE_MODE=url (mode A: E2B_API_URL
+# and E2B_SANDBOX_URL). Mode B is the one the whole suite can pass in: its
+# request-shape tests mock https://api.$E2B_DOMAIN and fail whenever
+# E2B_API_URL is set. *.DOMAIN must resolve to the listener: a wildcard DNS
+# record does that; here a preload resolves *.e2b.localhost to 127.0.0.1
+# for node (and nothing else), and a CA made here is trusted by node only.
+mode=${E2B_SUITE_MODE:-domain}
+domain=e2b.localhost
+serveargs=(--e2b-listen "127.0.0.1:$port")
+if [ "$mode" = domain ]; then
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$domain" \
+		-addext "subjectAltName=DNS:$domain,DNS:*.$domain" -keyout "$out/tls.key" -out "$out/tls.pem" 2>/dev/null
+	cat >"$out/wildcard-dns.cjs" <<JS
+// *.$domain resolves to 127.0.0.1 (a wildcard DNS record, for node only).
+const dns = require('node:dns')
+const lookup = dns.lookup
+dns.lookup = function (host, opts, cb) {
+  if (typeof opts === 'function') { cb = opts; opts = {} }
+  if (typeof opts === 'number') opts = { family: opts }
+  if (typeof host === 'string' && (host === '$domain' || host.endsWith('.$domain'))) {
+    if (opts && opts.all) return process.nextTick(cb, null, [{ address: '127.0.0.1', family: 4 }])
+    return process.nextTick(cb, null, '127.0.0.1', 4)
+  }
+  return lookup.call(this, host, opts, cb)
+}
+JS
+	serveargs+=(--e2b-domain "$domain:$port" --e2b-tls-cert "$out/tls.pem" --e2b-tls-key "$out/tls.key")
+	clientenv=(E2B_DOMAIN="$domain:$port" NODE_EXTRA_CA_CERTS="$out/tls.pem" NODE_OPTIONS="--require $out/wildcard-dns.cjs")
+else
+	serveargs+=(--e2b-domain e2b.airlock.test)
+	clientenv=(E2B_API_URL="http://127.0.0.1:$port" E2B_SANDBOX_URL="http://127.0.0.1:$port")
+fi
+"$bin" serve --socket "$out/airlock.sock" --data "$data" "${serveargs[@]}" >"$out/serve.log" 2>&1 &
 serve=$!
 trap 'kill -INT $serve 2>/dev/null; wait $serve 2>/dev/null || true' EXIT
 for _ in $(seq 200); do
@@ -76,7 +107,7 @@ key=$("$bin" serve key create --tenant e2bsuite --data "$data" --json | python3 
 
 cd "$sdk"
 status=0
-E2B_API_URL=http://127.0.0.1:$port E2B_SANDBOX_URL=http://127.0.0.1:$port E2B_API_KEY=$key \
+env "${clientenv[@]}" E2B_API_KEY="$key" \
 	npx vitest run --project unit --reporter=default --reporter=json --outputFile="$out/results.json" \
 	"${@:-tests/sandbox}" >"$out/vitest.log" 2>&1 || status=$?
 python3 - "$out/results.json" <<'PY'
