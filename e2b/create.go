@@ -205,8 +205,13 @@ func labelsOf(req *newSandbox, autoPause bool) (map[string]string, error) {
 	return labels, nil
 }
 
+// UserLabel is the image label naming the user envd calls run as by
+// default in a sandbox whose image runs as root: E2B's templates run their
+// sandbox as root and envd's calls as "user" (`user: root` on request).
+const UserLabel = "dev.airlock.e2b-user"
+
 // templateUser is the user envd calls run as by default in sandboxes of
-// template: the image's label dev.airlock.e2b-user (E2B's templates made by
+// template: the image's UserLabel (E2B's templates made by
 // scripts/e2b-templates.sh: "user"; the image itself runs as root, which
 // the sandbox's setup needs), else its user by name, root when it names
 // none or a numeric one.
@@ -215,7 +220,7 @@ func (h *Handler) templateUser(ctx context.Context, c *client.Client, template s
 	if err != nil {
 		return "root"
 	}
-	if u := img.Config.Labels["dev.airlock.e2b-user"]; u != "" && validUserName(u) {
+	if u := img.Config.Labels[UserLabel]; u != "" && validUserName(u) {
 		return u
 	}
 	u, _, _ := strings.Cut(img.Config.User, ":")

@@ -6,13 +6,18 @@
 package e2b_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +27,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/airlock-dev/airlock/e2b"
 	"github.com/airlock-dev/airlock/images/imagestest"
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
@@ -43,7 +49,9 @@ func freePort(t *testing.T) string {
 }
 
 // startServer starts the server with a "base" image in its store (the
-// Debian test image with python3) and returns it with an E2B-form key.
+// Debian test image with python3) and "userbase" (base with E2B's user
+// "user", home /home/user, named by the image label e2b.UserLabel, as
+// E2B's templates are) and returns it with an E2B-form key.
 func startServer(t *testing.T, extra ...string) (*server, string) {
 	t.Helper()
 	testutil.RequireLinux(t)
@@ -55,7 +63,8 @@ func startServer(t *testing.T, extra ...string) (*server, string) {
 		t.Fatal(err)
 	}
 	tar := filepath.Join(s.dir, "base.tar")
-	if err := tarball.WriteToFile(tar, name.MustParseReference("base:latest"), img); err != nil {
+	refs := map[name.Reference]v1.Image{name.MustParseReference("base:latest"): img, name.MustParseReference("userbase:latest"): withE2BUser(t, img)}
+	if err := tarball.MultiRefWriteToFile(tar, refs); err != nil {
 		t.Fatal(err)
 	}
 	imp := exec.Command(s.bin, "image", "import", tar)
@@ -148,4 +157,152 @@ func TestE2BFork(t *testing.T) {
 	url := "http://" + s.addr
 	nodeTests(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + key},
 		"tests/fork.test.mjs")
+}
+
+// withE2BUser is img with the user "user" (uid 1000, home /home/user) and
+// the label that makes it envd's default user, the sandbox running as root.
+func withE2BUser(t *testing.T, img v1.Image) v1.Image {
+	t.Helper()
+	rc := mutate.Extract(img)
+	defer rc.Close()
+	var passwd, group []byte
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch strings.TrimPrefix(h.Name, "./") {
+		case "etc/passwd":
+			passwd, _ = io.ReadAll(tr)
+		case "etc/group":
+			group, _ = io.ReadAll(tr)
+		}
+	}
+	if passwd == nil || group == nil {
+		t.Fatal("base image has no /etc/passwd or /etc/group")
+	}
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{
+		{"etc/passwd", append(passwd, "user:x:1000:1000::/home/user:/bin/bash\n"...)},
+		{"etc/group", append(group, "user:x:1000:\n"...)},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.data)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write(f.data)
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: "home/user/", Mode: 0o755, Uid: 1000, Gid: 1000, Typeflag: tar.TypeDir}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := mutate.AppendLayers(img, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := out.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cf.Config
+	cfg.Labels = map[string]string{e2b.UserLabel: "user"}
+	out, err = mutate.Config(out, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestE2BEscape: the escape subset through the E2B door. A keyed tenant
+// with its own ceiling (no guarded network range) runs attacks through
+// E2B's commands.run (as root in the sandbox): read a host file, write a
+// host file, reach a host listener (its address and loopback) and the
+// metadata address, signal a host process. Each is first shown to work
+// unconfined, from the host.
+func TestE2BEscape(t *testing.T) {
+	dir := t.TempDir()
+	ceil := filepath.Join(dir, "ceilings.yaml")
+	if err := os.WriteFile(ceil, []byte("default:\n  network: {allow: []}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, key := startServer(t, "--ceilings", ceil)
+	secret := fmt.Sprintf("airlock-e2b-secret-%d", time.Now().UnixNano())
+	secretFile := filepath.Join(dir, "secret")
+	writeFile := filepath.Join(dir, "target")
+	for _, f := range []string{secretFile, writeFile} {
+		if err := os.WriteFile(f, []byte(secret), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, secret) })}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	port := ln.Addr().(*net.TCPAddr).Port
+	hostAddr := net.JoinHostPort(hostIP(t), strconv.Itoa(port))
+	victim := exec.Command("sleep", "3600")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- victim.Wait() }()
+	t.Cleanup(func() { victim.Process.Kill(); <-exited })
+
+	// Unconfined, each attack works: the same commands from the host.
+	unconfined := map[string]string{
+		"read":   "cat " + secretFile,
+		"write":  "cat " + writeFile,
+		"net":    "curl -s -m 5 http://" + hostAddr + "/ && curl -s -m 5 http://127.0.0.1:" + strconv.Itoa(port) + "/",
+		"signal": "kill -0 " + strconv.Itoa(victim.Process.Pid) + " && echo " + secret,
+	}
+	for what, cmd := range unconfined {
+		out, err := exec.Command("sh", "-c", cmd).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), secret) {
+			t.Fatalf("unconfined %s attack (%s) did not work on the host: %v %s", what, cmd, err, out)
+		}
+	}
+	url := "http://" + s.addr
+	nodeTests(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + key,
+		"ESC_SECRET=" + secret, "ESC_SECRET_FILE=" + secretFile, "ESC_WRITE_FILE=" + writeFile,
+		"ESC_HOST_ADDR=" + hostAddr, "ESC_HOST_PORT=" + strconv.Itoa(port),
+		"ESC_VICTIM_PID=" + strconv.Itoa(victim.Process.Pid)}, "tests/escape.test.mjs")
+	if b, err := os.ReadFile(writeFile); err != nil || string(b) != secret {
+		t.Errorf("host file written from the sandbox: %q %v", b, err)
+	}
+	select {
+	case err := <-exited:
+		t.Errorf("host process signalled from the sandbox: %v", err)
+	default:
+	}
+}
+
+// hostIP is a non-loopback address of this host.
+func hostIP(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	testutil.Skip(t, "no non-loopback IPv4 address on this host")
+	return ""
 }

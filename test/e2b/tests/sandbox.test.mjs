@@ -188,3 +188,16 @@ test('a port reached through getHost', async () => {
   const gone = await hostGet(sbx.getHost(8000), '/')
   assert.equal(gone.status, 502)
 })
+
+test('a template naming its envd user: calls run as user in /home/user, root on request', async () => {
+  const sbx = await Sandbox.create('userbase')
+  try {
+    const r = await sbx.commands.run('id -un; pwd; echo $HOME')
+    assert.equal(r.stdout, 'user\n/home/user\n/home/user\n')
+    assert.equal((await sbx.commands.run('id -un', { user: 'root' })).stdout, 'root\n')
+    const w = await sbx.files.write('owned.txt', 'x')
+    assert.equal(w.path, '/home/user/owned.txt')
+  } finally {
+    await sbx.kill()
+  }
+})

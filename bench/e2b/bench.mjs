@@ -1,0 +1,57 @@
+// Sandbox create + run `true`, p50 and p90, alternating between E2B's SDK
+// through `airlock serve --e2b-listen` and the same through /v1 (plain
+// fetch, the TypeScript SDK's calls): pooled (profile default, the warm
+// pool) and with the E2B door's own request (image base + inline policy).
+// Run by bench/e2b.sh, which starts the server.
+import { Sandbox } from '../../test/e2b/node_modules/e2b/dist/index.mjs'
+
+const v1 = process.env.AIRLOCK_URL
+const key = process.env.AIRLOCK_KEY
+const n = Number(process.env.N || 20)
+const hdr = { authorization: `Bearer ${key}`, 'content-type': 'application/json' }
+
+async function call(method, path, body) {
+  const r = await fetch(v1 + path, { method, headers: hdr, body: body && JSON.stringify(body) })
+  if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${await r.text()}`)
+  return r.status === 204 ? null : r.json()
+}
+
+const ways = {
+  e2b: async () => {
+    const t0 = performance.now()
+    const sbx = await Sandbox.create('base')
+    const r = await sbx.commands.run('true')
+    const ms = performance.now() - t0
+    if (r.exitCode !== 0) throw new Error('true failed')
+    await sbx.kill()
+    return ms
+  },
+  v1pool: async () => {
+    const t0 = performance.now()
+    const sb = await call('POST', '/v1/sandboxes', { profile: 'default' })
+    const r = await call('POST', `/v1/sandboxes/${sb.id}/exec`, { args: ['true'] })
+    const ms = performance.now() - t0
+    if (r.exit_code !== 0 || !sb.pooled) throw new Error(`true failed or not pooled: ${JSON.stringify(r)} ${sb.pooled}`)
+    await call('DELETE', `/v1/sandboxes/${sb.id}`)
+    return ms
+  },
+  v1image: async () => {
+    const t0 = performance.now()
+    const sb = await call('POST', '/v1/sandboxes', { image: 'base', policy: { network: { mode: 'open' } } })
+    const r = await call('POST', `/v1/sandboxes/${sb.id}/exec`, { args: ['true'] })
+    const ms = performance.now() - t0
+    if (r.exit_code !== 0) throw new Error('true failed')
+    await call('DELETE', `/v1/sandboxes/${sb.id}`)
+    return ms
+  },
+}
+
+const times = Object.fromEntries(Object.keys(ways).map((k) => [k, []]))
+for (const w of Object.keys(ways)) await ways[w]() // warm-up
+for (let i = 0; i < n; i++) for (const w of Object.keys(ways)) times[w].push(await ways[w]())
+const q = (a, p) => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.floor(a.length * p))]
+const out = {}
+for (const [w, a] of Object.entries(times)) out[w] = { p50: +q(a, 0.5).toFixed(1), p90: +q(a, 0.9).toFixed(1) }
+out.ratio_e2b_to_v1pool = +(out.e2b.p50 / out.v1pool.p50).toFixed(2)
+out.ratio_e2b_to_v1image = +(out.e2b.p50 / out.v1image.p50).toFixed(2)
+console.log(JSON.stringify({ n, ...out }, null, 1))
