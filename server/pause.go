@@ -152,15 +152,49 @@ func (s *Server) checkpointDir(id string, d *disk) string {
 // pausedFiles lists the files reconcile keeps: paused sandboxes'.
 func (s *Server) pausedFiles(ctx context.Context) map[string]bool {
 	keep := map[string]bool{}
-	ids, err := s.store.PausedIDs(ctx)
+	paused, err := s.store.ListPaused(ctx)
 	if err != nil {
 		s.log.Error("reconcile: paused sandboxes", "err", err)
 	}
-	for _, id := range ids {
-		keep[id], keep[id+".img"] = true, true
+	var ids []string
+	for _, p := range paused {
+		keep[p.ID], keep[p.ID+".img"] = true, true
+		ids = append(ids, p.ID)
+		s.holdPaused(p.Tenant, p.ID, p.Memory)
 	}
 	s.holdPausedImages(ctx, ids)
 	return keep
+}
+
+// expirePaused destroys the sandboxes paused longer than the paused
+// retention (serve --paused-retention): what a tenant paused is not kept
+// forever.
+func (s *Server) expirePaused(now time.Time) {
+	if s.cfg.PausedRetention < 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	paused, err := s.store.ListPaused(ctx)
+	if err != nil {
+		s.log.Error("expire paused sandboxes", "err", err)
+		return
+	}
+	for _, p := range paused {
+		if now.Sub(p.PausedAt) <= s.cfg.PausedRetention {
+			continue
+		}
+		rec, err := s.store.GetSandbox(ctx, p.Tenant, p.ID)
+		if err != nil || rec.State != StatePaused {
+			continue
+		}
+		why := fmt.Sprintf("expired: paused longer than the server's paused retention (%s)", s.cfg.PausedRetention)
+		if err := s.destroyPaused(ctx, rec, why); err != nil {
+			s.log.Error("expire paused sandbox", "sandbox", p.ID, "err", err)
+			continue
+		}
+		s.log.Info("paused sandbox expired", "sandbox", p.ID, "retention", s.cfg.PausedRetention)
+	}
 }
 
 // removeAllBut removes the entries of dir not named in keep.
@@ -251,7 +285,7 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 	}
 	s.held.put(id, l.image) // a paused sandbox's image stays in the store
 	s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: "paused: " + reason, Fields: map[string]any{"paused": true}})
-	s.unregister(l, rec)
+	s.unregister(l, rec, true)
 	if err := s.store.MarkPaused(ctx, id, reason, sum, time.Now()); err != nil {
 		return nil, err
 	}
@@ -282,7 +316,7 @@ func (s *Server) finishDestroy(ctx context.Context, l *live, rec *Record, reason
 		err = ferr
 	}
 	s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: reason})
-	s.unregister(l, rec)
+	s.unregister(l, rec, false)
 	if serr := s.store.MarkStopped(ctx, id, reason, time.Now()); err == nil {
 		err = serr
 	}
@@ -311,6 +345,7 @@ func (s *Server) destroyPaused(ctx context.Context, rec *Record, reason string) 
 		s.forgetLife(ctx, rec.ID),
 	}
 	s.held.take(rec.ID).Release()
+	s.dropPaused(rec.Tenant, rec.ID)
 	if errors.Is(errs[0], fs.ErrNotExist) {
 		errs[0] = nil
 	}

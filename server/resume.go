@@ -72,7 +72,7 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 		keepImage()
 		return nil, fmt.Errorf("resume sandbox %q: %w", id, err)
 	}
-	release, err := s.reserve(ctx, tenant, plan.backend.Name(), int64(pol.Limits.Memory))
+	release, err := s.reserve(ctx, tenant, plan.backend.Name(), int64(pol.Limits.Memory), id)
 	if err != nil {
 		keepImage()
 		return nil, err

@@ -69,9 +69,12 @@ type Config struct {
 	CreateTimeout  time.Duration // bound on one backend Create (60s)
 	// Retention is how long stopped sandboxes and their events stay in the
 	// store (0: forever).
-	Retention    time.Duration
-	DefaultQuota Quota // per tenant when the store has none; zero fields: unlimited
-	Pools        []PoolConfig
+	Retention time.Duration
+	// PausedRetention is how long a sandbox stays paused before it is
+	// destroyed, its files removed (0: 7 days; <0: forever).
+	PausedRetention time.Duration
+	DefaultQuota    Quota // per tenant when the store has none; zero fields: unlimited
+	Pools           []PoolConfig
 	// ProcessBuffer bounds the output kept per background process (1 MiB).
 	ProcessBuffer int
 	// MaxUpload bounds a file or archive upload (1 GiB).
@@ -120,6 +123,11 @@ type Config struct {
 	CheckpointQuota CheckpointQuota
 }
 
+// DefaultPausedRetention is how long a sandbox stays paused when the
+// operator sets no retention: a week, long enough for a weekend, short
+// enough that abandoned files do not pile up.
+const DefaultPausedRetention = 7 * 24 * time.Hour
+
 // Server serves the /v1 API. Create with New, then Serve listeners, then
 // Shutdown.
 type Server struct {
@@ -161,6 +169,7 @@ type Server struct {
 type usage struct {
 	count  int
 	memory int64
+	paused map[string]int64 // paused sandboxes' memory, by ID: they count too
 }
 
 // New reconciles the store with reality (no sandbox survives a server:
@@ -227,6 +236,7 @@ func (cfg *Config) setDefaults() {
 	def(&cfg.DefaultTimeout, 10*time.Minute)
 	def(&cfg.MaxTimeout, 24*time.Hour)
 	def(&cfg.ReapInterval, time.Second)
+	def(&cfg.PausedRetention, DefaultPausedRetention)
 	def(&cfg.CreateTimeout, 60*time.Second)
 	def(&cfg.IOTimeout, defaultIOTimeout)
 	if cfg.RunDir == "" {

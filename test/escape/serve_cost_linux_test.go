@@ -1,0 +1,97 @@
+package escape
+
+// Issue 24, findings 1–7: what a keyed tenant can make the server hold
+// (paused sandboxes, checkpoint scans, locks, upload spools, output) is
+// charged to that tenant and bounded. The attacks run in TestServeAttacks
+// (costAttacks), against the same real `airlock serve`.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/client"
+)
+
+// pausedRetention is the harness server's --paused-retention: short, so
+// that the test sees a paused sandbox expire.
+const pausedRetention = "20s"
+
+func costAttacks() []serveAttack {
+	return []serveAttack{
+		{name: "paused-quota", item: "issue 24 #1", dos: true, goal: "keep more paused sandboxes than the tenant's quota, for ever, and starve the neighbour's creates", run: attackPausedQuota},
+	}
+}
+
+// quota sets tenant's quota with the CLI (the operator's).
+func (h *serveHarness) quota(tenant string, args ...string) {
+	cmd := exec.Command(h.bin, append([]string{"serve", "quota", "set", "--tenant", tenant, "--data", h.data}, args...)...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		h.t.Fatalf("serve quota set --tenant %s %v: %v %s", tenant, args, err, b)
+	}
+}
+
+// waitState polls sandbox id until its state is want and its reason
+// names why, within deadline.
+func waitState(t *testing.T, c *client.Client, id, want, why string, deadline time.Duration) *api.Sandbox {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		sb, err := c.Get(context.Background(), id)
+		if err == nil && sb.State == want && strings.Contains(sb.Reason, why) {
+			return sb
+		}
+		if time.Now().After(end) {
+			t.Fatalf("sandbox %s: not %s (%q) within %s: %+v %v", id, want, why, deadline, sb, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func attackPausedQuota(h *serveHarness, t *testing.T, r *serveResult) {
+	ctx := context.Background()
+	h.quota("carol", "--max-sandboxes", "1", "--max-memory", "1Gi")
+	carol := h.tenant("carol", "127.0.0.3")
+	sb, err := carol.Create(ctx, api.CreateSandboxRequest{})
+	must(t, err)
+	defer carol.Delete(ctx, sb.ID)
+	_, err = carol.Create(ctx, api.CreateSandboxRequest{})
+	r.Proof = "while it runs, carol's second create is refused: " + wantRefused(t, "a second running sandbox", err, 429, "of 1 sandboxes")
+	if _, err := carol.Run(ctx, sb.ID, "sh", "-c", "head -c 8M /dev/urandom > keep"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := carol.Pause(ctx, sb.ID); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	img := filepath.Join(h.data, "volumes", sb.ID+".img")
+	if _, err := os.Stat(img); err != nil {
+		t.Fatalf("the paused sandbox's volume: %v", err)
+	}
+	_, err = carol.Create(ctx, api.CreateSandboxRequest{})
+	r.Evidence = "a create beside a paused sandbox: " + wantRefused(t, "a create beside the paused sandbox", err, 429, "paused")
+	other, err := h.bob.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Errorf("bob's create while carol's sandbox is paused: %v", err)
+	} else {
+		h.bob.Delete(ctx, other.ID)
+	}
+	// The retention ends it, its files with it, and gives carol her quota back.
+	gone := waitState(t, carol, sb.ID, "stopped", "paused retention", 90*time.Second)
+	if _, err := os.Stat(img); !os.IsNotExist(err) {
+		t.Errorf("the expired paused sandbox's volume %s is still there: %v", img, err)
+	}
+	again, err := carol.Create(ctx, api.CreateSandboxRequest{})
+	if err != nil {
+		t.Errorf("carol's create after her paused sandbox expired: %v", err)
+	} else {
+		carol.Delete(ctx, again.ID)
+	}
+	r.Evidence += fmt.Sprintf("; bob's create succeeds; after --paused-retention %s: %q, its volume removed, carol may create again", pausedRetention, gone.Reason)
+	r.Verdict = "bounded"
+}
