@@ -258,27 +258,40 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 	defer close(l.gone)
 	s.thawForEnd(l)
 	l.killProcs()
+	// Each step gets a bound of its own: a long one (the manifest of a
+	// big workspace) must not leave the next without time, which once
+	// left a sandbox gone but recorded running.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := l.sb.Destroy(ctx); err != nil {
+	err := l.sb.Destroy(ctx)
+	cancel()
+	if err != nil {
 		// Processes may be left: the files are no one's to keep.
 		s.log.Error("pause sandbox: destroy", "sandbox", id, "err", err)
-		return nil, s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
+		return nil, s.pauseFailed(l, rec, err)
 	}
 	if l.volumes != nil {
 		l.volumes() // a paused sandbox holds no named volume: resume mounts them again
 	}
 	var sum string
 	if !mounted {
-		var err error
-		sum, err = s.recordPause(id, l.disk, base)
+		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ScanTimeout)
+		sum, err = s.recordPause(sctx, id, l.disk, base)
+		cancel()
 		if err == nil && l.disk.vol != nil {
 			err = l.disk.vol.Close() // the image stays in the data directory
 		}
 		if err != nil {
 			s.log.Error("pause sandbox: keep files", "sandbox", id, "err", err)
-			return nil, s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
+			return nil, s.pauseFailed(l, rec, err)
 		}
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.store.MarkPaused(ctx, id, reason, sum, time.Now()); err != nil {
+		s.log.Error("pause sandbox: record", "sandbox", id, "err", err)
+		return nil, s.pauseFailed(l, rec, err)
+	}
+	if !mounted {
 		s.mu.Lock()
 		delete(s.volumes, l.disk)
 		s.mu.Unlock()
@@ -286,17 +299,25 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 	s.held.put(id, l.image) // a paused sandbox's image stays in the store
 	s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: "paused: " + reason, Fields: map[string]any{"paused": true}})
 	s.unregister(l, rec, true)
-	if err := s.store.MarkPaused(ctx, id, reason, sum, time.Now()); err != nil {
-		return nil, err
-	}
 	s.log.Info("sandbox paused", "sandbox", id, "reason", reason)
 	return l.disk, nil
 }
 
+// pauseFailed ends l, whose processes are gone (or may be), as stopped
+// with its files removed: the record says what is true, nothing is left.
+func (s *Server) pauseFailed(l *live, rec *Record, cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v): ended", cause)); err != nil {
+		s.log.Error("pause sandbox: end after a failed pause", "sandbox", l.sb.ID(), "err", err)
+	}
+	return fmt.Errorf("pause sandbox %q: %w (the sandbox was ended)", l.sb.ID(), cause)
+}
+
 // recordPause writes the manifest of a stopped sandbox's workspace and
 // returns its sha256.
-func (s *Server) recordPause(id string, d *disk, base owner) (string, error) {
-	m, err := pausedManifest(d, base)
+func (s *Server) recordPause(ctx context.Context, id string, d *disk, base owner) (string, error) {
+	m, err := pausedManifest(ctx, d, base, manifestVersion)
 	if err != nil {
 		return "", err
 	}
@@ -335,8 +356,10 @@ func (s *Server) forgetLife(ctx context.Context, id string) error {
 
 // destroyPaused removes a paused sandbox's files and marks it stopped.
 func (s *Server) destroyPaused(ctx context.Context, rec *Record, reason string) error {
-	s.resumeMu.Lock()
-	defer s.resumeMu.Unlock()
+	defer s.resumes.lock(rec.ID)()
+	if now, err := s.store.GetSandbox(ctx, rec.Tenant, rec.ID); err != nil || now.State != StatePaused {
+		return &httpError{api.CodeConflict, fmt.Errorf("destroy paused sandbox %q: no longer paused: %w", rec.ID, sandbox.ErrClosed)}
+	}
 	errs := []error{
 		os.Remove(filepath.Join(s.cfg.DataDir, "volumes", rec.ID+".img")),
 		os.RemoveAll(filepath.Join(s.cfg.RunDir, "volumes", rec.ID)),

@@ -118,6 +118,10 @@ type Config struct {
 	// (0: 16 GiB).
 	VolumeQuota int64
 
+	// ScanTimeout bounds one read of a sandbox's files: a checkpoint's, a
+	// pause's manifest, a resume's or a rollback's check (0: 5m).
+	ScanTimeout time.Duration
+
 	// CheckpointQuota bounds each tenant's checkpoints: their count and
 	// the bytes of the workspaces they record (zero: 64 and 16 GiB).
 	CheckpointQuota CheckpointQuota
@@ -162,8 +166,9 @@ type Server struct {
 	portTransport *http.Transport // the port proxy's (ports.go)
 	nvols         namedVolumes    // named volumes mounted for live sandboxes (volumes.go)
 
-	resumeMu sync.Mutex // one resume at a time (pause.go)
-	held     heldImages // images of paused sandboxes (imagepause.go)
+	resumes keyLocks   // one resume of a sandbox at a time, by ID (pause.go)
+	scans   keyLocks   // one checkpoint scan of a tenant at a time, by tenant
+	held    heldImages // images of paused sandboxes (imagepause.go)
 }
 
 type usage struct {
@@ -237,6 +242,7 @@ func (cfg *Config) setDefaults() {
 	def(&cfg.MaxTimeout, 24*time.Hour)
 	def(&cfg.ReapInterval, time.Second)
 	def(&cfg.PausedRetention, DefaultPausedRetention)
+	def(&cfg.ScanTimeout, 5*time.Minute)
 	def(&cfg.CreateTimeout, 60*time.Second)
 	def(&cfg.IOTimeout, defaultIOTimeout)
 	if cfg.RunDir == "" {
