@@ -79,6 +79,9 @@ type Config struct {
 	ProcessBuffer int
 	// MaxUpload bounds a file or archive upload (1 GiB).
 	MaxUpload int64
+	// UploadTimeout bounds the whole of an archive upload's body, however
+	// slowly it comes (0: 10m; IOTimeout bounds each wait within it).
+	UploadTimeout time.Duration
 	// DiskQuota is how a sandbox's disk is bounded: DiskQuotaVolume (an
 	// image of limits.disk bytes per sandbox; needs root) or
 	// DiskQuotaNone ("" means none).
@@ -243,6 +246,7 @@ func (cfg *Config) setDefaults() {
 	def(&cfg.ReapInterval, time.Second)
 	def(&cfg.PausedRetention, DefaultPausedRetention)
 	def(&cfg.ScanTimeout, 5*time.Minute)
+	def(&cfg.UploadTimeout, 10*time.Minute)
 	def(&cfg.CreateTimeout, 60*time.Second)
 	def(&cfg.IOTimeout, defaultIOTimeout)
 	if cfg.RunDir == "" {

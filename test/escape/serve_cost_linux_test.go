@@ -6,8 +6,12 @@ package escape
 // (costAttacks), against the same real `airlock serve`.
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,9 +28,13 @@ import (
 // that the test sees a paused sandbox expire.
 const pausedRetention = "20s"
 
+// uploadTimeout is the harness server's --upload-timeout.
+const uploadTimeout = "10s"
+
 func costAttacks() []serveAttack {
 	return []serveAttack{
 		{name: "sparse-checkpoint", item: "issue 24 #3–5", dos: true, goal: "burn a server core for hours with a checkpoint, pause and rollback of a 2 TiB sparse file", run: attackSparseCheckpoint},
+		{name: "upload-spool", item: "issue 24 #2", dos: true, goal: "fill the data disk with a gzip bomb's spool, trickled to stay open", run: attackUploadSpool},
 		{name: "paused-quota", item: "issue 24 #1", dos: true, goal: "keep more paused sandboxes than the tenant's quota, for ever, and starve the neighbour's creates", run: attackPausedQuota},
 	}
 }
@@ -160,5 +168,88 @@ func attackSparseCheckpoint(h *serveHarness, t *testing.T, r *serveResult) {
 	}
 	r.Evidence = fmt.Sprintf("checkpoint in %s (stored %d bytes, recorded %d data bytes), rollback in %s (still sparse), pause and resume in %s",
 		took.Round(time.Millisecond), cp.NewBytes, cp.Bytes, rolled.Round(time.Millisecond), time.Since(t2).Round(time.Millisecond))
+	r.Verdict = "bounded"
+}
+
+// gzipZeros is a gzip stream of n zero bytes (about n/1000 bytes).
+func gzipZeros(t *testing.T, n int) []byte {
+	var b bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	must(t, err)
+	zero := make([]byte, 1<<20)
+	for i := 0; i < n>>20; i++ {
+		zw.Write(zero)
+	}
+	must(t, zw.Close())
+	return b.Bytes()
+}
+
+// stalledUpload uploads body through c, then holds the request open
+// (the client trickling nothing more) until the server answers or for
+// at most hold; it returns the server's answer.
+func stalledUpload(c *client.Client, id string, body []byte, hold time.Duration, each func()) error {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		pw.Write(body)
+		t := time.NewTimer(hold)
+		defer t.Stop()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				pw.CloseWithError(errors.New("client gave up"))
+				return
+			case <-t.C:
+				pw.CloseWithError(errors.New("client gave up"))
+				return
+			case <-tick.C:
+				if each != nil {
+					each()
+				}
+			}
+		}
+	}()
+	err := c.Upload(context.Background(), id, "/tmp/u", pr)
+	close(done)
+	return err
+}
+
+func attackUploadSpool(h *serveHarness, t *testing.T, r *serveResult) {
+	ctx := context.Background()
+	bomb := gzipZeros(t, 400<<20)
+	body := bomb[:len(bomb)-64] // the stream's end never comes
+	r.Proof = fmt.Sprintf("a %d-byte gzip body that inflates to 400 MiB, held open after its last byte", len(body))
+	sb, err := h.alice.Create(ctx, api.CreateSandboxRequest{})
+	must(t, err)
+	defer h.alice.Delete(ctx, sb.ID)
+	before := freeOf(h.dir)
+	var worst int64
+	err = stalledUpload(h.alice, sb.ID, body, 60*time.Second, func() { worst = max(worst, before-freeOf(h.dir)) })
+	r.Evidence = "the spool on the sandbox's own volume: " + wantRefused(t, "a gzip bomb's spool", err, 507, "limits.disk")
+	if worst > 80<<20 {
+		t.Errorf("the spool took %d MiB of the data disk (the sandbox's disk is 64 MiB)", worst>>20)
+	}
+	if _, err := h.alice.Run(ctx, sb.ID, "sh", "-c", "head -c 1M /dev/urandom > after"); err != nil {
+		t.Errorf("the sandbox after its refused upload: %v", err)
+	}
+	// A trickle within the per-read timeout is cut at the total deadline.
+	small := gzipZeros(t, 1<<20)
+	pr, pw := io.Pipe()
+	go func() {
+		for i := 0; i < 90 && i < len(small); i++ {
+			if _, err := pw.Write(small[i : i+1]); err != nil {
+				return
+			}
+			time.Sleep(time.Second)
+		}
+		pw.CloseWithError(errors.New("client gave up"))
+	}()
+	t0 := time.Now()
+	err = h.alice.Upload(ctx, sb.ID, "/tmp/t", pr)
+	pr.Close()
+	r.Evidence += fmt.Sprintf("; a body trickled one byte a second: %s after %s (--upload-timeout %s)",
+		wantRefused(t, "a trickled upload", err, 504, "not received within"), time.Since(t0).Round(time.Second), uploadTimeout)
 	r.Verdict = "bounded"
 }

@@ -99,7 +99,7 @@ func startServe(t *testing.T, extra ...string) *serveHarness {
 	}
 	h.cmd = exec.Command(h.bin, append(append(args, "--default-backend", "native", "--ceilings", ceil, "--min-free", "128Mi", "--event-rate", "200",
 		"--max-conns-per-client", "64", "--max-conns", "1024", "--log-level", "warn",
-		"--paused-retention", pausedRetention), extra...)...)
+		"--paused-retention", pausedRetention, "--upload-timeout", uploadTimeout), extra...)...)
 	logf, err := os.Create(filepath.Join(base, "serve.log"))
 	must(t, err)
 	h.cmd.Stdout, h.cmd.Stderr = logf, logf
