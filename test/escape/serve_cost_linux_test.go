@@ -9,14 +9,18 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +39,7 @@ func costAttacks() []serveAttack {
 	return []serveAttack{
 		{name: "sparse-checkpoint", item: "issue 24 #3–5", dos: true, goal: "burn a server core for hours with a checkpoint, pause and rollback of a 2 TiB sparse file", run: attackSparseCheckpoint},
 		{name: "upload-spool", item: "issue 24 #2", dos: true, goal: "fill the data disk with a gzip bomb's spool, trickled to stay open", run: attackUploadSpool},
+		{name: "slow-readers", item: "issue 24 #7", dos: true, goal: "hold the server's memory with 48 buffered execs of 32 MiB output read slowly", run: attackSlowReaders},
 		{name: "paused-quota", item: "issue 24 #1", dos: true, goal: "keep more paused sandboxes than the tenant's quota, for ever, and starve the neighbour's creates", run: attackPausedQuota},
 	}
 }
@@ -251,5 +256,71 @@ func attackUploadSpool(h *serveHarness, t *testing.T, r *serveResult) {
 	pr.Close()
 	r.Evidence += fmt.Sprintf("; a body trickled one byte a second: %s after %s (--upload-timeout %s)",
 		wantRefused(t, "a trickled upload", err, 504, "not received within"), time.Since(t0).Round(time.Second), uploadTimeout)
+	r.Verdict = "bounded"
+}
+
+// slowReaders starts n buffered execs in sandbox id, each writing 16 MiB
+// to stdout and to stderr, and reads their answers at 256 KiB/s for
+// hold; it returns the server's peak RSS (kB) meanwhile.
+func slowReaders(h *serveHarness, t *testing.T, id string, n int, hold time.Duration) int {
+	body := `{"args":["sh","-c","head -c 16777216 /dev/zero; head -c 16777216 /dev/zero >&2"],"encoding":"base64"}`
+	key := h.keys["alice"][1]
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", "http://"+h.addr+"/v1/sandboxes/"+id+"/exec", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Errorf("slow reader: %v", err)
+				return
+			}
+			defer resp.Body.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(250 * time.Millisecond):
+				}
+				if _, err := resp.Body.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	peak := 0
+	for end := time.Now().Add(hold); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		peak = max(peak, h.rssKB())
+	}
+	close(stop)
+	wg.Wait()
+	return peak
+}
+
+func attackSlowReaders(h *serveHarness, t *testing.T, r *serveResult) {
+	ctx := context.Background()
+	sb, err := h.alice.Create(ctx, api.CreateSandboxRequest{Policy: []byte(`{"limits":{"disk":"256Mi","output_bytes":"64Mi"}}`)})
+	must(t, err)
+	defer h.alice.Delete(ctx, sb.ID)
+	// One answer of 16 MiB each side comes back whole, encoded as it is sent.
+	res, err := h.alice.RunRequest(ctx, sb.ID, api.ExecRequest{Args: []string{"sh", "-c", "head -c 16777216 /dev/urandom > o; cat o; sha256sum o >&2; rm o"}})
+	if err != nil || len(res.Stdout) != 16<<20 || res.Truncated {
+		t.Fatalf("a 16 MiB output: %v (%d bytes, truncated %v)", err, len(res.Stdout), res != nil && res.Truncated)
+	}
+	if sum := sha256.Sum256(res.Stdout); !strings.HasPrefix(string(res.Stderr), hex.EncodeToString(sum[:])) {
+		t.Fatalf("a 16 MiB output came back changed: sha256 %x, in the sandbox %s", sum, res.Stderr)
+	}
+	before := h.rssKB()
+	peak := slowReaders(h, t, sb.ID, 48, 15*time.Second)
+	r.Proof = "48 buffered execs of 2x16 MiB, answers read at 256 KiB/s (issue 24: 54 MB -> 4.65 GB RSS on main b4a1275)"
+	r.Evidence = fmt.Sprintf("server RSS %d MB before, peak %d MB with 48 slow readers (target < 300 MB); beyond 64 KiB per stream the output spills to the sandbox's volume, past its limits.disk it is dropped (output_truncated)", before>>10, peak>>10)
+	if peak > 300<<10 {
+		t.Errorf("server RSS peaked at %d MB with 48 slow readers", peak>>10)
+	}
 	r.Verdict = "bounded"
 }
