@@ -203,7 +203,9 @@ func (s *Server) rollback(ctx context.Context, l *live, cpID string) (*live, err
 	if err != nil {
 		return nil, err
 	}
-	if err := s.objects(id, l.disk).verify(ctx, m, what); err != nil {
+	vctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTimeout)
+	defer cancel()
+	if err := s.objects(id, l.disk).verify(vctx, m, what); err != nil {
 		return nil, err
 	}
 	// The files stay attached: nothing but this server touches them

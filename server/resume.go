@@ -139,6 +139,8 @@ func (s *Server) prepareFiles(ctx context.Context, id string, d *disk, base owne
 		return false, nil
 	}
 	what := fmt.Sprintf("resume sandbox %q", id)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTimeout)
+	defer cancel()
 	want, err := readManifest(filepath.Join(s.checkpointDir(id, d), "pause.json"), sum, what)
 	if err != nil {
 		return false, err
