@@ -13,8 +13,11 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/sandbox"
 )
@@ -28,7 +31,7 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	tmp, err := s.spoolUnlinked(w, r)
+	tmp, err := s.spoolUnlinked(w, r, l)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -49,22 +52,82 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"path": root, "entries": len(entries), "bytes": total})
 }
 
-// spoolUnlinked copies the request's archive to an unlinked temp file of
-// the data directory (spoolUpload's is named, for the image store), which
-// the caller closes; on error it is closed here.
-func (s *Server) spoolUnlinked(w http.ResponseWriter, r *http.Request) (*os.File, error) {
-	tmp, err := os.CreateTemp(s.cfg.DataDir, "upload-*.tar")
+// spoolUnlinked copies the request's archive to an unlinked temp file
+// (spoolUpload's is named, for the image store), which the caller
+// closes; on error it is closed here. The spool is charged to l: on its
+// disk volume (outside its workspace, which it shares the volume's
+// limits.disk with), else in the data directory above its reserve. The
+// whole upload has UploadTimeout, however slowly the body trickles in.
+func (s *Server) spoolUnlinked(w http.ResponseWriter, r *http.Request, l *live) (*os.File, error) {
+	dir, charged := s.cfg.DataDir, false
+	if l.disk != nil && l.disk.vol != nil {
+		dir, charged = l.disk.root, true
+	}
+	tmp, err := os.CreateTemp(dir, ".upload-*.tar")
 	if err != nil {
 		return nil, fmt.Errorf("archive upload: spool: %w", err)
 	}
 	// Unlinked at once: nothing is left behind by a crash or a shutdown.
 	os.Remove(tmp.Name())
-	if err := spoolArchive(&guardedWriter{w: tmp, check: s.storageErr}, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload), s.cfg.MaxUpload); err != nil {
+	var dst io.Writer = &guardedWriter{w: tmp, check: s.storageErr}
+	if charged {
+		dst = &quotaWriter{w: tmp, id: l.sb.ID()}
+	}
+	body := newTotalDeadline(w, http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload), s.cfg.UploadTimeout)
+	err = spoolArchive(dst, body, s.cfg.MaxUpload)
+	body.stop()
+	if err != nil {
 		tmp.Close()
+		if body.passed.Load() {
+			return nil, fmt.Errorf("archive upload: not received within the server's %s for an upload: %w", s.cfg.UploadTimeout, sandbox.ErrTimeout)
+		}
 		return nil, err
 	}
 	return tmp, nil
 }
+
+// quotaWriter is a spool on a sandbox's volume: full is the sandbox's
+// disk quota, said so (507).
+type quotaWriter struct {
+	w  io.Writer
+	id string
+}
+
+func (q *quotaWriter) Write(p []byte) (int, error) {
+	n, err := q.w.Write(p)
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return n, &httpError{api.CodeInsufficientStorage, fmt.Errorf("archive upload: its spool filled sandbox %q's disk (limits.disk; the spool and what it extracts share it): %w", q.id, sandbox.ErrLimit)}
+	}
+	return n, err
+}
+
+// totalDeadline ends a request body's reads once d has passed since it
+// was made: the connection's read deadline is set to now (a read blocked
+// on a trickling client returns) and every later read fails.
+type totalDeadline struct {
+	r      io.Reader
+	passed atomic.Bool
+	t      *time.Timer
+}
+
+func newTotalDeadline(w http.ResponseWriter, r io.Reader, d time.Duration) *totalDeadline {
+	td := &totalDeadline{r: r}
+	rc := http.NewResponseController(w)
+	td.t = time.AfterFunc(d, func() {
+		td.passed.Store(true)
+		_ = rc.SetReadDeadline(time.Now())
+	})
+	return td
+}
+
+func (td *totalDeadline) Read(p []byte) (int, error) {
+	if td.passed.Load() {
+		return 0, fmt.Errorf("upload deadline passed: %w", sandbox.ErrTimeout)
+	}
+	return td.r.Read(p)
+}
+
+func (td *totalDeadline) stop() { td.t.Stop() }
 
 // checkArchive is the first pass over a spooled upload: every header is
 // valid, writable under root for l, and within the entry, depth and

@@ -59,6 +59,10 @@ func (s *Server) checkpoint(ctx context.Context, l *live, name string) (api.Chec
 	}
 	ls.cp.Lock()
 	defer ls.cp.Unlock()
+	// One scan at a time per tenant: a tenant's checkpoints queue behind
+	// each other, never another tenant's.
+	unlock := s.scans.lock(tenant)
+	defer unlock()
 	q := s.cfg.CheckpointQuota
 	n, used, err := s.store.CheckpointUsage(ctx, tenant)
 	if err != nil {
@@ -67,20 +71,23 @@ func (s *Server) checkpoint(ctx context.Context, l *live, name string) (api.Chec
 	if n >= q.Count {
 		return api.Checkpoint{}, fmt.Errorf("checkpoint sandbox %q: tenant %q has %d of %d checkpoints (delete some): %w", id, tenant, n, q.Count, sandbox.ErrLimit)
 	}
+	if used >= q.Bytes {
+		return api.Checkpoint{}, fmt.Errorf("checkpoint sandbox %q: tenant %q holds %d of %d checkpoint bytes: %w", id, tenant, used, q.Bytes, sandbox.ErrLimit)
+	}
+	// Bounded as it reads: by the client (ctx), the server's deadline and
+	// the quota's bytes left.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTimeout)
+	defer cancel()
+	sc := &scan{ctx: ctx, limit: q.Bytes - used, what: fmt.Sprintf("checkpoint sandbox %q", id)}
 	thaw := s.holdStill(ctx, l)
-	m, newBytes, skipped, err := scanTree(l.workspace, ls.owner, s.objects(id, l.disk))
+	m, newBytes, skipped, err := scanTree(l.workspace, ls.owner, s.objects(id, l.disk), sc)
 	thaw()
 	if err != nil {
+		s.sweepObjects(context.WithoutCancel(ctx), id, l.disk)
 		return api.Checkpoint{}, fmt.Errorf("checkpoint sandbox %q: %w", id, err)
 	}
-	cp := api.Checkpoint{ID: newID("cp-"), Sandbox: id, Name: name, CreatedAt: time.Now().UTC(), Files: len(m.Entries), NewBytes: newBytes, Skipped: skipped}
-	for _, e := range m.Entries {
-		cp.Bytes += e.Size
-	}
-	if used+cp.Bytes > q.Bytes {
-		s.sweepObjects(ctx, id, l.disk)
-		return api.Checkpoint{}, fmt.Errorf("checkpoint sandbox %q: tenant %q would hold %d of %d checkpoint bytes: %w", id, tenant, used+cp.Bytes, q.Bytes, sandbox.ErrLimit)
-	}
+	cp := api.Checkpoint{ID: newID("cp-"), Sandbox: id, Name: name, CreatedAt: time.Now().UTC(), Files: len(m.Entries), NewBytes: newBytes, Skipped: skipped, Bytes: sc.data}
+	ctx = context.WithoutCancel(ctx) // what follows is quick and must finish
 	manifestPath := filepath.Join(s.checkpointDir(id, l.disk), cp.ID+".json")
 	if err = os.MkdirAll(filepath.Dir(manifestPath), 0o700); err == nil {
 		cp.Manifest, err = writeManifest(manifestPath, m)
@@ -196,7 +203,9 @@ func (s *Server) rollback(ctx context.Context, l *live, cpID string) (*live, err
 	if err != nil {
 		return nil, err
 	}
-	if err := s.objects(id, l.disk).verify(m, what); err != nil {
+	vctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTimeout)
+	defer cancel()
+	if err := s.objects(id, l.disk).verify(vctx, m, what); err != nil {
 		return nil, err
 	}
 	// The files stay attached: nothing but this server touches them
@@ -206,16 +215,16 @@ func (s *Server) rollback(ctx context.Context, l *live, cpID string) (*live, err
 		return nil, err
 	}
 	return s.resume(ctx, tenant, id, func(d *disk, base owner) error {
-		return replaceTree(m, s.objects(id, d), d.workspace, base)
+		return replaceTree(ctx, m, s.objects(id, d), d.workspace, base)
 	}, dsk)
 }
 
 // replaceTree makes ws the tree of m: restored next to it, then swapped.
-func replaceTree(m *manifest, objs *objectStore, ws string, base owner) error {
+func replaceTree(ctx context.Context, m *manifest, objs *objectStore, ws string, base owner) error {
 	fresh, old := ws+".rollback", ws+".old"
 	os.RemoveAll(fresh)
 	os.RemoveAll(old)
-	if err := restoreTree(m, objs, fresh, base); err != nil {
+	if err := restoreTree(ctx, m, objs, fresh, base); err != nil {
 		os.RemoveAll(fresh)
 		return fmt.Errorf("restore: %w", err)
 	}

@@ -153,29 +153,6 @@ func truncArgs(a []string) []string {
 	return out
 }
 
-// boundedBuf keeps up to limit bytes and notes whether more came.
-type boundedBuf struct {
-	mu        sync.Mutex
-	b         bytes.Buffer
-	limit     int
-	truncated bool
-}
-
-func (b *boundedBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	room := b.limit - b.b.Len()
-	if room < len(p) {
-		b.truncated = true
-		if room > 0 {
-			b.b.Write(p[:room])
-		}
-		return len(p), nil
-	}
-	b.b.Write(p)
-	return len(p), nil
-}
-
 // run starts sreq and waits, killing the process and its group if the
 // client goes away. started is called once the process runs (before any output is
 // delivered only if the backend buffers nothing; callers must not rely on it).
@@ -205,7 +182,9 @@ func (s *Server) run(ctx context.Context, l *live, sreq sandbox.ExecRequest, sta
 }
 
 func (s *Server) execBuffered(w http.ResponseWriter, r *http.Request, l *live, sreq sandbox.ExecRequest, enc string) {
-	stdout, stderr := &boundedBuf{limit: s.cfg.MaxOutput}, &boundedBuf{limit: s.cfg.MaxOutput}
+	stdout, stderr := s.newSpillBufs(l)
+	defer stdout.close()
+	defer stderr.close()
 	sreq.Stdout, sreq.Stderr = stdout, stderr
 	start := time.Now()
 	ex, err := s.run(r.Context(), l, sreq, nil)
@@ -213,14 +192,11 @@ func (s *Server) execBuffered(w http.ResponseWriter, r *http.Request, l *live, s
 		s.writeError(w, r, err)
 		return
 	}
-	if stdout.truncated || stderr.truncated {
+	dur := time.Since(start)
+	if stdout.isTruncated() || stderr.isTruncated() {
 		ex.Truncated = true
 	}
-	writeJSON(w, http.StatusOK, api.ExecResult{
-		ExitStatus: apiExit(ex), Encoding: enc,
-		Stdout: encodeOutput(stdout.b.Bytes(), enc), Stderr: encodeOutput(stderr.b.Bytes(), enc),
-		DurationMS: float64(time.Since(start).Microseconds()) / 1000,
-	})
+	writeExecResult(w, apiExit(ex), enc, stdout.reader(), stderr.reader(), dur)
 }
 
 // frameWriter turns writes into frames on a stream.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
@@ -147,9 +148,17 @@ func (s *Server) thawForEnd(l *live) {
 	}
 }
 
+// maxHoldStill bounds how long a read of a sandbox's files keeps it
+// frozen: far below what its agent session survives without keep-alives
+// (a frozen agent answers none), so a long checkpoint never ends the
+// sandbox. Past it the read goes on with the sandbox running: a file
+// written meanwhile is recorded as it was read.
+const maxHoldStill = 5 * time.Second
+
 // holdStill freezes l (unless it is frozen already) for a read of its
-// files and returns what thaws it; without a freezer it does nothing.
-// Requests meanwhile wait for the agent rather than fail.
+// files and returns what thaws it; without a freezer it does nothing. It
+// thaws by itself after maxHoldStill. Requests meanwhile wait for the
+// agent rather than fail.
 func (s *Server) holdStill(ctx context.Context, l *live) func() {
 	fr, ok := l.sb.(sandbox.Freezer)
 	if !ok || l.isFrozen() {
@@ -162,14 +171,25 @@ func (s *Server) holdStill(ctx context.Context, l *live) func() {
 		s.log.Debug("checkpoint without freezing", "sandbox", l.sb.ID(), "err", err)
 		return func() {}
 	}
+	var once sync.Once
+	thaw := func() {
+		once.Do(func() {
+			if l.isFrozen() {
+				return // frozen through the API meanwhile: it stays so
+			}
+			tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := fr.Thaw(tctx); err != nil {
+				s.log.Error("thaw after checkpoint", "sandbox", l.sb.ID(), "err", err)
+			}
+		})
+	}
+	t := time.AfterFunc(maxHoldStill, func() {
+		s.log.Info("checkpoint reads on with the sandbox running", "sandbox", l.sb.ID(), "frozen_for", maxHoldStill)
+		thaw()
+	})
 	return func() {
-		if l.isFrozen() {
-			return // frozen through the API meanwhile: it stays so
-		}
-		tctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := fr.Thaw(tctx); err != nil {
-			s.log.Error("thaw after checkpoint", "sandbox", l.sb.ID(), "err", err)
-		}
+		t.Stop()
+		thaw()
 	}
 }

@@ -141,15 +141,16 @@ const layerPrefix = "/layer/"
 // upper directory of its writable layer (owners as stored: its inside
 // ids). Whiteouts and overlay xattrs are not in it (scanTree skips
 // devices and reads no xattrs).
-func pausedManifest(d *disk, base owner) (*manifest, error) {
-	m, _, _, err := scanTree(d.workspace, base, nil)
+func pausedManifest(ctx context.Context, d *disk, base owner, version int) (*manifest, error) {
+	sc := newScan(ctx, "manifest of a paused sandbox", version)
+	m, _, _, err := scanTree(d.workspace, base, nil, sc)
 	if err != nil {
 		return nil, fmt.Errorf("manifest of the workspace: %w", err)
 	}
 	if d.layer == "" {
 		return m, nil
 	}
-	up, _, _, err := scanTree(filepath.Join(d.layer, "upper"), owner{}, nil)
+	up, _, _, err := scanTree(filepath.Join(d.layer, "upper"), owner{}, nil, sc)
 	if err != nil {
 		return nil, fmt.Errorf("manifest of the writable layer: %w", err)
 	}

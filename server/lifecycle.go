@@ -83,7 +83,11 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request) *Record {
 // reserve takes quota for one sandbox of memory bytes for tenant on
 // backend. wasm sandboxes' memory lives in the server process itself:
 // their limits together are bounded by WasmMemory, for every tenant.
-func (s *Server) reserve(ctx context.Context, tenant, backend string, memory int64) (release func(), err error) {
+// Paused sandboxes count as sandboxes and by their memory (their files
+// are held, a resume needs the memory back); resuming, when set, is the
+// paused sandbox being resumed: its hold becomes the reservation, and
+// release gives it back as a hold.
+func (s *Server) reserve(ctx context.Context, tenant, backend string, memory int64, resuming string) (release func(), err error) {
 	q, err := s.store.GetQuota(ctx, tenant)
 	if err != nil {
 		return nil, err
@@ -96,16 +100,17 @@ func (s *Server) reserve(ctx context.Context, tenant, backend string, memory int
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := s.usage[tenant]
-	if u == nil {
-		u = &usage{}
-		s.usage[tenant] = u
+	u := s.usageOf(tenant)
+	held, wasPaused := u.paused[resuming]
+	count, mem := u.count+len(u.paused), u.memory+u.pausedMemory()
+	if wasPaused {
+		count, mem = count-1, mem-held
 	}
-	if q.MaxSandboxes > 0 && u.count+1 > q.MaxSandboxes {
-		return nil, fmt.Errorf("create sandbox: tenant %q has %d of %d sandboxes: %w", tenant, u.count, q.MaxSandboxes, sandbox.ErrLimit)
+	if q.MaxSandboxes > 0 && count+1 > q.MaxSandboxes {
+		return nil, fmt.Errorf("create sandbox: tenant %q has %d of %d sandboxes (%d of them paused: delete or resume those): %w", tenant, count, q.MaxSandboxes, len(u.paused), sandbox.ErrLimit)
 	}
-	if q.MaxMemory > 0 && u.memory+memory > q.MaxMemory {
-		return nil, fmt.Errorf("create sandbox: tenant %q would use %d of %d bytes of memory: %w", tenant, u.memory+memory, q.MaxMemory, sandbox.ErrLimit)
+	if q.MaxMemory > 0 && mem+memory > q.MaxMemory {
+		return nil, fmt.Errorf("create sandbox: tenant %q would use %d of %d bytes of memory (paused sandboxes count): %w", tenant, mem+memory, q.MaxMemory, sandbox.ErrLimit)
 	}
 	if q.MaxMemory > 0 && memory == 0 {
 		return nil, fmt.Errorf("create sandbox: tenant %q has a memory quota, the policy sets no memory limit: %w", tenant, sandbox.ErrLimit)
@@ -119,6 +124,9 @@ func (s *Server) reserve(ctx context.Context, tenant, backend string, memory int
 			return nil, fmt.Errorf("create sandbox: wasm sandboxes would use %d of the server's %d bytes for them (serve --wasm-memory): %w", s.wasmMemory+memory, s.cfg.WasmMemory, sandbox.ErrLimit)
 		}
 		s.wasmMemory += memory
+	}
+	if wasPaused {
+		delete(u.paused, resuming)
 	}
 	u.count++
 	u.memory += memory
@@ -135,7 +143,43 @@ func (s *Server) reserve(ctx context.Context, tenant, backend string, memory int
 		if wasm {
 			s.wasmMemory -= memory
 		}
+		if wasPaused {
+			u.paused[resuming] = held
+		}
 	}, nil
+}
+
+// usageOf is tenant's usage, made on first use. Under s.mu.
+func (s *Server) usageOf(tenant string) *usage {
+	u := s.usage[tenant]
+	if u == nil {
+		u = &usage{paused: map[string]int64{}}
+		s.usage[tenant] = u
+	}
+	return u
+}
+
+func (u *usage) pausedMemory() int64 {
+	var n int64
+	for _, m := range u.paused {
+		n += m
+	}
+	return n
+}
+
+// holdPaused counts paused sandbox id of tenant (memory bytes) against
+// tenant's quota until it is resumed or destroyed.
+func (s *Server) holdPaused(tenant, id string, memory int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.usageOf(tenant).paused[id] = memory
+}
+
+// dropPaused ends the hold of paused sandbox id of tenant.
+func (s *Server) dropPaused(tenant, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.usageOf(tenant).paused, id)
 }
 
 // destroy ends l for reason: kills its processes, destroys the sandbox,
@@ -177,7 +221,7 @@ func (s *Server) destroy(l *live, reason string) error {
 		// finds it is sure to read this event after a flush.
 		s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: reason})
 	}
-	s.unregister(l, rec)
+	s.unregister(l, rec, false)
 	if rec != nil {
 		if serr := s.store.MarkStopped(ctx, id, reason, time.Now()); serr != nil && err == nil {
 			err = serr
@@ -188,8 +232,9 @@ func (s *Server) destroy(l *live, reason string) error {
 	return err
 }
 
-// unregister takes l out of the live sandboxes and gives its quota back.
-func (s *Server) unregister(l *live, rec *Record) {
+// unregister takes l out of the live sandboxes and gives its quota back;
+// paused: it keeps a paused sandbox's hold (holdPaused).
+func (s *Server) unregister(l *live, rec *Record, paused bool) {
 	id := l.sb.ID()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -200,6 +245,9 @@ func (s *Server) unregister(l *live, rec *Record) {
 		if u := s.usage[rec.Tenant]; u != nil {
 			u.count--
 			u.memory -= l.memory
+			if paused {
+				u.paused[id] = l.memory
+			}
 		}
 		if l.backend == "wasm" {
 			s.wasmMemory -= l.memory
@@ -225,13 +273,17 @@ func (s *Server) reapLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.ReapInterval)
 	defer t.Stop()
-	var lastPrune time.Time
+	var lastPrune, lastPaused time.Time
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case now := <-t.C:
 			s.reap(now)
+			if now.Sub(lastPaused) >= min(time.Minute, s.cfg.PausedRetention/4) {
+				lastPaused = now
+				s.expirePaused(now)
+			}
 			if s.cfg.Retention > 0 && now.Sub(lastPrune) > time.Minute {
 				lastPrune = now
 				s.prune(now)

@@ -120,6 +120,33 @@ func (s *Store) PausedIDs(ctx context.Context) ([]string, error) {
 	return scanIDs(rows)
 }
 
+// pausedRow is a paused sandbox as quotas and the paused retention see it.
+type pausedRow struct {
+	ID, Tenant string
+	Memory     int64
+	PausedAt   time.Time
+}
+
+// ListPaused returns every paused sandbox.
+func (s *Store) ListPaused(ctx context.Context) ([]pausedRow, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, tenant, memory, ended_at FROM sandboxes WHERE state = ?`, StatePaused)
+	if err != nil {
+		return nil, fmt.Errorf("list paused sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []pausedRow
+	for rows.Next() {
+		var p pausedRow
+		var at int64
+		if err := rows.Scan(&p.ID, &p.Tenant, &p.Memory, &at); err != nil {
+			return nil, fmt.Errorf("list paused sandboxes: %w", err)
+		}
+		p.PausedAt = timeOrZero(at)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
 func scanIDs(rows *sql.Rows) ([]string, error) {
 	defer rows.Close()
 	var ids []string

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -36,6 +35,10 @@ type manifestEntry struct {
 	Target string `json:"target,omitempty"` // a symlink's
 }
 
+// manifestVersion 2 hashes files with sparseHash (version 1: plain
+// sha256 of the whole content, still read and checked).
+const manifestVersion = 2
+
 // owner is the host id range base of a sandbox's files (uid and gid of id
 // 0 inside); {0, 0} when its ids are the host's.
 type owner struct{ UID, GID int }
@@ -52,13 +55,18 @@ const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 // store set, each file's content is put in the object store (once per
 // content: a file whose content is there already costs one read).
 // newBytes is what it stored.
-func scanTree(dir string, base owner, store *objectStore) (m *manifest, newBytes int64, skipped int, err error) {
+// sc bounds the scan (its deadline, the data it may record) and says how
+// files are hashed (sparseHash).
+func scanTree(dir string, base owner, store *objectStore, sc *scan) (m *manifest, newBytes int64, skipped int, err error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	defer root.Close()
-	m = &manifest{Version: 1, Entries: []manifestEntry{}}
+	m = &manifest{Version: manifestVersion, Entries: []manifestEntry{}}
+	if sc.v1 {
+		m.Version = 1
+	}
 	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, werr error) error {
 		if werr != nil {
 			return werr
@@ -82,7 +90,7 @@ func scanTree(dir string, base owner, store *objectStore) (m *manifest, newBytes
 			}
 		case fi.Mode().IsRegular():
 			e.Kind = "file"
-			n, err := hashEntry(root, p, &e, store)
+			n, err := hashEntry(root, p, &e, store, sc)
 			if err != nil {
 				return err
 			}
@@ -102,38 +110,26 @@ func scanTree(dir string, base owner, store *objectStore) (m *manifest, newBytes
 
 // hashEntry fills e's size and hash from the file p of root, storing its
 // content in store when store lacks it; it returns the bytes stored.
-func hashEntry(root *os.Root, p string, e *manifestEntry, store *objectStore) (int64, error) {
+func hashEntry(root *os.Root, p string, e *manifestEntry, store *objectStore, sc *scan) (int64, error) {
 	f, err := root.OpenFile(p, os.O_RDONLY|oNoFollow, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		return 0, fmt.Errorf("%s: changed while read (not a regular file now)", p)
 	}
-	sum, n, err := hashReader(f)
-	if err != nil {
+	e.Size = fi.Size()
+	if store == nil {
+		e.SHA256, err = sparseHash(f, e.Size, sc, nil)
 		return 0, err
 	}
-	e.Size, e.SHA256 = n, sum
-	if store == nil || store.has(sum) {
-		return 0, nil
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return 0, err
-	}
-	// The sandbox may write the file meanwhile: the stored copy is
-	// hashed again and named by what it holds.
-	if e.SHA256, e.Size, err = store.put(f); err != nil {
-		return 0, err
-	}
-	return e.Size, nil
-}
-
-func hashReader(r io.Reader) (string, int64, error) {
-	h := sha256.New()
-	n, err := io.Copy(h, r)
-	return hex.EncodeToString(h.Sum(nil)), n, err
+	// One read: the data is copied as it is hashed; the stored copy is
+	// named by what it holds (the sandbox may write the file meanwhile).
+	sum, stored, err := store.put(f, e.Size, sc)
+	e.SHA256 = sum
+	return stored, err
 }
 
 // writeManifest writes m to path (atomically) and returns its sha256.
@@ -170,8 +166,8 @@ func readManifest(path, want, what string) (*manifest, error) {
 	var m manifest
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil || m.Version != 1 {
-		return nil, errCorrupt("%s: manifest %s: not a version 1 manifest", what, filepath.Base(path))
+	if err := dec.Decode(&m); err != nil || (m.Version != 1 && m.Version != manifestVersion) {
+		return nil, errCorrupt("%s: manifest %s: not a version 1 or %d manifest", what, filepath.Base(path), manifestVersion)
 	}
 	return &m, nil
 }

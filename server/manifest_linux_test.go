@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -37,20 +38,20 @@ func TestManifestRoundTrip(t *testing.T) {
 	src, dst := t.TempDir(), filepath.Join(t.TempDir(), "restored")
 	writeTree(t, src)
 	store := &objectStore{dir: filepath.Join(t.TempDir(), "objects")}
-	m, stored, skipped, err := scanTree(src, owner{}, store)
+	m, stored, skipped, err := scanTree(src, owner{}, store, newScan(context.Background(), "test", manifestVersion))
 	if err != nil || skipped != 0 {
 		t.Fatal(err, skipped)
 	}
 	if stored != int64(len("alpha")+len("beta")) {
 		t.Errorf("stored %d bytes: equal contents must be stored once", stored)
 	}
-	if err := store.verify(m, "test"); err != nil {
+	if err := store.verify(context.Background(), m, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := restoreTree(m, store, dst, owner{}); err != nil {
+	if err := restoreTree(context.Background(), m, store, dst, owner{}); err != nil {
 		t.Fatal(err)
 	}
-	got, _, _, err := scanTree(dst, owner{}, nil)
+	got, _, _, err := scanTree(dst, owner{}, nil, newScan(context.Background(), "test", manifestVersion))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestManifestRoundTrip(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dst, ".hidden"), []byte("gamma"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, _, _, _ = scanTree(dst, owner{}, nil)
+	got, _, _, _ = scanTree(dst, owner{}, nil, newScan(context.Background(), "test", manifestVersion))
 	err = compareManifests(m, got, "changed")
 	var he *httpError
 	if !errors.As(err, &he) || he.code != api.CodeCorrupt || !strings.Contains(err.Error(), `".hidden"`) {
@@ -73,7 +74,7 @@ func TestManifestRoundTrip(t *testing.T) {
 			os.WriteFile(store.path(e.SHA256), []byte("evil"), 0o600)
 		}
 	}
-	if err := store.verify(m, "tampered"); !errors.As(err, &he) || he.code != api.CodeCorrupt || !strings.Contains(err.Error(), `"a.txt"`) {
+	if err := store.verify(context.Background(), m, "tampered"); !errors.As(err, &he) || he.code != api.CodeCorrupt || !strings.Contains(err.Error(), `"a.txt"`) {
 		t.Fatalf("tampered object: %v", err)
 	}
 }
@@ -103,7 +104,7 @@ func TestRestoreRefusesEscapes(t *testing.T) {
 	store := &objectStore{dir: t.TempDir()}
 	for _, p := range []string{"../x", "/etc/x", "a/../../x"} {
 		m := &manifest{Version: 1, Entries: []manifestEntry{{Path: p, Kind: "dir", Mode: 0o755}}}
-		if err := restoreTree(m, store, filepath.Join(t.TempDir(), "r"), owner{}); err == nil {
+		if err := restoreTree(context.Background(), m, store, filepath.Join(t.TempDir(), "r"), owner{}); err == nil {
 			t.Errorf("entry %q restored", p)
 		}
 	}

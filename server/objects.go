@@ -1,9 +1,9 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -28,10 +28,10 @@ func (o *objectStore) has(sum string) bool {
 	return err == nil
 }
 
-// put stores what r holds (copied by the kernel where it can: a reflink
-// on filesystems that have them) and returns its sha256 and size, hashed
-// from the stored copy.
-func (o *objectStore) put(r *os.File) (string, int64, error) {
+// put stores f's content (size bytes), read and written by its data
+// blocks only (holes stay holes), and returns its sparseHash and the
+// data bytes it stored (0: the store had it).
+func (o *objectStore) put(f *os.File, size int64, sc *scan) (string, int64, error) {
 	if err := os.MkdirAll(o.dir, 0o700); err != nil {
 		return "", 0, err
 	}
@@ -41,15 +41,17 @@ func (o *objectStore) put(r *os.File) (string, int64, error) {
 	}
 	defer os.Remove(tmp.Name())
 	defer tmp.Close()
-	if _, err := io.Copy(tmp, r); err != nil {
-		return "", 0, err
+	before := sc.data
+	// What is hashed is what is written: the copy's name is its content's.
+	sum, err := sparseHash(f, size, sc, tmp)
+	if err == nil {
+		err = tmp.Truncate(size)
 	}
-	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
-		return "", 0, err
-	}
-	sum, n, err := hashReader(tmp)
 	if err != nil {
 		return "", 0, err
+	}
+	if o.has(sum) {
+		return sum, 0, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(o.path(sum)), 0o700); err != nil {
 		return "", 0, err
@@ -57,12 +59,13 @@ func (o *objectStore) put(r *os.File) (string, int64, error) {
 	if err := tmp.Chmod(0o400); err != nil {
 		return "", 0, err
 	}
-	return sum, n, os.Rename(tmp.Name(), o.path(sum))
+	return sum, sc.data - before, os.Rename(tmp.Name(), o.path(sum))
 }
 
-// verify hashes every file of m in the store: a missing or changed object
-// is a corrupt error naming the workspace file it holds.
-func (o *objectStore) verify(m *manifest, what string) error {
+// verify hashes every file of m in the store (as m's version hashes): a
+// missing or changed object is a corrupt error naming the workspace file
+// it holds.
+func (o *objectStore) verify(ctx context.Context, m *manifest, what string) error {
 	seen := map[string]bool{}
 	for _, e := range m.Entries {
 		if e.Kind != "file" || seen[e.SHA256] {
@@ -78,7 +81,11 @@ func (o *objectStore) verify(m *manifest, what string) error {
 		if err != nil {
 			return fmt.Errorf("%s: file %q: %w", what, e.Path, err)
 		}
-		sum, _, err := hashReader(f)
+		var sum string
+		fi, err := f.Stat()
+		if err == nil {
+			sum, err = sparseHash(f, fi.Size(), newScan(ctx, what, m.Version), nil)
+		}
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("%s: file %q: %w", what, e.Path, err)

@@ -152,15 +152,49 @@ func (s *Server) checkpointDir(id string, d *disk) string {
 // pausedFiles lists the files reconcile keeps: paused sandboxes'.
 func (s *Server) pausedFiles(ctx context.Context) map[string]bool {
 	keep := map[string]bool{}
-	ids, err := s.store.PausedIDs(ctx)
+	paused, err := s.store.ListPaused(ctx)
 	if err != nil {
 		s.log.Error("reconcile: paused sandboxes", "err", err)
 	}
-	for _, id := range ids {
-		keep[id], keep[id+".img"] = true, true
+	var ids []string
+	for _, p := range paused {
+		keep[p.ID], keep[p.ID+".img"] = true, true
+		ids = append(ids, p.ID)
+		s.holdPaused(p.Tenant, p.ID, p.Memory)
 	}
 	s.holdPausedImages(ctx, ids)
 	return keep
+}
+
+// expirePaused destroys the sandboxes paused longer than the paused
+// retention (serve --paused-retention): what a tenant paused is not kept
+// forever.
+func (s *Server) expirePaused(now time.Time) {
+	if s.cfg.PausedRetention < 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, time.Minute)
+	defer cancel()
+	paused, err := s.store.ListPaused(ctx)
+	if err != nil {
+		s.log.Error("expire paused sandboxes", "err", err)
+		return
+	}
+	for _, p := range paused {
+		if now.Sub(p.PausedAt) <= s.cfg.PausedRetention {
+			continue
+		}
+		rec, err := s.store.GetSandbox(ctx, p.Tenant, p.ID)
+		if err != nil || rec.State != StatePaused {
+			continue
+		}
+		why := fmt.Sprintf("expired: paused longer than the server's paused retention (%s)", s.cfg.PausedRetention)
+		if err := s.destroyPaused(ctx, rec, why); err != nil {
+			s.log.Error("expire paused sandbox", "sandbox", p.ID, "err", err)
+			continue
+		}
+		s.log.Info("paused sandbox expired", "sandbox", p.ID, "retention", s.cfg.PausedRetention)
+	}
 }
 
 // removeAllBut removes the entries of dir not named in keep.
@@ -224,45 +258,66 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 	defer close(l.gone)
 	s.thawForEnd(l)
 	l.killProcs()
+	// Each step gets a bound of its own: a long one (the manifest of a
+	// big workspace) must not leave the next without time, which once
+	// left a sandbox gone but recorded running.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := l.sb.Destroy(ctx); err != nil {
+	err := l.sb.Destroy(ctx)
+	cancel()
+	if err != nil {
 		// Processes may be left: the files are no one's to keep.
 		s.log.Error("pause sandbox: destroy", "sandbox", id, "err", err)
-		return nil, s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
+		return nil, s.pauseFailed(l, rec, err)
 	}
 	if l.volumes != nil {
 		l.volumes() // a paused sandbox holds no named volume: resume mounts them again
 	}
 	var sum string
 	if !mounted {
-		var err error
-		sum, err = s.recordPause(id, l.disk, base)
+		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ScanTimeout)
+		sum, err = s.recordPause(sctx, id, l.disk, base)
+		cancel()
 		if err == nil && l.disk.vol != nil {
 			err = l.disk.vol.Close() // the image stays in the data directory
 		}
 		if err != nil {
 			s.log.Error("pause sandbox: keep files", "sandbox", id, "err", err)
-			return nil, s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v)", err))
+			return nil, s.pauseFailed(l, rec, err)
 		}
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.store.MarkPaused(ctx, id, reason, sum, time.Now()); err != nil {
+		s.log.Error("pause sandbox: record", "sandbox", id, "err", err)
+		return nil, s.pauseFailed(l, rec, err)
+	}
+	if !mounted {
 		s.mu.Lock()
 		delete(s.volumes, l.disk)
 		s.mu.Unlock()
 	}
 	s.held.put(id, l.image) // a paused sandbox's image stays in the store
 	s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: "paused: " + reason, Fields: map[string]any{"paused": true}})
-	s.unregister(l, rec)
-	if err := s.store.MarkPaused(ctx, id, reason, sum, time.Now()); err != nil {
-		return nil, err
-	}
+	s.unregister(l, rec, true)
 	s.log.Info("sandbox paused", "sandbox", id, "reason", reason)
 	return l.disk, nil
 }
 
+// pauseFailed ends l, whose processes are gone (or may be), as stopped
+// with its files removed: the record says what is true, nothing is left.
+func (s *Server) pauseFailed(l *live, rec *Record, cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v): ended", cause)); err != nil {
+		s.log.Error("pause sandbox: end after a failed pause", "sandbox", l.sb.ID(), "err", err)
+	}
+	return fmt.Errorf("pause sandbox %q: %w (the sandbox was ended)", l.sb.ID(), cause)
+}
+
 // recordPause writes the manifest of a stopped sandbox's workspace and
 // returns its sha256.
-func (s *Server) recordPause(id string, d *disk, base owner) (string, error) {
-	m, err := pausedManifest(d, base)
+func (s *Server) recordPause(ctx context.Context, id string, d *disk, base owner) (string, error) {
+	m, err := pausedManifest(ctx, d, base, manifestVersion)
 	if err != nil {
 		return "", err
 	}
@@ -282,7 +337,7 @@ func (s *Server) finishDestroy(ctx context.Context, l *live, rec *Record, reason
 		err = ferr
 	}
 	s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeDestroy, Message: reason})
-	s.unregister(l, rec)
+	s.unregister(l, rec, false)
 	if serr := s.store.MarkStopped(ctx, id, reason, time.Now()); err == nil {
 		err = serr
 	}
@@ -301,8 +356,10 @@ func (s *Server) forgetLife(ctx context.Context, id string) error {
 
 // destroyPaused removes a paused sandbox's files and marks it stopped.
 func (s *Server) destroyPaused(ctx context.Context, rec *Record, reason string) error {
-	s.resumeMu.Lock()
-	defer s.resumeMu.Unlock()
+	defer s.resumes.lock(rec.ID)()
+	if now, err := s.store.GetSandbox(ctx, rec.Tenant, rec.ID); err != nil || now.State != StatePaused {
+		return &httpError{api.CodeConflict, fmt.Errorf("destroy paused sandbox %q: no longer paused: %w", rec.ID, sandbox.ErrClosed)}
+	}
 	errs := []error{
 		os.Remove(filepath.Join(s.cfg.DataDir, "volumes", rec.ID+".img")),
 		os.RemoveAll(filepath.Join(s.cfg.RunDir, "volumes", rec.ID)),
@@ -311,6 +368,7 @@ func (s *Server) destroyPaused(ctx context.Context, rec *Record, reason string) 
 		s.forgetLife(ctx, rec.ID),
 	}
 	s.held.take(rec.ID).Release()
+	s.dropPaused(rec.Tenant, rec.ID)
 	if errors.Is(errs[0], fs.ErrNotExist) {
 		errs[0] = nil
 	}

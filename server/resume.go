@@ -26,8 +26,7 @@ const idRangeWidth = 65536
 // pause's manifest; dsk, when set, is its files still attached (a
 // rollback's). Resuming a running sandbox returns it.
 func (s *Server) resume(ctx context.Context, tenant, id string, before func(*disk, owner) error, dsk *disk) (*live, error) {
-	s.resumeMu.Lock()
-	defer s.resumeMu.Unlock()
+	defer s.resumes.lock(id)()
 	rec, err := s.store.GetSandbox(ctx, tenant, id)
 	if err != nil {
 		return nil, err
@@ -72,7 +71,7 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 		keepImage()
 		return nil, fmt.Errorf("resume sandbox %q: %w", id, err)
 	}
-	release, err := s.reserve(ctx, tenant, plan.backend.Name(), int64(pol.Limits.Memory))
+	release, err := s.reserve(ctx, tenant, plan.backend.Name(), int64(pol.Limits.Memory), id)
 	if err != nil {
 		keepImage()
 		return nil, err
@@ -88,7 +87,7 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 	if lr.Image != "" {
 		dsk.layer = s.layerPath(id, dsk) // checked with the workspace
 	}
-	verified, err := s.prepareFiles(id, dsk, old, lr.Manifest, before)
+	verified, err := s.prepareFiles(ctx, id, dsk, old, lr.Manifest, before)
 	var l *live
 	unmount := func() {}
 	if err == nil {
@@ -132,7 +131,7 @@ func (s *Server) startOn(ctx context.Context, tenant, id string, plan *createPla
 
 // prepareFiles runs before on a paused sandbox's files, else checks them
 // against the manifest its pause recorded ("" after a crash: unchecked).
-func (s *Server) prepareFiles(id string, d *disk, base owner, sum string, before func(*disk, owner) error) (bool, error) {
+func (s *Server) prepareFiles(ctx context.Context, id string, d *disk, base owner, sum string, before func(*disk, owner) error) (bool, error) {
 	if before != nil {
 		return true, before(d, base)
 	}
@@ -140,11 +139,13 @@ func (s *Server) prepareFiles(id string, d *disk, base owner, sum string, before
 		return false, nil
 	}
 	what := fmt.Sprintf("resume sandbox %q", id)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTimeout)
+	defer cancel()
 	want, err := readManifest(filepath.Join(s.checkpointDir(id, d), "pause.json"), sum, what)
 	if err != nil {
 		return false, err
 	}
-	got, err := pausedManifest(d, base)
+	got, err := pausedManifest(ctx, d, base, want.Version)
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}

@@ -375,7 +375,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 		s.mu.Unlock()
 		if pl != nil && pl.fits(func(pol *policy.Policy) error { return s.fit(plan.ceil, c.tenant, pol, pol.Clone()) }) {
 			if mem, ok := pl.memory(); ok {
-				release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), mem)
+				release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), mem, "")
 				if err != nil {
 					return nil, nil, nil, err
 				}
@@ -406,7 +406,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 		root.Release()
 		return nil, nil, nil, err
 	}
-	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), int64(pol.Limits.Memory))
+	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), int64(pol.Limits.Memory), "")
 	if err != nil {
 		root.Release()
 		return nil, nil, nil, err

@@ -69,13 +69,19 @@ type Config struct {
 	CreateTimeout  time.Duration // bound on one backend Create (60s)
 	// Retention is how long stopped sandboxes and their events stay in the
 	// store (0: forever).
-	Retention    time.Duration
-	DefaultQuota Quota // per tenant when the store has none; zero fields: unlimited
-	Pools        []PoolConfig
+	Retention time.Duration
+	// PausedRetention is how long a sandbox stays paused before it is
+	// destroyed, its files removed (0: 7 days; <0: forever).
+	PausedRetention time.Duration
+	DefaultQuota    Quota // per tenant when the store has none; zero fields: unlimited
+	Pools           []PoolConfig
 	// ProcessBuffer bounds the output kept per background process (1 MiB).
 	ProcessBuffer int
 	// MaxUpload bounds a file or archive upload (1 GiB).
 	MaxUpload int64
+	// UploadTimeout bounds the whole of an archive upload's body, however
+	// slowly it comes (0: 10m; IOTimeout bounds each wait within it).
+	UploadTimeout time.Duration
 	// DiskQuota is how a sandbox's disk is bounded: DiskQuotaVolume (an
 	// image of limits.disk bytes per sandbox; needs root) or
 	// DiskQuotaNone ("" means none).
@@ -115,10 +121,19 @@ type Config struct {
 	// (0: 16 GiB).
 	VolumeQuota int64
 
+	// ScanTimeout bounds one read of a sandbox's files: a checkpoint's, a
+	// pause's manifest, a resume's or a rollback's check (0: 5m).
+	ScanTimeout time.Duration
+
 	// CheckpointQuota bounds each tenant's checkpoints: their count and
 	// the bytes of the workspaces they record (zero: 64 and 16 GiB).
 	CheckpointQuota CheckpointQuota
 }
+
+// DefaultPausedRetention is how long a sandbox stays paused when the
+// operator sets no retention: a week, long enough for a weekend, short
+// enough that abandoned files do not pile up.
+const DefaultPausedRetention = 7 * 24 * time.Hour
 
 // Server serves the /v1 API. Create with New, then Serve listeners, then
 // Shutdown.
@@ -154,14 +169,16 @@ type Server struct {
 	portTransport *http.Transport // the port proxy's (ports.go)
 	nvols         namedVolumes    // named volumes mounted for live sandboxes (volumes.go)
 
-	resumeMu sync.Mutex   // one resume at a time (pause.go)
-	snapMu   sync.RWMutex // a snapshot is not deleted while sandboxes are made of it (snapshot.go)
-	held     heldImages   // images of paused sandboxes (imagepause.go)
+	resumes keyLocks     // one resume of a sandbox at a time, by ID (pause.go)
+	scans   keyLocks     // one checkpoint scan of a tenant at a time, by tenant
+	snapMu  sync.RWMutex // a snapshot is not deleted while sandboxes are made of it (snapshot.go)
+	held    heldImages   // images of paused sandboxes (imagepause.go)
 }
 
 type usage struct {
 	count  int
 	memory int64
+	paused map[string]int64 // paused sandboxes' memory, by ID: they count too
 }
 
 // New reconciles the store with reality (no sandbox survives a server:
@@ -228,6 +245,9 @@ func (cfg *Config) setDefaults() {
 	def(&cfg.DefaultTimeout, 10*time.Minute)
 	def(&cfg.MaxTimeout, 24*time.Hour)
 	def(&cfg.ReapInterval, time.Second)
+	def(&cfg.PausedRetention, DefaultPausedRetention)
+	def(&cfg.ScanTimeout, 5*time.Minute)
+	def(&cfg.UploadTimeout, 10*time.Minute)
 	def(&cfg.CreateTimeout, 60*time.Second)
 	def(&cfg.IOTimeout, defaultIOTimeout)
 	if cfg.RunDir == "" {

@@ -1,8 +1,8 @@
 package server
 
 import (
+	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -24,7 +24,8 @@ func fileOwner(fi fs.FileInfo, base owner) (int, int) {
 // files copied from store (by the kernel: a reflink where the filesystem
 // has them) and owned by base's range. The caller verified the store.
 // Nothing runs in dst meanwhile (the sandbox is stopped).
-func restoreTree(m *manifest, store *objectStore, dst string, base owner) error {
+func restoreTree(ctx context.Context, m *manifest, store *objectStore, dst string, base owner) error {
+	sc := newScan(ctx, "restore", manifestVersion)
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		return err
 	}
@@ -51,7 +52,7 @@ func restoreTree(m *manifest, store *objectStore, dst string, base owner) error 
 		case "symlink":
 			err = root.Symlink(e.Target, p)
 		case "file":
-			err = copyObject(store.path(e.SHA256), root, p)
+			err = copyObject(store.path(e.SHA256), root, p, sc)
 		default:
 			err = errCorrupt("restore: entry %q: unknown kind %q", e.Path, e.Kind)
 		}
@@ -77,18 +78,23 @@ func restoreTree(m *manifest, store *objectStore, dst string, base owner) error 
 	return nil
 }
 
-// copyObject copies the stored object src to name in root (new).
-func copyObject(src string, root *os.Root, name string) error {
+// copyObject copies the stored object src to name in root (new), by its
+// data blocks: a sparse file stays sparse.
+func copyObject(src string, root *os.Root, name string, sc *scan) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
 	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(out, in); err != nil {
+	if err := copySparse(out, in, fi.Size(), sc); err != nil {
 		out.Close()
 		return err
 	}

@@ -3,6 +3,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 
@@ -11,7 +12,7 @@ import (
 
 func fileOwner(fs.FileInfo, owner) (int, int) { return 0, 0 }
 
-func restoreTree(*manifest, *objectStore, string, owner) error {
+func restoreTree(context.Context, *manifest, *objectStore, string, owner) error {
 	return fmt.Errorf("restore a checkpoint: Linux only: %w", sandbox.ErrNotSupported)
 }
 

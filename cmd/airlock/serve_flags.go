@@ -24,6 +24,7 @@ type serveFlags struct {
 	backends, pools, allowCIDR                   stringList
 	defBackend                                   string
 	defTimeout, maxTimeout, idle, retention      time.Duration
+	pausedRetention, scanTimeout, uploadTimeout  time.Duration
 	maxSandboxes, eventRate, perClient, maxConns int
 	maxMemory, maxUpload, procBuffer, logLevel   string
 	hostIDs, diskQuota, wasmMem, minFree         string
@@ -53,6 +54,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxSandboxes, "max-sandboxes", 0, "default per-tenant limit of concurrent sandboxes (0: none)")
 	fs.StringVar(&f.maxMemory, "max-memory", "", "default per-tenant limit of total sandbox memory, e.g. 16Gi")
 	fs.DurationVar(&f.retention, "retention", 7*24*time.Hour, "how long stopped sandboxes and their events stay in the store (0: forever)")
+	fs.DurationVar(&f.pausedRetention, "paused-retention", server.DefaultPausedRetention, "how long a sandbox stays paused before it is destroyed with its files (paused sandboxes count against their tenant's quotas meanwhile; negative: forever)")
+	fs.DurationVar(&f.scanTimeout, "scan-timeout", 5*time.Minute, "longest read of a sandbox's files for a checkpoint, pause, resume or rollback (files are read by their data, sparse holes skipped)")
+	fs.DurationVar(&f.uploadTimeout, "upload-timeout", 10*time.Minute, "longest an archive upload's body may take, however slowly it comes")
 	fs.StringVar(&f.maxUpload, "max-upload", "1Gi", "largest file, archive or stdin upload")
 	fs.StringVar(&f.procBuffer, "process-buffer", "1Mi", "output kept per background process")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -116,7 +120,8 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{
 		DataDir: f.data, Log: log, Policies: server.HostPolicies{},
 		DefaultTimeout: f.defTimeout, MaxTimeout: f.maxTimeout, IdleTimeout: f.idle,
-		EventRate: f.eventRate, PublicMetrics: f.publicMetrics, Retention: f.retention,
+		EventRate: f.eventRate, PublicMetrics: f.publicMetrics, Retention: f.retention, PausedRetention: f.pausedRetention,
+		ScanTimeout: f.scanTimeout, UploadTimeout: f.uploadTimeout,
 		TCPLimits:     server.ConnLimits{PerClient: f.perClient, Total: f.maxConns},
 		PreviewDomain: f.previewDomain, PreviewScheme: previewScheme(f.tlsCert),
 	}

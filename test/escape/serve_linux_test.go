@@ -65,7 +65,8 @@ default:
     open_files_total: 65536
 `
 
-func startServe(t *testing.T) *serveHarness {
+// startServe starts the server, with extra flags after the suite's own.
+func startServe(t *testing.T, extra ...string) *serveHarness {
 	t.Helper()
 	h := &serveHarness{t: t, bin: agentBinary(t), keys: map[string][2]string{}, backends: []string{"native"}}
 	base := t.TempDir()
@@ -96,8 +97,9 @@ func startServe(t *testing.T) *serveHarness {
 		args = append(args, "--backend", "gvisor")
 		h.backends = append(h.backends, "gvisor")
 	}
-	h.cmd = exec.Command(h.bin, append(args, "--default-backend", "native", "--ceilings", ceil, "--min-free", "128Mi", "--event-rate", "200",
-		"--max-conns-per-client", "64", "--max-conns", "1024", "--log-level", "warn")...)
+	h.cmd = exec.Command(h.bin, append(append(args, "--default-backend", "native", "--ceilings", ceil, "--min-free", "128Mi", "--event-rate", "200",
+		"--max-conns-per-client", "64", "--max-conns", "1024", "--log-level", "warn",
+		"--paused-retention", pausedRetention, "--upload-timeout", uploadTimeout), extra...)...)
 	logf, err := os.Create(filepath.Join(base, "serve.log"))
 	must(t, err)
 	h.cmd.Stdout, h.cmd.Stderr = logf, logf
@@ -348,7 +350,7 @@ func wantRefused(t *testing.T, what string, err error, status int, names string)
 }
 
 func serveAttacks() []serveAttack {
-	return []serveAttack{
+	return append([]serveAttack{
 		{name: "baseline", item: "-", dos: true, goal: "no attack: bob's exec latency on this machine now, to read the others by", run: func(h *serveHarness, t *testing.T, r *serveResult) {
 			time.Sleep(3 * time.Second)
 			r.Verdict, r.Evidence, r.Proof = "-", "nothing runs but bob's execs", "-"
@@ -370,7 +372,7 @@ func serveAttacks() []serveAttack {
 		{name: "truncated-download", item: "small", goal: "get a 200 with a silently cut tar for a tree over the limit", run: attackTruncatedDownload},
 		{name: "revoked-stream", item: "small", goal: "keep an event stream after the key was revoked", run: attackRevokedStream},
 		{name: "probe-details", item: "small", goal: "read host probe details and /metrics with a key", run: attackProbeDetails},
-	}
+	}, costAttacks()...)
 }
 
 // baitService is a TCP service on addr that counts connections.
