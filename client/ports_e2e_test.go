@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,6 +190,46 @@ func TestE2EPorts(t *testing.T) {
 		_, body, _ = get(t, anon, base+"hello", "", hdr)
 		if strings.Contains(body, aliceKey) || strings.Contains(body, "secret") || !strings.Contains(body, `cookie="app=1"`) {
 			t.Fatalf("through the route the app saw: %q", body)
+		}
+	})
+	t.Run("the app cannot plant or shadow airlock's cookie", func(t *testing.T) {
+		// issue 24 item 9. Unconfined first: the same app on the host
+		// sets whatever cookie it is asked to.
+		addr := freePort(t)
+		_, port, _ := strings.Cut(addr, ":")
+		host := exec.Command(bin, port)
+		if err := host.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { host.Process.Kill(); host.Wait() }()
+		plant := "setcookie?c=" + url.QueryEscape("airlock_port_token=evil; Path=/v1/sandboxes/other/ports/8000/") +
+			"&c=" + url.QueryEscape("__Host-Airlock_x=1; Path=/") + "&c=" + url.QueryEscape("app=2; Path=/")
+		var direct []string
+		eventually(t, "the host's portsrv", func() bool {
+			resp, err := anon.Get("http://" + addr + "/" + plant)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			direct = resp.Header.Values("Set-Cookie")
+			return true
+		})
+		if len(direct) != 3 {
+			t.Fatalf("the direct app's cookies: %q", direct)
+		}
+		_, _, resp := get(t, anon, base+plant, "", auth)
+		if got := resp.Header.Values("Set-Cookie"); len(got) != 1 || got[0] != "app=2; Path=/" {
+			t.Errorf("through the route the app set: %q, want only app=2", got)
+		}
+		// A cookie of the same name planted by script for a longer path
+		// comes first: the genuine token still lets its holder in.
+		tok, err := alice.PortToken(ctx, sb.ID, 8000, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdr := http.Header{"Cookie": {"airlock_port_token=evil; airlock_port_token=" + tok.Token}}
+		if code, body, _ := get(t, anon, base+"hello", "", hdr); code != 200 || strings.Contains(body, tok.Token) {
+			t.Errorf("a shadowing cookie before the genuine one: %d %q", code, body)
 		}
 	})
 	t.Run("the port root without a slash", func(t *testing.T) {

@@ -125,6 +125,14 @@ func (s *Server) portProxy(id string, port int, prefix, rest string, q url.Value
 			pr.Out.Header.Del("Authorization")
 			stripCookie(pr.Out, portTokenCookie)
 		},
+		// The app may not set cookies named like airlock's: on the path
+		// route every sandbox's ports share the server's origin, and an
+		// app's airlock_port_token scoped to another sandbox's port path
+		// would shadow that port's own (issue 24 item 9).
+		ModifyResponse: func(resp *http.Response) error {
+			stripAirlockSetCookies(resp.Header)
+			return nil
+		},
 		Transport: s.portTransport,
 		// Streams (SSE, chunked answers) are flushed as they come: the
 		// proxy does that for answers of unknown length by itself.
@@ -146,6 +154,43 @@ func (s *Server) portProxy(id string, port int, prefix, rest string, q url.Value
 	}
 }
 
+// stripAirlockSetCookies drops the Set-Cookie headers of h that name a
+// cookie starting with "airlock" (any case, with or without a __Host- or
+// __Secure- prefix).
+func stripAirlockSetCookies(h http.Header) {
+	var keep []string
+	for _, v := range h.Values("Set-Cookie") {
+		name, _, _ := strings.Cut(v, "=")
+		name = strings.ToLower(strings.TrimSpace(name))
+		name = strings.TrimPrefix(strings.TrimPrefix(name, "__host-"), "__secure-")
+		if !strings.HasPrefix(name, "airlock") {
+			keep = append(keep, v)
+		}
+	}
+	h.Del("Set-Cookie")
+	for _, v := range keep {
+		h.Add("Set-Cookie", v)
+	}
+}
+
+// portCookieToken is the port token among r's airlock_port_token cookies
+// that is good for port of sandbox id (a browser sends every cookie of
+// that name whose path covers the request: one planted by script for a
+// longer path must not shadow the genuine one); else the first, to be
+// refused with its reason.
+func (s *Server) portCookieToken(r *http.Request, id string, port int) string {
+	first := ""
+	for _, c := range r.CookiesNamed(portTokenCookie) {
+		if first == "" {
+			first = c.Value
+		}
+		if s.portTokens.check(c.Value, id, port, time.Now()) == nil {
+			return c.Value
+		}
+	}
+	return first
+}
+
 // stripCookie removes cookie name from r's Cookie headers.
 func stripCookie(r *http.Request, name string) {
 	cs := r.Cookies()
@@ -165,9 +210,7 @@ func (s *Server) portCaller(w http.ResponseWriter, r *http.Request, id string, p
 	tok, fromQuery := r.URL.Query().Get("token"), true
 	if tok == "" {
 		fromQuery = false
-		if c, err := r.Cookie(portTokenCookie); err == nil {
-			tok = c.Value
-		}
+		tok = s.portCookieToken(r, id, port)
 	}
 	if tok == "" && r.Header.Get("Authorization") == "" {
 		if l := s.liveByID(id); l != nil && l.publicPorts() {

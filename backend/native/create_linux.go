@@ -732,9 +732,12 @@ func sysProcAttr(uid, gid int, rootless bool, lease *idmap.Lease, cg *sandboxCgr
 		GidMappings: gidMap,
 		// The init keeps the capabilities it needs for setup across exec
 		// even when its uid inside is not 0; it drops all of them itself.
+		// CAP_CHOWN: an image's overlay is mounted with the init's
+		// credentials, and a copy-up (a mount point under the image's
+		// root-owned /etc or /run) gives the copy its owner.
 		AmbientCaps: []uintptr{
 			unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SETPCAP, unix.CAP_DAC_OVERRIDE,
-			unix.CAP_SYS_RESOURCE, unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_FOWNER,
+			unix.CAP_SYS_RESOURCE, unix.CAP_SETUID, unix.CAP_SETGID, unix.CAP_FOWNER, unix.CAP_CHOWN,
 		},
 		Pdeathsig: syscall.SIGKILL,
 		Setsid:    true,

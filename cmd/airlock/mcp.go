@@ -38,9 +38,12 @@ Serves the sandbox tools (create_sandbox, run_command, run_code, write_file,
 read_file, list_files, list_sandboxes, destroy_sandbox) over MCP: on stdio by
 default, or over streamable HTTP at http://ADDR/mcp with --http.
 
-The sandboxes come from $AIRLOCK_HOST (or --host) with $AIRLOCK_API_KEY; when
-neither is set, from a server embedded in this process, whose sandboxes end
-with it. See docs/mcp.md.
+The sandboxes come from $AIRLOCK_HOST (or --host) with $AIRLOCK_API_KEY, which
+must answer at start (no fallback); when neither is set, from a server
+embedded in this process, whose sandboxes end with it. Either way the first
+line on stderr names the server. --http needs a bearer token in
+$AIRLOCK_MCP_TOKEN (on loopback, --insecure-no-auth serves without one).
+See docs/mcp.md.
 `
 
 func runMCP(args []string) int {
@@ -57,6 +60,7 @@ func runMCP(args []string) int {
 	timeout := fs.Duration("timeout", 30*time.Minute, "lifetime of each sandbox")
 	data := fs.String("data", "", "data directory of the embedded server (default: a new temporary one, removed at exit)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (logs go to stderr)")
+	noAuth := fs.Bool("insecure-no-auth", false, "with --http on loopback: serve without $"+envMCPToken+" (any local user could then run code through it)")
 	fs.Usage = func() { fmt.Fprint(os.Stderr, mcpUsage); fs.PrintDefaults() }
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
@@ -77,22 +81,14 @@ func runMCP(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	var c *client.Client
-	var err error
-	if *host != "" {
-		c, err = client.New(*host, client.WithAPIKey(os.Getenv(client.EnvAPIKey)))
-		if err != nil {
-			return fail("mcp", err)
-		}
-	} else {
-		emb, err := startEmbedded(ctx, *data, *backendName, log)
-		if err != nil {
-			return fail("mcp", err)
-		}
-		defer emb.stop()
-		c = emb.client
+	if *httpAddr != "" && !*noAuth && os.Getenv(envMCPToken) == "" {
+		return fail("mcp", fmt.Errorf("--http %s: a bearer token is required: set $%s (or, on loopback only, --insecure-no-auth): %w", *httpAddr, envMCPToken, sandbox.ErrInvalid))
 	}
-	defer c.Close()
+	c, stopServer, err := mcpServerClient(ctx, *host, *data, *backendName, log)
+	if err != nil {
+		return fail("mcp", err)
+	}
+	defer stopServer()
 
 	if *disk == "auto" {
 		*disk = ""
@@ -113,6 +109,33 @@ func runMCP(args []string) int {
 		return 0
 	}
 	return serveMCPHTTP(ctx, *httpAddr, cfg, log)
+}
+
+// mcpServerClient connects to the server the sandboxes come from and says
+// which on stderr: host (--host or $AIRLOCK_HOST), which must answer now
+// (a configured server that does not is an error, never a reason to fall
+// back), else a server embedded in this process.
+func mcpServerClient(ctx context.Context, host, data, backendName string, log *slog.Logger) (*client.Client, func(), error) {
+	if host != "" {
+		c, err := client.New(host, client.WithAPIKey(os.Getenv(client.EnvAPIKey)))
+		if err != nil {
+			return nil, nil, err
+		}
+		hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := c.Health(hctx); err != nil {
+			c.Close()
+			return nil, nil, fmt.Errorf("airlock serve at %s (--host or $%s) does not answer: %v: %w", host, client.EnvHost, err, sandbox.ErrUnavailable)
+		}
+		fmt.Fprintf(os.Stderr, "airlock mcp: sandboxes from airlock serve at %s\n", host)
+		return c, func() { c.Close() }, nil
+	}
+	emb, err := startEmbedded(ctx, data, backendName, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Fprintf(os.Stderr, "airlock mcp: no --host or $%s: sandboxes from a server embedded in this process (data %s); they end with it\n", client.EnvHost, emb.data)
+	return emb.client, func() { emb.client.Close(); emb.stop() }, nil
 }
 
 // serveMCPHTTP serves the tools over streamable HTTP at addr/mcp until ctx

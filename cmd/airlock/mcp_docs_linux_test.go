@@ -22,6 +22,7 @@ type mcpEntry struct {
 	Args    []string          `json:"args"`
 	Env     map[string]string `json:"env"`
 	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
 }
 
 var configBlock = regexp.MustCompile("(?s)<!-- mcp-config: ([a-z-]+) -->\n```(json|toml)\n(.*?)\n```")

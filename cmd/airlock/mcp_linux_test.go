@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -350,5 +352,47 @@ func TestMCPCheckpointRollback(t *testing.T) {
 	_, txt := call(t, s, "rollback", map[string]any{"sandbox_id": sb.SandboxID, "checkpoint_id": "cp-0000000000000000"}, true)
 	if !strings.Contains(txt, "not found") {
 		t.Fatalf("rollback to a missing checkpoint: %s", txt)
+	}
+}
+
+// `airlock mcp --http` needs a token even on loopback unless told
+// --insecure-no-auth; a configured server that does not answer is an
+// error, not a reason to embed one; the server in use is named at start
+// (issue 24 items 10 and 13).
+func TestMCPNamesItsServerAndFailsClosed(t *testing.T) {
+	testutil.RequireLinux(t)
+	bin := testutil.AirlockBinary(t)
+	runMCP := func(env []string, args ...string) (string, int) {
+		// Bounded: an airlock mcp that does not fail closed keeps serving.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, append([]string{"mcp"}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		return string(out), code
+	}
+	noHost := []string{"AIRLOCK_HOST=", envMCPToken + "="}
+	if out, code := runMCP(noHost, "--http", "127.0.0.1:0"); code != 125 || !strings.Contains(out, envMCPToken) || !strings.Contains(out, "--insecure-no-auth") {
+		t.Errorf("--http on loopback without a token: %d %q, want 125 naming $%s and --insecure-no-auth", code, out, envMCPToken)
+	}
+	dead := "unix://" + filepath.Join(t.TempDir(), "nobody.sock")
+	if out, code := runMCP(noHost, "--host", dead); code != 125 || !strings.Contains(out, dead) || !strings.Contains(out, "does not answer") {
+		t.Errorf("an unreachable --host: %d %q, want 125 naming it", code, out)
+	}
+	if out, code := runMCP([]string{"AIRLOCK_HOST=" + dead}); code != 125 || !strings.Contains(out, dead) {
+		t.Errorf("an unreachable $AIRLOCK_HOST: %d %q, want 125 naming it", code, out)
+	}
+	sock := sbServe(t, "wasm")
+	if out, code := runMCP([]string{"AIRLOCK_HOST=unix://" + sock}); code != 0 || !strings.Contains(out, "sandboxes from airlock serve at unix://"+sock) {
+		t.Errorf("a reachable server: %d %q, want it named", code, out)
+	}
+	if out, code := runMCP(noHost, "--backend", "wasm"); code != 0 || !strings.Contains(out, "embedded in this process") {
+		t.Errorf("no host: %d %q, want the embedded server named", code, out)
 	}
 }

@@ -21,10 +21,16 @@ import (
 // returns its socket.
 func sbServe(t *testing.T, backend string) string {
 	t.Helper()
+	return sbServeWith(t, backend)
+}
+
+// sbServeWith is sbServe with more serve flags.
+func sbServeWith(t *testing.T, backend string, args ...string) string {
+	t.Helper()
 	testutil.RequireLinux(t)
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "airlock.sock")
-	cmd := exec.Command(testutil.AirlockBinary(t), "serve", "--socket", sock, "--data", filepath.Join(dir, "data"), "--backend", backend)
+	cmd := exec.Command(testutil.AirlockBinary(t), append([]string{"serve", "--socket", sock, "--data", filepath.Join(dir, "data"), "--backend", backend}, args...)...)
 	var logb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logb, &logb
 	if err := cmd.Start(); err != nil {

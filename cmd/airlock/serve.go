@@ -57,10 +57,11 @@ func runServe(args []string) int {
 	if wantsMissingBackend(args) {
 		return forwardToKube("serve", args)
 	}
-	f, code, ok := parseServeFlags(args)
+	f, lock, code, ok := lockedServeFlags(args)
 	if !ok {
 		return code
 	}
+	defer lock.Close()
 	log, err := f.logger()
 	if err != nil {
 		return fail("serve", err)
@@ -122,6 +123,21 @@ func runServe(args []string) int {
 		return fail("serve", err)
 	}
 	return 0
+}
+
+// lockedServeFlags parses serve's flags and, first of all, takes the data
+// directory: a server already running on it is left alone (issue 24 item
+// 12).
+func lockedServeFlags(args []string) (*serveFlags, *os.File, int, bool) {
+	f, code, ok := parseServeFlags(args)
+	if !ok {
+		return nil, nil, code, false
+	}
+	lock, err := lockServeData(f.data)
+	if err != nil {
+		return nil, nil, fail("serve", err), false
+	}
+	return f, lock, 0, true
 }
 
 // defaultBackend is the --default-backend given, else native, else the

@@ -165,6 +165,8 @@ var hostPathHomes = map[string]string{
 	"cmd/airlock/runhost.go":            "airlock's own cache store under the user's cache directory, and the user's git config read for the identity only",
 	"cmd/airlock/sandbox_cp.go":         "the local side of cp, named by the user; names from a sandbox are extracted through os.Root",
 	"cmd/airlock/serve.go":              "the socket and data directory the operator names",
+	"cmd/airlock/serve_lock_unix.go":    "the data directory's lock file the operator names (--data)",
+	"cmd/airlock/serve_lock_other.go":   "the data directory the operator names (--data)",
 	"cmd/airlock/serve_e2b.go":          "the E2B adapter's own /v1 socket in the server's run directory",
 	"cmd/airlock/serve_cgroup_linux.go": "the server's own cgroup parents, found through /proc/self",
 	"policy/load.go":                    "the policy file the user names",

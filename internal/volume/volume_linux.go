@@ -92,6 +92,10 @@ func Create(ctx context.Context, image, dir string, size int64, uid, gid int) (_
 	return v, nil
 }
 
+// attachWait bounds how long Attach waits for an earlier mount of the
+// same image to be gone.
+const attachWait = 5 * time.Second
+
 // Attach mounts an existing image at dir (made if missing): after a
 // restart, the sandbox's files are all there.
 func Attach(image, dir string) (*Volume, error) {
@@ -103,6 +107,15 @@ func Attach(image, dir string) (*Volume, error) {
 	fi, err := img.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("volume %s: %w", image, err)
+	}
+	// Never mounted twice: an image that still backs a loop device (a
+	// lazy unmount whose holder has not let go) would be a second ext4
+	// mount of the same blocks, stale and corrupting (issue 24 item 14).
+	// Callers that may wait do (WaitFree) before.
+	// The kernel lets an autoclear loop device go a moment after the
+	// unmount: a short wait, then a clear refusal.
+	if err := WaitFree(image, attachWait); err != nil {
+		return nil, fmt.Errorf("volume %s: not mounted again while an earlier mount lives: %w", image, err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("volume %s: mount point: %w", image, err)
@@ -177,8 +190,18 @@ func unmount(dir string) error {
 	case err == nil, errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
 		return nil // unmounted now, or not a mount point (any more)
 	case errors.Is(err, unix.EBUSY):
-		// Something still holds it (a process about to die): detach it
-		// from the tree now; the kernel finishes when it lets go.
+		// Something still holds it (a process about to die): write what
+		// is in it to the image first, so that what was written until
+		// now is there; then detach it from the tree; the kernel
+		// finishes when the holder lets go, and until then Attach
+		// refuses the image.
+		if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0); err == nil {
+			serr := unix.Syncfs(fd)
+			unix.Close(fd)
+			if serr != nil {
+				return fmt.Errorf("unmount %s: sync before a lazy unmount: %w", dir, serr)
+			}
+		}
 		if err := unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("unmount %s: %w", dir, err)
 		}

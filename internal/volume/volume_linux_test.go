@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/airlock-dev/airlock/errdefs"
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
@@ -145,5 +148,60 @@ func BenchmarkCreateRemove(b *testing.B) {
 		if err := v.Remove(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A detach whose mount is busy on purpose (a process with its cwd inside)
+// has put the data on the image, and the image is not mounted a second
+// time while the first mount lives: Attach refuses clearly; once the
+// holder is gone it mounts, data present (issue 24 item 14).
+func TestVolumeBusyDetachNeverMountedTwice(t *testing.T) {
+	testutil.RequireRoot(t)
+	if why := Available(); why != "" {
+		testutil.Skip(t, "volumes: "+why)
+	}
+	dir := t.TempDir()
+	img, mp := filepath.Join(dir, "v.img"), filepath.Join(dir, "mnt")
+	v, err := Create(context.Background(), img, mp, 16<<20, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Remove()
+	if err := os.WriteFile(filepath.Join(mp, "keep"), []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command("sleep", "600")
+	holder.Dir = mp
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { holder.Process.Kill(); holder.Wait() }()
+	if err := v.Close(); err != nil {
+		t.Fatalf("close of a busy volume: %v", err)
+	}
+	// The data reached the image: a read-only look at the image itself
+	// (debugfs, no mount) finds the file.
+	if out, err := exec.Command("debugfs", "-R", "cat /keep", img).Output(); err == nil && string(out) != "kept" {
+		t.Errorf("the image after a busy detach holds %q, want kept", out)
+	}
+	mp2 := filepath.Join(dir, "mnt2")
+	if v2, err := Attach(img, mp2); err == nil || !errors.Is(err, errdefs.ErrUnavailable) || !strings.Contains(err.Error(), "earlier mount") {
+		if v2 != nil {
+			v2.Close()
+		}
+		t.Fatalf("attach while the first mount lives: %v, want a refusal naming the earlier mount", err)
+	}
+	holder.Process.Kill()
+	holder.Wait()
+	if err := WaitFree(img, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	v2, err := Attach(img, mp2)
+	if err != nil {
+		t.Fatalf("attach once the holder is gone: %v", err)
+	}
+	defer v2.Remove()
+	if b, err := os.ReadFile(filepath.Join(mp2, "keep")); err != nil || string(b) != "kept" {
+		t.Fatalf("after re-attach: %q %v", b, err)
 	}
 }

@@ -1,6 +1,6 @@
 // Command portsrv is the app the port-route tests run inside a sandbox:
 // an HTTP server on 127.0.0.1:PORT with /hello (echoes what the proxy
-// forwarded), /big?n= (n bytes) and /ws (a WebSocket echo).
+// forwarded), /big?n= (n bytes), /setcookie?c=COOKIE (sets each c) and /ws (a WebSocket echo).
 package main
 
 import (
@@ -19,6 +19,12 @@ func main() {
 	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "hello from inside\npath=%s\nquery=%s\nprefix=%s\nauthorization=%q\ncookie=%q\nhost=%s\n",
 			r.URL.Path, r.URL.RawQuery, r.Header.Get("X-Forwarded-Prefix"), r.Header.Get("Authorization"), r.Header.Get("Cookie"), r.Host)
+	})
+	mux.HandleFunc("/setcookie", func(w http.ResponseWriter, r *http.Request) {
+		for _, c := range r.URL.Query()["c"] {
+			w.Header().Add("Set-Cookie", c)
+		}
+		fmt.Fprintln(w, "cookies set")
 	})
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.URL.Query().Get("n"))

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package main
+
+import "os"
+
+// lockServeData: no flock here; the socket check is the only guard.
+func lockServeData(data string) (*os.File, error) { return nil, os.MkdirAll(data, 0o700) }
