@@ -21,7 +21,8 @@ import (
 func (p *Proxy) tunnel(ctx context.Context, c *client, a *attempt, up net.Conn) {
 	c.stopTimer()
 	secretHost := !a.host.IsIP() && p.secretHost(a.host.Name, a.port)
-	if a.port != 443 && !secretHost {
+	ruled := p.policy().hasRules(a.host, a.port)
+	if a.port != 443 && !secretHost && !ruled {
 		p.splice(c, a, up, nil)
 		return
 	}
@@ -45,7 +46,7 @@ func (p *Proxy) tunnel(ctx context.Context, c *client, a *attempt, up net.Conn) 
 		return
 	}
 	replay := &replayConn{r: io.MultiReader(bytes.NewReader(seen), c.br), rwc: c.rwc}
-	if secretHost {
+	if secretHost || ruled {
 		a.mitm = true
 		p.mitm(ctx, c, replay, a, up)
 		return
@@ -252,18 +253,23 @@ func (p *Proxy) mitm(ctx context.Context, c *client, cconn net.Conn, a *attempt,
 			}
 			return
 		}
+		raw := readRaw(block)
+		hosts, herr := rawHostHeaders(block)
 		req, err := http.ReadRequest(inner.br)
 		if err != nil {
 			writeStatus(cTLS, http.StatusBadRequest, "malformed request")
 			return
 		}
-		hosts, err := rawHostHeaders(block)
-		if err != nil || len(hosts) > 1 || len(hosts) == 1 && !hostAgrees(hosts[0], a.host, a.port, 443) {
+		if herr != nil || len(hosts) > 1 || len(hosts) == 1 && !hostAgrees(hosts[0], a.host, a.port, 443) {
 			writeStatus(cTLS, http.StatusMisdirectedRequest, "Host header does not match the TLS target")
 			return
 		}
 		if req.URL.Host != "" || req.Method == http.MethodConnect {
 			writeStatus(cTLS, http.StatusBadRequest, "origin-form requests only")
+			return
+		}
+		if d := p.checkRequest(a, req, raw, true); d.why != "" {
+			refuseRequest(cTLS, req, d)
 			return
 		}
 		hits := replaceHeaders(req.Header, p.secrets, a.host.Name, a.port)

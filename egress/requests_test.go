@@ -1,0 +1,200 @@
+package egress
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/policy"
+)
+
+func rulesHarness(t *testing.T, n policy.Network) (*harness, *http.Client, *seen) {
+	t.Helper()
+	ca := newTestCA(t)
+	srv := &seen{}
+	port := startTLS(t, ca, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		srv.handler(w, r)
+	}), "api.test", "free.test")
+	h := newHarness(t, Config{Network: n, RootCAs: ca.pool,
+		Resolver: StaticResolver{"api.test": {loopback}, "free.test": {loopback}}}, port)
+	return h, h.client(poolWith(t, h.p.CAPEM(), pemOf(ca))), srv
+}
+
+func status(t *testing.T, c *http.Client, method, u string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, strings.NewReader(""))
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestRequestRules(t *testing.T) {
+	n := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"free.test", "127.0.0.1/32:443"},
+		Requests: []policy.RequestRule{
+			{Host: "api.test", Methods: []string{"POST"}, Path: "/repos/acme/*/pulls"},
+			{Host: "api.test", Methods: []string{"GET"}, Path: "/private/**", Action: "deny"},
+			{Host: "api.test", Methods: []string{"GET", "HEAD"}, Path: "/**"},
+			{Host: "api.test", Methods: []string{"PUT"}, Path: "/q", Query: map[string]string{"service": "git-*"}, Headers: map[string]string{"X-Kind": "ok"}},
+		}}
+	h, c, _ := rulesHarness(t, n)
+	for _, tc := range []struct {
+		method, url string
+		want       int
+	}{
+		{"GET", "https://api.test/anything/at/all", 200},
+		{"HEAD", "https://api.test/", 200},
+		{"POST", "https://api.test/repos/acme/tool/pulls", 200},
+		{"POST", "https://api.test/repos/evil/tool/pulls", 403},
+		{"POST", "https://api.test/repos/acme/tool/x/pulls", 403},
+		{"DELETE", "https://api.test/x", 403},
+		{"GET", "https://api.test/private/key", 403},
+		{"PUT", "https://api.test/q?service=git-upload-pack", 403}, // header missing
+		{"POST", "https://free.test/anything", 200},                // no rules: a tunnel
+	} {
+		if got, body := status(t, c, tc.method, tc.url); got != tc.want {
+			t.Errorf("%s %s: %d %q, want %d", tc.method, tc.url, got, body, tc.want)
+		}
+	}
+	req, _ := http.NewRequest("PUT", "https://api.test/q?service=git-upload-pack", nil)
+	req.Header.Set("X-Kind", "ok")
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Errorf("PUT with header: %v %v", resp, err)
+	}
+	_, body := status(t, c, "DELETE", "https://api.test/x")
+	if !strings.Contains(body, "no request rule for api.test matches") || !strings.Contains(body, "--allow-request 'DELETE api.test/x'") {
+		t.Errorf("403 body %q", body)
+	}
+	ev := h.rec.wait(t, "request deny event", func(e audit.Event) bool {
+		return e.Fields["request"] == true && e.Fields["action"] == "deny" && e.Fields["method"] == "POST" && e.Fields["path"] == "/repos/evil/tool/pulls"
+	})
+	if ev.Fields["host"] != "api.test" {
+		t.Errorf("event %v", ev.Fields)
+	}
+	h.rec.wait(t, "request allow event with rule", func(e audit.Event) bool {
+		return e.Fields["request"] == true && e.Fields["action"] == "allow" && e.Fields["rule"] == "POST api.test/repos/acme/*/pulls"
+	})
+	// free.test was not intercepted: the sandbox CA cannot even name it.
+	for _, e := range h.rec.all() {
+		if e.Fields["host"] == "free.test" && e.Fields["tls_intercepted"] == true {
+			t.Errorf("free.test intercepted: %v", e.Fields)
+		}
+	}
+}
+
+// rawTLS opens CONNECT api.test:443 through the proxy and TLS with the
+// sandbox CA, for requests net/http would never write.
+func rawTLS(t *testing.T, h *harness, roots []byte) *tls.Conn {
+	t.Helper()
+	c := h.raw(t)
+	fmt.Fprintf(c, "CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	tc := tls.Client(c, &tls.Config{ServerName: "api.test", RootCAs: poolWith(t, roots), NextProtos: []string{"http/1.1"}})
+	if err := tc.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	return tc
+}
+
+func TestRequestRulesRefuseTricks(t *testing.T) {
+	n := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"127.0.0.1/32:443"}, Requests: []policy.RequestRule{
+		{Host: "api.test", Methods: []string{"GET"}, Path: "/public/**"},
+	}}
+	h, _, _ := rulesHarness(t, n)
+	for _, tc := range []struct{ req, want string }{
+		{"GET /public/x HTTP/1.1\r\nHost: api.test\r\n\r\n", "200"},
+		{"GET /public/%2e%2e/private HTTP/1.1\r\nHost: api.test\r\n\r\n", "encoded %2e"},
+		{"GET /public/../private HTTP/1.1\r\nHost: api.test\r\n\r\n", ". or .. segment"},
+		{"GET /public//x HTTP/1.1\r\nHost: api.test\r\n\r\n", "empty"},
+		{"GET /public;x/../../private HTTP/1.1\r\nHost: api.test\r\n\r\n", "contains ;"},
+		{"GET /public%2fx HTTP/1.1\r\nHost: api.test\r\n\r\n", "encoded %2f"},
+		{"get /public/x HTTP/1.1\r\nHost: api.test\r\n\r\n", "not upper case"},
+		{"GET https://api.test/public/x HTTP/1.1\r\nHost: api.test\r\n\r\n", "origin-form"},
+		{"GET /public/x HTTP/1.1\r\nHost: other.test\r\n\r\n", "Host header does not match"},
+		{"POST /public/x HTTP/1.1\r\nHost: api.test\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", "request smuggling"},
+		{"GET /private HTTP/1.1\r\nHost: api.test\r\n\r\n", "no request rule"},
+	} {
+		tc := tc
+		conn := rawTLS(t, h, h.p.CAPEM())
+		io.WriteString(conn, tc.req)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Errorf("%q: %v", tc.req, err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		got := fmt.Sprint(resp.StatusCode) + " " + string(b)
+		if !strings.Contains(got, tc.want) || tc.want != "200" && resp.StatusCode == 200 {
+			t.Errorf("%q: got %q, want %q", tc.req, got, tc.want)
+		}
+		conn.Close()
+	}
+	// Plain proxy requests (absolute-form) are checked the same way.
+	c := h.raw(t)
+	fmt.Fprintf(c, "GET http://api.test/public/%%2e%%2e/x HTTP/1.1\r\nHost: api.test\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 403 {
+		t.Errorf("plain %%2e%%2e: %v %v", resp, err)
+	}
+}
+
+func TestRequestBudgets(t *testing.T) {
+	n := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"127.0.0.1/32:443"},
+		Requests: []policy.RequestRule{{Host: "api.test", Path: "/**"}},
+		Budgets:  []policy.Budget{{Host: "api.test", RequestsPerMinute: 3, BytesUp: 64 << 10}}}
+	h, c, _ := rulesHarness(t, n)
+	for i := 0; i < 3; i++ {
+		if got, body := status(t, c, "GET", "https://api.test/x"); got != 200 {
+			t.Fatalf("request %d: %d %s", i, got, body)
+		}
+	}
+	if got, body := status(t, c, "GET", "https://api.test/x"); got != 403 || !strings.Contains(body, "requests per minute") {
+		t.Errorf("4th request: %d %q", got, body)
+	}
+	h.rec.wait(t, "rpm refusal", egressEvent("deny", "api.test", "requests per minute"))
+}
+
+func TestRequestBytesBudget(t *testing.T) {
+	n := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"127.0.0.1/32:443"},
+		Requests: []policy.RequestRule{{Host: "api.test", Path: "/**"}},
+		Budgets:  []policy.Budget{{Host: "api.test", BytesUp: 256 << 10}}}
+	h, c, _ := rulesHarness(t, n)
+	small, _ := http.NewRequest("POST", "https://api.test/up", strings.NewReader(strings.Repeat("a", 1000)))
+	if resp, err := c.Do(small); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("small upload: %v %v", resp, err)
+	}
+	big, _ := http.NewRequest("POST", "https://api.test/up", strings.NewReader(strings.Repeat("a", 1<<20)))
+	if resp, err := c.Do(big); err == nil && resp.StatusCode == 200 {
+		t.Errorf("1 MiB upload passed a 256 KiB budget")
+	}
+	h.rec.wait(t, "bytes refusal", egressEvent("deny", "api.test", "bytes sent to api.test"))
+}
+
+func TestParseRequestRule(t *testing.T) {
+	r, err := policy.ParseRequestRule("GET,HEAD github.com/**")
+	if err != nil || r.Host != "github.com" || r.Path != "/**" || len(r.Methods) != 2 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	r, err = policy.ParseRequestRule("POST example.com:8443/a/*/b?service=git-*")
+	if err != nil || r.Host != "example.com:8443" || r.Query["service"] != "git-*" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	for _, bad := range []string{"GET", "get x.test/", "GET 10.0.0.1/x", "GET x.test/a*b", "GET x.test/../a", "GET x.test/a;b"} {
+		if _, err := policy.ParseRequestRule(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
