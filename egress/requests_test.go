@@ -49,7 +49,7 @@ func TestRequestRules(t *testing.T) {
 	h, c, _ := rulesHarness(t, n)
 	for _, tc := range []struct {
 		method, url string
-		want       int
+		want        int
 	}{
 		{"GET", "https://api.test/anything/at/all", 200},
 		{"HEAD", "https://api.test/", 200},
