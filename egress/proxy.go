@@ -225,6 +225,14 @@ func (p *Proxy) SetNetwork(n policy.Network) error {
 	}
 	p.mu.Lock()
 	old := p.pol
+	if len(old.raw.Bounds) > 0 {
+		// Bounds (an operator's ceiling) only narrow: a live change keeps them.
+		n.Bounds = append(append([]policy.RequestRule{}, old.raw.Bounds...), n.Bounds...)
+		if c, err = compileNetwork(n); err != nil {
+			p.mu.Unlock()
+			return fmt.Errorf("set network of sandbox %q: %w", p.id, err)
+		}
+	}
 	p.pol = c
 	var cut []*attempt
 	for a := range p.active {
@@ -260,6 +268,9 @@ func (p *Proxy) caCovers(e policy.NetworkEntry) bool {
 	}
 	return false
 }
+
+// Network returns the network policy in force.
+func (p *Proxy) Network() policy.Network { return p.policy().raw }
 
 // Stats returns the counters so far.
 func (p *Proxy) Stats() Stats {

@@ -198,3 +198,29 @@ func TestParseRequestRule(t *testing.T) {
 		}
 	}
 }
+
+func TestRequestBoundsNarrow(t *testing.T) {
+	n := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"127.0.0.1/32:443"},
+		Requests: []policy.RequestRule{{Host: "api.test"}}, // the tenant's: anything
+		Bounds:   []policy.RequestRule{{Host: "api.test", Methods: []string{"GET"}, Path: "/ok/**"}}}
+	h, c, _ := rulesHarness(t, n)
+	if got, body := status(t, c, "GET", "https://api.test/ok/1"); got != 200 {
+		t.Fatalf("GET within bounds: %d %s", got, body)
+	}
+	if got, body := status(t, c, "POST", "https://api.test/ok/1"); got != 403 || !strings.Contains(body, "operator's bounds") {
+		t.Errorf("POST outside bounds: %d %q", got, body)
+	}
+	// A live change without bounds keeps them.
+	n2 := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"127.0.0.1/32:443"}, Requests: []policy.RequestRule{{Host: "api.test"}}}
+	if err := h.p.SetNetwork(n2); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := status(t, c, "POST", "https://api.test/ok/1"); got != 403 {
+		t.Errorf("POST after SetNetwork: %d", got)
+	}
+	// Rules for a host the CA was not made for need a new sandbox.
+	n3 := policy.Network{Mode: policy.NetworkAllowlist, Requests: []policy.RequestRule{{Host: "new.test"}}}
+	if err := h.p.SetNetwork(n3); err == nil || !strings.Contains(err.Error(), "new sandbox") {
+		t.Errorf("SetNetwork with a new rule host: %v", err)
+	}
+}
