@@ -24,7 +24,9 @@ type gitServer struct {
 	ca   *testCA
 }
 
-func startGitServer(t *testing.T) *gitServer {
+// startGitServer starts it; other, when set, also serves api.test on the
+// same server.
+func startGitServer(t *testing.T, other http.Handler) *gitServer {
 	t.Helper()
 	gitBin := testutil.RequireBinary(t, "git")
 	out, err := exec.Command(gitBin, "--exec-path").Output()
@@ -45,7 +47,17 @@ func startGitServer(t *testing.T) *gitServer {
 	}
 	ca := newTestCA(t)
 	h := &cgi.Handler{Path: backend, Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	return &gitServer{root: root, port: startTLS(t, ca, h, "git.test"), ca: ca}
+	var srv http.Handler = h
+	if other != nil {
+		srv = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Host == "api.test" {
+				other.ServeHTTP(w, r)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	return &gitServer{root: root, port: startTLS(t, ca, srv, "git.test", "api.test"), ca: ca}
 }
 
 func gitRun(t *testing.T, dir string, args ...string) string {
@@ -67,7 +79,7 @@ func (g *gitServer) head(t *testing.T, repo string) string {
 // TestGitPreset is the git preset with real git over the proxy: clone
 // from anywhere on the host, push only to acme/*.
 func TestGitPreset(t *testing.T) {
-	g := startGitServer(t)
+	g := startGitServer(t, nil)
 	n := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"127.0.0.1/32:443"},
 		Git: &policy.GitRules{Fetch: []string{"git.test"}, Push: []string{"git.test/acme/*"}}}
 	h := newHarness(t, Config{Network: n, RootCAs: g.ca.pool, Resolver: StaticResolver{"git.test": {loopback}}}, g.port)
