@@ -224,3 +224,49 @@ func TestRequestBoundsNarrow(t *testing.T) {
 		t.Errorf("SetNetwork with a new rule host: %v", err)
 	}
 }
+
+// TestRequestRulesWebSocket: an upgrade is matched on its upgrade request,
+// then the connection is relayed both ways.
+func TestRequestRulesWebSocket(t *testing.T) {
+	ca := newTestCA(t)
+	port := startTLS(t, ca, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "websocket" {
+			http.Error(w, "no upgrade", 400)
+			return
+		}
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+		line, _ := brw.ReadString('\n')
+		io.WriteString(conn, "echo "+line)
+	}), "api.test")
+	n := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"127.0.0.1/32:443"},
+		Requests: []policy.RequestRule{{Host: "api.test", Methods: []string{"GET"}, Path: "/ws/ok", Headers: map[string]string{"Upgrade": "websocket"}}}}
+	h := newHarness(t, Config{Network: n, RootCAs: ca.pool, Resolver: StaticResolver{"api.test": {loopback}}}, port)
+	for _, tc := range []struct{ path, want string }{{"/ws/ok", "echo hello"}, {"/ws/other", "403"}} {
+		conn := rawTLS(t, h, h.p.CAPEM())
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: api.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", tc.path)
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.path, err)
+		}
+		if tc.want == "403" {
+			if resp.StatusCode != 403 {
+				t.Errorf("%s: %d", tc.path, resp.StatusCode)
+			}
+			continue
+		}
+		if resp.StatusCode != 101 {
+			t.Fatalf("%s: %d", tc.path, resp.StatusCode)
+		}
+		io.WriteString(conn, "hello\n")
+		line, _ := br.ReadString('\n')
+		if strings.TrimSpace(line) != tc.want {
+			t.Errorf("%s: relayed %q", tc.path, line)
+		}
+	}
+}
