@@ -5,8 +5,12 @@ import (
 	"crypto/tls"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/airlock-dev/airlock/audit"
@@ -268,5 +272,54 @@ func TestRequestRulesWebSocket(t *testing.T) {
 		if strings.TrimSpace(line) != tc.want {
 			t.Errorf("%s: relayed %q", tc.path, line)
 		}
+	}
+}
+
+// TestRequestRulesHTTP2: a client offering h2 to a ruled host speaks h2
+// end to end (the origin sees HTTP/2), each request checked.
+func TestRequestRulesHTTP2(t *testing.T) {
+	ca := newTestCA(t)
+	var mu sync.Mutex
+	var protos []int
+	s := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		protos = append(protos, r.ProtoMajor)
+		mu.Unlock()
+		w.Header().Set("Trailer", "Grpc-Status")
+		io.WriteString(w, "ok")
+		w.Header().Set("Grpc-Status", "0")
+	}))
+	s.Config.ErrorLog = log.New(io.Discard, "", 0)
+	s.TLS = ca.serverConfig(t, "api.test")
+	s.EnableHTTP2 = true
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	n := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"127.0.0.1/32:443"},
+		Requests: []policy.RequestRule{{Host: "api.test", Methods: []string{"GET"}, Path: "/ok/**"}}}
+	h := newHarness(t, Config{Network: n, RootCAs: ca.pool, Resolver: StaticResolver{"api.test": {loopback}}}, portOf(t, s.URL))
+	pu, _ := url.Parse("http://" + h.addr)
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu), ForceAttemptHTTP2: true,
+		TLSClientConfig: &tls.Config{RootCAs: poolWith(t, h.p.CAPEM())}}}
+	resp, err := c.Get("https://api.test/ok/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || string(b) != "ok" || resp.Trailer.Get("Grpc-Status") != "0" {
+		t.Fatalf("h2 GET: %d proto %d %q trailer %v", resp.StatusCode, resp.ProtoMajor, b, resp.Trailer)
+	}
+	resp, err = c.Post("https://api.test/ok/1", "text/plain", strings.NewReader("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	if resp.StatusCode != 403 || !strings.Contains(string(b), "no request rule") {
+		t.Errorf("h2 POST: %d %q", resp.StatusCode, b)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(protos) != 1 || protos[0] != 2 {
+		t.Errorf("origin saw %v", protos)
 	}
 }
