@@ -317,6 +317,12 @@ func TestRequestRulesHTTP2(t *testing.T) {
 	if resp.StatusCode != 403 || !strings.Contains(string(b), "no request rule") {
 		t.Errorf("h2 POST: %d %q", resp.StatusCode, b)
 	}
+	// :authority naming another host than the TLS target is refused.
+	req, _ := http.NewRequest("GET", "https://api.test/ok/2", nil)
+	req.Host = "other.test"
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusMisdirectedRequest || resp.ProtoMajor != 2 {
+		t.Errorf(":authority mismatch: %v %v", resp, err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	if len(protos) != 1 || protos[0] != 2 {
