@@ -29,6 +29,7 @@ type attempt struct {
 
 	sent, recv atomic.Int64
 	requests   atomic.Int64 // HTTP requests relayed (plain or intercepted)
+	budget     *budget      // the host's budget, nil: none
 	secrets    []string     // names of secrets injected
 	leaked     []string     // names of secrets whose placeholders went elsewhere
 
@@ -51,6 +52,14 @@ func (p *Proxy) open(ctx context.Context, a *attempt) (net.Conn, error) {
 	if why := pol.checkTarget(a.host, a.port); why != "" {
 		a.reason = why
 		return nil, errDenied
+	}
+	a.budget = pol.budgetFor(a.host, a.port)
+	if a.proto != "http" && !pol.hasRules(a.host, a.port) {
+		// Requests inside a tunnel are invisible: count the connection.
+		if why := a.budget.spend(time.Now()); why != "" {
+			a.reason = why
+			return nil, errDenied
+		}
 	}
 	own, err := p.ownAddrs()
 	if err != nil {
@@ -230,6 +239,11 @@ func (c *countConn) Read(b []byte) (int, error) {
 }
 
 func (c *countConn) Write(b []byte) (int, error) {
+	if why := c.a.budget.spendBytes(len(b)); why != "" {
+		c.p.overBudget(c.a, why)
+		c.Conn.Close()
+		return 0, errBudget
+	}
 	n, err := c.Conn.Write(b)
 	c.a.sent.Add(int64(n))
 	c.p.bytesSent.Add(int64(n))

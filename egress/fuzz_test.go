@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -131,6 +132,31 @@ func FuzzParseRequest(f *testing.F) {
 		}
 		if s.Active != 0 || int(s.Allowed+s.Denied) != n {
 			t.Fatalf("stats %+v vs %d events", s, n)
+		}
+	})
+}
+
+// FuzzRequestPath: a path the proxy accepts has no segment a server could
+// read as another path (".", "..", empty but the last, "/" or "\" inside).
+func FuzzRequestPath(f *testing.F) {
+	for _, s := range []string{"/a/b", "/%2e%2e/x", "//x", "/a;b", "/a%2fb", "/%C3%A9/", "/a/../b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if !strings.HasPrefix(p, "/") {
+			return
+		}
+		segs, why := pathSegments(p)
+		if why != "" {
+			return
+		}
+		for i, s := range segs {
+			if s == "." || s == ".." || s == "" && i != len(segs)-1 || strings.ContainsAny(s, "/\\;") {
+				t.Fatalf("%q accepted with segment %q", p, s)
+			}
+		}
+		if _, err := policy.ParseRequestRule("GET x.test" + p); err == nil && slices.Contains(strings.Split(p, "/"), "..") {
+			t.Fatalf("rule with .. accepted: %q", p)
 		}
 	})
 }

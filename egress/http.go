@@ -32,6 +32,8 @@ func (p *Proxy) serveHTTP(ctx context.Context, c *client) {
 			}
 			return
 		}
+		raw := readRaw(block)
+		hosts, herr := rawHostHeaders(block)
 		req, err := http.ReadRequest(c.br)
 		if err != nil {
 			p.deny(&attempt{proto: "http", reason: "malformed request: " + err.Error()})
@@ -39,8 +41,7 @@ func (p *Proxy) serveHTTP(ctx context.Context, c *client) {
 			return
 		}
 		c.stopTimer()
-		hosts, err := rawHostHeaders(block)
-		if err != nil || len(hosts) > 1 {
+		if herr != nil || len(hosts) > 1 {
 			p.deny(&attempt{proto: "http", rawHost: quoteHost(req.RequestURI), reason: "bad or repeated Host header"})
 			writeStatus(c.rwc, http.StatusBadRequest, "bad Host header")
 			return
@@ -54,7 +55,7 @@ func (p *Proxy) serveHTTP(ctx context.Context, c *client) {
 			return
 		}
 		var keep bool
-		up, keep = p.servePlain(ctx, c, req, hosts, up)
+		up, keep = p.servePlain(ctx, c, req, raw, hosts, up)
 		if !keep {
 			return
 		}
@@ -127,7 +128,7 @@ func (u *upstream) close() {
 
 // servePlain forwards one absolute-URI request. It returns the upstream to
 // keep for the next request and whether the client connection goes on.
-func (p *Proxy) servePlain(ctx context.Context, c *client, req *http.Request, hosts []string, up *upstream) (*upstream, bool) {
+func (p *Proxy) servePlain(ctx context.Context, c *client, req *http.Request, raw rawRequest, hosts []string, up *upstream) (*upstream, bool) {
 	a := &attempt{proto: "http", rawHost: quoteHost(req.URL.Host), start: time.Now()}
 	refuse := func(code int, why string) (*upstream, bool) {
 		a.reason = why
@@ -157,6 +158,11 @@ func (p *Proxy) servePlain(ctx context.Context, c *client, req *http.Request, ho
 	a.host = h
 	if len(hosts) == 1 && !hostAgrees(hosts[0], h, port, 80) {
 		return refuse(http.StatusForbidden, "Host header "+quoteHost(hosts[0])+" differs from URI host")
+	}
+	if d := p.checkRequest(a, req, raw, false); d.why != "" {
+		a.reason = d.why
+		refuseRequest(c.rwc, req, d)
+		return up, false
 	}
 	// Plain HTTP never carries a real secret: it would cross the network in
 	// clear text. Placeholders are left as they are and reported.

@@ -13,10 +13,12 @@ import (
 // reads them (policy.ParseNetworkEntry), matched against targets that
 // policy.NormalizeHost read.
 type compiled struct {
-	mode  string
-	allow []policy.NetworkEntry
-	deny  []policy.NetworkEntry
-	raw   policy.Network
+	mode    string
+	allow   []policy.NetworkEntry
+	deny    []policy.NetworkEntry
+	raw     policy.Network
+	req     *policy.Requests
+	budgets []*budget
 }
 
 func compileNetwork(n policy.Network) (*compiled, error) {
@@ -47,6 +49,20 @@ func compileNetwork(n policy.Network) (*compiled, error) {
 		c.deny = append(c.deny, e)
 	}
 	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	req, err := policy.CompileRequests(n)
+	if err != nil {
+		return nil, fmt.Errorf("requests: %w", err)
+	}
+	c.req = req
+	// An allow rule's host is reachable: the rules then say what passes.
+	for _, r := range req.Rules {
+		if r.Allow() {
+			c.allow = append(c.allow, r.Entry)
+		}
+	}
+	if c.budgets, err = compileBudgets(n.Budgets); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,6 +85,7 @@ type Proxy struct {
 	listen   string
 	secrets  []*secret
 	ca       *authority
+	caHosts  []policy.NetworkEntry // what ca may name
 
 	mu     sync.RWMutex
 	pol    *compiled
@@ -119,6 +121,10 @@ func New(cfg Config) (*Proxy, error) {
 	for _, s := range secrets {
 		hosts = append(hosts, s.hosts...)
 	}
+	// Hosts with request rules are intercepted too, so the CA may name them.
+	for _, r := range append(append([]*policy.CompiledRule{}, pol.req.Rules...), pol.req.Bounds...) {
+		hosts = append(hosts, r.Entry)
+	}
 	ca, err := newAuthority(cfg.SandboxID, hosts)
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy %q: %w", cfg.SandboxID, err)
@@ -134,6 +140,7 @@ func New(cfg Config) (*Proxy, error) {
 		listen:   cfg.ListenAddr,
 		secrets:  secrets,
 		ca:       ca,
+		caHosts:  hosts,
 		pol:      pol,
 		active:   map[*attempt]struct{}{},
 	}
@@ -211,8 +218,21 @@ func (p *Proxy) SetNetwork(n policy.Network) error {
 	if err != nil {
 		return fmt.Errorf("set network of sandbox %q: %w", p.id, err)
 	}
+	for _, r := range append(append([]*policy.CompiledRule{}, c.req.Rules...), c.req.Bounds...) {
+		if !p.caCovers(r.Entry) {
+			return fmt.Errorf("set network of sandbox %q: request rules for %s: the sandbox's CA was made without that host (rules for new hosts need a new sandbox): %w", p.id, r.Entry.String(), sandbox.ErrInvalid)
+		}
+	}
 	p.mu.Lock()
 	old := p.pol
+	if len(old.raw.Bounds) > 0 {
+		// Bounds (an operator's ceiling) only narrow: a live change keeps them.
+		n.Bounds = append(append([]policy.RequestRule{}, old.raw.Bounds...), n.Bounds...)
+		if c, err = compileNetwork(n); err != nil {
+			p.mu.Unlock()
+			return fmt.Errorf("set network of sandbox %q: %w", p.id, err)
+		}
+	}
 	p.pol = c
 	var cut []*attempt
 	for a := range p.active {
@@ -235,6 +255,22 @@ func (p *Proxy) SetNetwork(n policy.Network) error {
 	p.log.Info("network policy changed", "mode", n.Mode, "closed", len(cut))
 	return nil
 }
+
+// caCovers reports whether the sandbox CA may name every host of e.
+func (p *Proxy) caCovers(e policy.NetworkEntry) bool {
+	for _, h := range p.caHosts {
+		if h.Host == e.Host && h.Wildcard == e.Wildcard && (h.Port == 0 || h.Port == e.Port) {
+			return true
+		}
+		if h.Wildcard && strings.HasSuffix(e.Host, "."+h.Host) && (h.Port == 0 || h.Port == e.Port) {
+			return true
+		}
+	}
+	return false
+}
+
+// Network returns the network policy in force.
+func (p *Proxy) Network() policy.Network { return p.policy().raw }
 
 // Stats returns the counters so far.
 func (p *Proxy) Stats() Stats {

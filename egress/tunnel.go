@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,7 +22,8 @@ import (
 func (p *Proxy) tunnel(ctx context.Context, c *client, a *attempt, up net.Conn) {
 	c.stopTimer()
 	secretHost := !a.host.IsIP() && p.secretHost(a.host.Name, a.port)
-	if a.port != 443 && !secretHost {
+	ruled := p.policy().hasRules(a.host, a.port)
+	if a.port != 443 && !secretHost && !ruled {
 		p.splice(c, a, up, nil)
 		return
 	}
@@ -45,9 +47,12 @@ func (p *Proxy) tunnel(ctx context.Context, c *client, a *attempt, up net.Conn) 
 		return
 	}
 	replay := &replayConn{r: io.MultiReader(bytes.NewReader(seen), c.br), rwc: c.rwc}
-	if secretHost {
+	if secretHost || ruled {
 		a.mitm = true
-		p.mitm(ctx, c, replay, a, up)
+		// HTTP/2 is offered upstream only when the client offered it and the
+		// host has request rules (the secret-only path stays HTTP/1.1).
+		h2 := ruled && slices.Contains(hello.SupportedProtos, "h2")
+		p.mitm(ctx, c, replay, a, up, h2)
 		return
 	}
 	p.splice(c, a, up, replay)
@@ -205,7 +210,7 @@ func splice(c *client, up net.Conn, upr *bufio.Reader) {
 // mitm terminates the client's TLS with a leaf minted by the sandbox CA,
 // opens verified TLS to the real server over the checked connection, and
 // relays HTTP/1.1 requests, replacing secret placeholders in headers.
-func (p *Proxy) mitm(ctx context.Context, c *client, cconn net.Conn, a *attempt, raw net.Conn) {
+func (p *Proxy) mitm(ctx context.Context, c *client, cconn net.Conn, a *attempt, raw net.Conn, h2 bool) {
 	if !p.track(a, func() { raw.Close(); c.rwc.Close() }) {
 		raw.Close()
 		a.reason = "policy changed"
@@ -219,7 +224,7 @@ func (p *Proxy) mitm(ctx context.Context, c *client, cconn net.Conn, a *attempt,
 	upTLS := tls.Client(raw, &tls.Config{
 		ServerName: a.host.Name,
 		RootCAs:    p.rootCAs,
-		NextProtos: []string{"http/1.1"},
+		NextProtos: protos(h2),
 		MinVersion: tls.VersionTLS12,
 	})
 	if err := upTLS.HandshakeContext(hctx); err != nil {
@@ -232,9 +237,10 @@ func (p *Proxy) mitm(ctx context.Context, c *client, cconn net.Conn, a *attempt,
 		a.reason = err.Error()
 		return
 	}
+	upH2 := upTLS.ConnectionState().NegotiatedProtocol == "h2"
 	cTLS := tls.Server(cconn, &tls.Config{
 		Certificates: []tls.Certificate{*leaf},
-		NextProtos:   []string{"http/1.1"},
+		NextProtos:   protos(upH2),
 		MinVersion:   tls.VersionTLS12,
 	})
 	if err := cTLS.HandshakeContext(hctx); err != nil {
@@ -242,6 +248,20 @@ func (p *Proxy) mitm(ctx context.Context, c *client, cconn net.Conn, a *attempt,
 		return
 	}
 	cancel()
+	if upH2 {
+		if cTLS.ConnectionState().NegotiatedProtocol != "h2" {
+			a.reason = "sandbox did not speak HTTP/2 after offering it"
+			return
+		}
+		p.serveH2(ctx, cTLS, upTLS, a)
+		return
+	}
+	p.relayH1(a, cTLS, upTLS)
+}
+
+// relayH1 relays HTTP/1.1 requests on an intercepted connection, one by
+// one: each checked (Host, form, request rules), placeholders replaced.
+func (p *Proxy) relayH1(a *attempt, cTLS, upTLS *tls.Conn) {
 	inner := &client{rwc: cTLS, br: bufio.NewReaderSize(cTLS, maxHeaderBytes), stopTimer: func() {}}
 	up := &upstream{conn: upTLS, br: bufio.NewReader(upTLS), a: a, p: p}
 	for {
@@ -252,18 +272,23 @@ func (p *Proxy) mitm(ctx context.Context, c *client, cconn net.Conn, a *attempt,
 			}
 			return
 		}
+		raw := readRaw(block)
+		hosts, herr := rawHostHeaders(block)
 		req, err := http.ReadRequest(inner.br)
 		if err != nil {
 			writeStatus(cTLS, http.StatusBadRequest, "malformed request")
 			return
 		}
-		hosts, err := rawHostHeaders(block)
-		if err != nil || len(hosts) > 1 || len(hosts) == 1 && !hostAgrees(hosts[0], a.host, a.port, 443) {
+		if herr != nil || len(hosts) > 1 || len(hosts) == 1 && !hostAgrees(hosts[0], a.host, a.port, 443) {
 			writeStatus(cTLS, http.StatusMisdirectedRequest, "Host header does not match the TLS target")
 			return
 		}
 		if req.URL.Host != "" || req.Method == http.MethodConnect {
 			writeStatus(cTLS, http.StatusBadRequest, "origin-form requests only")
+			return
+		}
+		if d := p.checkRequest(a, req, raw, true); d.why != "" {
+			refuseRequest(cTLS, req, d)
 			return
 		}
 		hits := replaceHeaders(req.Header, p.secrets, a.host.Name, a.port)

@@ -45,6 +45,12 @@ func Merge(base, over *Policy) *Policy {
 	str(&out.Network.Mode, o.Network.Mode)
 	out.Network.Allow = append(out.Network.Allow, o.Network.Allow...)
 	out.Network.Deny = append(out.Network.Deny, o.Network.Deny...)
+	out.Network.Requests = append(out.Network.Requests, o.Network.Requests...)
+	out.Network.Budgets = append(out.Network.Budgets, o.Network.Budgets...)
+	out.Network.Bounds = append(out.Network.Bounds, o.Network.Bounds...)
+	if o.Network.Git != nil {
+		out.Network.Git = o.Network.Git.merged(out.Network.Git)
+	}
 	mergeProcess(&out.Process, &o.Process)
 	mergeLimits(&out.Limits, &o.Limits)
 	out.Secrets = append(out.Secrets, o.Secrets...)
@@ -145,6 +151,12 @@ func (p *Policy) Clone() *Policy {
 	}
 	c.Network.Allow = cloneStrings(p.Network.Allow)
 	c.Network.Deny = cloneStrings(p.Network.Deny)
+	c.Network.Requests = cloneRules(p.Network.Requests)
+	c.Network.Bounds = cloneRules(p.Network.Bounds)
+	c.Network.Budgets = append([]Budget(nil), p.Network.Budgets...)
+	if p.Network.Git != nil {
+		c.Network.Git = p.Network.Git.merged(nil)
+	}
 	c.Process.EnvAllow = cloneStrings(p.Process.EnvAllow)
 	if p.Process.Env != nil {
 		c.Process.Env = maps.Clone(p.Process.Env)

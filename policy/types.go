@@ -97,6 +97,18 @@ type Network struct {
 	// ":port", or CIDRs. Deny wins; an empty Allow means nothing.
 	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty"`
 	Deny  []string `yaml:"deny,omitempty" json:"deny,omitempty"`
+	// Requests are HTTP request rules per host (first match wins): once a
+	// host has one, only requests matching an allow rule pass, and its TLS
+	// is intercepted so the proxy can see them. See RequestRule.
+	Requests []RequestRule `yaml:"requests,omitempty" json:"requests,omitempty"`
+	// Git expands to request rules for git's smart HTTP endpoints.
+	Git *GitRules `yaml:"git,omitempty" json:"git,omitempty"`
+	// Budgets bound bytes sent and requests per minute per host.
+	Budgets []Budget `yaml:"budgets,omitempty" json:"budgets,omitempty"`
+	// Bounds are request rules a request must also pass (an operator's
+	// ceiling puts its rules here): for a host they name, a request must
+	// match an allow bound first. They only narrow.
+	Bounds []RequestRule `yaml:"bounds,omitempty" json:"bounds,omitempty"`
 }
 
 // Secret is a credential that never enters the sandbox: inside, Env holds a

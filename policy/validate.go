@@ -169,6 +169,9 @@ func (c *checker) network() {
 			c.add(fmt.Sprintf("network.deny[%d]", i), "%s", m)
 		}
 	}
+	if _, err := CompileRequests(p.Network); err != nil {
+		c.add("network.requests", "%s", message(err))
+	}
 }
 
 func (c *checker) process() {

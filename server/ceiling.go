@@ -47,8 +47,14 @@ type NetworkCeiling struct {
 	// allow entry: an entry that overlaps a guarded range must lie wholly
 	// inside one of these. Empty: no guarded range at all.
 	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty"`
+	// Requests are HTTP request rules every sandbox of the tenant is held
+	// to (as network.bounds): for a host they name, a request must match
+	// one of their allow rules, whatever the sandbox's own rules say, and
+	// a tenant's allow rule for such a host must lie within one of them.
+	Requests []policy.RequestRule `yaml:"requests,omitempty" json:"requests,omitempty"`
 
-	allow []netip.Prefix
+	allow    []netip.Prefix
+	requests []*policy.CompiledRule
 }
 
 // LimitCeiling bounds a sandbox's limits. Max is the most a request may
@@ -142,6 +148,13 @@ func (c *Ceiling) compile(where string) error {
 			return fmt.Errorf("%s.network.allow: %q: want a CIDR or address without a port: %w", where, a, sandbox.ErrInvalid)
 		}
 		c.Network.allow = append(c.Network.allow, e.Prefix)
+	}
+	if len(c.Network.Requests) > 0 {
+		rs, err := policy.CompileRequests(policy.Network{Bounds: c.Network.Requests})
+		if err != nil {
+			return fmt.Errorf("%s.network.requests: %w", where, err)
+		}
+		c.Network.requests = rs.Bounds
 	}
 	for _, u := range c.Limits.Unlimited {
 		if !slices.Contains(limitNames, u) {
@@ -310,6 +323,9 @@ func (c *Ceiling) checkNetwork(tenant string, n policy.Network, own []netip.Addr
 	if len(c.Network.Modes) > 0 && !slices.Contains(c.Network.Modes, mode) {
 		return errCeiling(tenant, "network.modes", "network mode %q not allowed (allowed: %s)", mode, strings.Join(c.Network.Modes, ", "))
 	}
+	if err := c.checkRequests(tenant, n); err != nil {
+		return err
+	}
 	for _, a := range n.Allow {
 		e, err := policy.ParseNetworkEntry(a)
 		if err != nil {
@@ -334,6 +350,41 @@ func (c *Ceiling) checkNetwork(tenant string, n policy.Network, own []netip.Addr
 		}
 	}
 	return nil
+}
+
+// checkRequests refuses a tenant's allow rule (git preset included) for a
+// host the ceiling has request rules for, unless one of them covers it.
+// The proxy enforces the ceiling's rules anyway (as bounds); this says so
+// at create instead of at the first refused request.
+func (c *Ceiling) checkRequests(tenant string, n policy.Network) error {
+	if len(c.Network.requests) == 0 {
+		return nil
+	}
+	rs, err := policy.CompileRequests(n)
+	if err != nil {
+		return fmt.Errorf("network.requests: %w", err)
+	}
+	for _, r := range rs.Rules {
+		if !r.Allow() {
+			continue
+		}
+		named, covered := false, false
+		for _, b := range c.Network.requests {
+			if b.Entry.Host == r.Entry.Host || b.Entry.Wildcard && strings.HasSuffix(r.Entry.Host, "."+b.Entry.Host) {
+				named = true
+				covered = covered || b.Allow() && b.Covers(r)
+			}
+		}
+		if named && !covered {
+			return errCeiling(tenant, "network.requests", "request rule %q is wider than this tenant's ceiling allows for %s", r.Rule.String(), r.Entry.Host)
+		}
+	}
+	return nil
+}
+
+// bound adds the ceiling's request rules to pol as bounds the proxy enforces.
+func (c *Ceiling) bound(pol *policy.Policy) {
+	pol.Network.Bounds = append(pol.Network.Bounds, c.Network.Requests...)
 }
 
 // checkPolicy checks a resolved policy of a keyed tenant's sandbox.
@@ -366,7 +417,11 @@ func (s *Server) fit(ceil *Ceiling, tenant string, raw, pol *policy.Policy) erro
 	if err != nil {
 		return fmt.Errorf("ceiling: host addresses: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	return ceil.checkPolicy(tenant, pol, own)
+	if err := ceil.checkPolicy(tenant, pol, own); err != nil {
+		return err
+	}
+	ceil.bound(pol)
+	return nil
 }
 
 // clampUnset brings limits the request did not set (the profile's) within

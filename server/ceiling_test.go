@@ -162,3 +162,44 @@ func TestCeilingAppliesToPools(t *testing.T) {
 		t.Fatalf("tenant within the default ceiling: %v pooled=%v", err, sb != nil && sb.Pooled)
 	}
 }
+
+// TestCeilingRequestRules: a keyed tenant may narrow the ceiling's request
+// rules but not widen them, and its sandboxes carry the ceiling's rules as
+// bounds the egress proxy enforces whatever the tenant's own rules say.
+func TestCeilingRequestRules(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ceilings.yaml")
+	os.WriteFile(file, []byte(`
+default:
+  network:
+    requests:
+      - {host: github.com, methods: [GET, HEAD], path: "/**"}
+      - {host: github.com, methods: [GET], path: /acme/*/info/refs, query: {service: git-receive-pack}}
+      - {host: github.com, methods: [POST], path: /acme/*/git-receive-pack}
+      - {host: github.com, methods: [POST], path: /**/git-upload-pack}
+`), 0o644)
+	ceil, err := LoadCeilings(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := newTestServer(t, func(c *Config) { c.Ceilings = ceil })
+	ctx := context.Background()
+	acme := ts.tenant(t, "acme")
+	for _, pol := range []string{
+		`{"network":{"mode":"allowlist","requests":[{"host":"github.com","methods":["POST"],"path":"/**"}]}}`,
+		`{"network":{"mode":"allowlist","requests":[{"host":"github.com","path":"/acme/**"}]}}`,
+		`{"network":{"mode":"allowlist","git":{"push":["github.com/*/*"]}}}`,
+	} {
+		if _, err := acme.Create(ctx, api.CreateSandboxRequest{Policy: json.RawMessage(pol)}); !errors.Is(err, errdefs.ErrPermission) || !strings.Contains(err.Error(), "ceiling network.requests") {
+			t.Errorf("%s: got %v, want 403 naming ceiling network.requests", pol, err)
+		}
+	}
+	sb, err := acme.Create(ctx, api.CreateSandboxRequest{Policy: json.RawMessage(
+		`{"network":{"mode":"allowlist","requests":[{"host":"github.com","methods":["GET"],"path":"/acme/**"}],"git":{"push":["github.com/acme/tool"]}}}`)})
+	if err != nil {
+		t.Fatalf("narrower rules: %v", err)
+	}
+	if !strings.Contains(string(sb.Policy), `"bounds"`) || !strings.Contains(string(sb.Policy), "git-receive-pack") {
+		t.Errorf("sandbox policy lacks the ceiling's bounds: %s", sb.Policy)
+	}
+}

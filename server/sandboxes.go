@@ -597,6 +597,11 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n := policy.Network{Mode: req.Mode, Allow: req.Allow, Deny: req.Deny}
+	// The API changes hosts; request rules, the git preset and budgets stay.
+	if l.proxy != nil {
+		cur := l.proxy.Network()
+		n.Requests, n.Git, n.Budgets = cur.Requests, cur.Git, cur.Budgets
+	}
 	if err := s.checkNetworkRequest(c, n); err != nil {
 		s.writeError(w, r, fmt.Errorf("set network of %q: %w", l.sb.ID(), err))
 		return

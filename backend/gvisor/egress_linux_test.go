@@ -80,3 +80,47 @@ func (a *auditLog) all() []audit.Event {
 	defer a.mu.Unlock()
 	return append([]audit.Event(nil), a.events...)
 }
+
+// TestEgressRequestRules: request rules hold inside gVisor too (the same
+// agent tunnel; plain proxy requests here): a matching GET passes, a POST
+// and another path are refused with the proxy's 403.
+func TestEgressRequestRules(t *testing.T) {
+	b := testBackend(t)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "HELLO-FROM-HOST")
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	network := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{fmt.Sprintf("127.0.0.1/32:%d", port)},
+		Requests: []policy.RequestRule{{Host: "web.test", Methods: []string{"GET"}, Path: "/ok/*"}}}
+	ws := workspace(t)
+	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Network = network })
+	rec := &auditLog{}
+	id := newID(t)
+	px, err := egress.New(egress.Config{SandboxID: id, Network: pol.Network, Audit: rec,
+		Resolver: egress.StaticResolver{"web.test": {netip.MustParseAddr("127.0.0.1")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := egress.SystemBundle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := create(t, b, sandbox.Spec{ID: id, Policy: pol, Egress: px, Env: px.SandboxEnv(), Files: px.SandboxFiles(bundle)})
+	for _, tc := range []struct{ args, want string }{
+		{"http://web.test:%d/ok/1", "200"},
+		{"-X POST http://web.test:%d/ok/1", "403"},
+		{"http://web.test:%d/secret", "403"},
+		{"--path-as-is http://web.test:%d/ok/../secret", "403"},
+	} {
+		_, out := sh(t, sb, "curl -sS --max-time 20 -o /dev/null -w '%{http_code}' "+fmt.Sprintf(tc.args, port))
+		if out != tc.want {
+			t.Errorf("curl %s: %q, want %s", tc.args, out, tc.want)
+		}
+	}
+}

@@ -27,10 +27,15 @@ type denialLog struct {
 	list  []policy.Denial
 	seen  map[policy.Denial]bool
 	total int
+	// requests are the HTTP requests the egress proxy's request rules
+	// refused (distinct, at most maxDenialList), reqTotal all of them.
+	requests []string
+	reqSeen  map[string]bool
+	reqTotal int
 }
 
 func newDenialLog(next audit.Sink, live io.Writer) *denialLog {
-	return &denialLog{Next: next, live: live, seen: map[policy.Denial]bool{}}
+	return &denialLog{Next: next, live: live, seen: map[policy.Denial]bool{}, reqSeen: map[string]bool{}}
 }
 
 // Emit records denied events and forwards every event.
@@ -49,8 +54,30 @@ func (d *denialLog) Emit(e audit.Event) {
 			fmt.Fprintf(d.live, "airlock: refused %s %s: %s\n", x.Op, x.Path, ruleAdvice(x.Rule))
 		}
 	}
+	if e.Type == audit.TypeEgress && e.Fields["request"] == true && e.Fields["action"] == "deny" {
+		d.noteRequest(e)
+	}
 	if d.Next != nil {
 		d.Next.Emit(e)
+	}
+}
+
+// noteRequest keeps a refused HTTP request for the summary.
+func (d *denialLog) noteRequest(e audit.Event) {
+	line := fmt.Sprintf("%s %s%s: %s", str(e.Fields["method"]), str(e.Fields["host"]), str(e.Fields["path"]), str(e.Fields["reason"]))
+	if hint := str(e.Fields["allow_with"]); hint != "" {
+		line += " (to allow: " + hint + ")"
+	}
+	d.mu.Lock()
+	d.reqTotal++
+	first := !d.reqSeen[line]
+	if first && len(d.requests) < maxDenialList {
+		d.reqSeen[line] = true
+		d.requests = append(d.requests, line)
+	}
+	d.mu.Unlock()
+	if first && d.live != nil {
+		fmt.Fprintf(d.live, "airlock: refused request %s\n", line)
 	}
 }
 
@@ -82,6 +109,26 @@ func ruleAdvice(rule string) string {
 
 // summary is the paragraph `run` prints on stderr at exit.
 func (d *denialLog) summary() string {
+	return d.writeSummary() + d.requestSummary()
+}
+
+// requestSummary lists the HTTP requests request rules refused.
+func (d *denialLog) requestSummary() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.reqTotal == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "airlock: refused %d HTTP request(s) by egress request rules:\n", d.reqTotal)
+	for _, l := range d.requests {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	return b.String()
+}
+
+// writeSummary is the paragraph on refused writes.
+func (d *denialLog) writeSummary() string {
 	list, total := d.Denials()
 	if total == 0 {
 		return ""

@@ -42,6 +42,7 @@ type runFlags struct {
 	resultFile, auditFile                                    string
 	allowDegraded                                            bool
 	writableConfig, caches                                   listFlag
+	allowRequest                                             listFlag
 	set                                                      map[string]bool // flags given on the command line
 	image                                                    string
 	// id names the sandbox (and its hold on the image); root is the
@@ -152,6 +153,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.env, "env", "set `K=V`, or pass host variable K (repeatable)")
 	fs.StringVar(&f.network, "network", "", "network mode: none, allowlist, open")
 	fs.Var(&f.allow, "allow", "allow egress to `HOST[:PORT]` or CIDR (repeatable; implies --network allowlist)")
+	fs.Var(&f.allowRequest, "allow-request", "allow HTTP requests `'GET,HEAD HOST[:PORT]/PATH-GLOB'` (repeatable; * one segment, ** any; once a host has one, only matching requests pass; implies --network allowlist)")
 	fs.StringVar(&f.memory, "memory", "", "memory limit (`SIZE`, e.g. 512Mi)")
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit (`N` cores)")
 	fs.IntVar(&f.pids, "pids", 0, "process limit")
@@ -255,6 +257,16 @@ func (f *runFlags) apply(p *policy.Policy) error {
 			p.Network.Mode = policy.NetworkAllowlist
 		}
 		p.Network.Allow = append(p.Network.Allow, f.allow...)
+	}
+	for _, r := range f.allowRequest {
+		rule, err := policy.ParseRequestRule(r)
+		if err != nil {
+			return fmt.Errorf("--allow-request: %w", err)
+		}
+		if f.network == "" && p.Network.Mode != policy.NetworkOpen {
+			p.Network.Mode = policy.NetworkAllowlist
+		}
+		p.Network.Requests = append(p.Network.Requests, rule)
 	}
 	if err := f.applyLimits(p); err != nil {
 		return err
