@@ -43,6 +43,9 @@ type runFlags struct {
 	allowDegraded                                            bool
 	writableConfig, caches                                   listFlag
 	set                                                      map[string]bool // flags given on the command line
+	session                                                  string
+	endSession                                               bool
+	sessionIdle                                              time.Duration
 	image                                                    string
 	// id names the sandbox (and its hold on the image); root is the
 	// image held for the run, when there is one.
@@ -81,6 +84,13 @@ func runRun(args []string) int {
 	f.set = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	argv := fs.Args()
+	if f.session != "" || f.endSession {
+		if f.session == "" {
+			fmt.Fprintln(os.Stderr, "airlock run: --end needs --session NAME")
+			return exitAirlock
+		}
+		return runSession(fs, &f, argv, args[:len(args)-len(argv)])
+	}
 	if len(argv) == 0 && f.image == "" {
 		fmt.Fprintln(os.Stderr, "airlock run: no command given (usage: airlock run [flags] -- CMD [ARGS])")
 		return exitAirlock
@@ -163,6 +173,9 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.auditFile, "audit", "", "write audit events as JSON lines to `FILE` (- for stderr)")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "start even when a requested protection is unavailable (logged)")
 	fs.Var(&f.writableConfig, "writable-config", "let the sandbox write protected config (git hooks and config, .envrc, editor and agent settings) below `DIR` (repeatable)")
+	fs.StringVar(&f.session, "session", "", "run in the warm sandbox `NAME` kept for this directory, policy and flags (started by the first call)")
+	fs.BoolVar(&f.endSession, "end", false, "with --session: end the session")
+	fs.DurationVar(&f.sessionIdle, "session-idle", defaultSessionIdle, "with --session: end the session after `DURATION` without a command")
 	fs.Var(&f.caches, "cache", "keep tool cache `NAME` (go, npm, pip, cargo) between runs in airlock's own store (repeatable)")
 }
 
