@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock-dev/airlock/internal/testutil"
+)
+
+// session runs `airlock run --session name -- args` in ws and ends the
+// session when the test does.
+func session(t *testing.T, ws, name, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	t.Cleanup(func() { runIn(t, ws, "", "run", "--session", name, "--end") })
+	return runIn(t, ws, stdin, append([]string{"run", "--session", name, "--"}, args...)...)
+}
+
+// waitFile polls for path within a deadline (the command inside says it
+// is ready by making it).
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Each command of a session gets its own exit status and stdio, exactly
+// as `airlock run` gives them.
+func TestSessionExitStatusAndStdio(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "data.txt"), []byte("not a program\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name, stdin    string
+		args           []string
+		code           int
+		stdout, stderr string
+	}{
+		{"stdin to stdout", "through the session\n", []string{"cat"}, 0, "through the session\n", ""},
+		{"stderr separate", "", []string{"sh", "-c", "echo out; echo err >&2"}, 0, "out\n", "err\n"},
+		{"exit code", "", []string{"sh", "-c", "exit 7"}, 7, "", ""},
+		{"killed by signal", "", []string{"sh", "-c", "kill -9 $$"}, 137, "", ""},
+		{"not found", "", []string{"no-such-command-here"}, 127, "", "no-such-command-here"},
+		{"not executable", "", []string{"./data.txt"}, 126, "", "data.txt"},
+		{"next command still fine", "", []string{"sh", "-c", "exit 3"}, 3, "", ""},
+	}
+	for _, c := range cases {
+		out, errOut, code := session(t, ws, "status", c.stdin, c.args...)
+		if code != c.code || out != c.stdout || !strings.Contains(errOut, c.stderr) {
+			t.Errorf("%s: exit %d stdout %q stderr %q, want %d %q %q", c.name, code, out, errOut, c.code, c.stdout, c.stderr)
+		}
+	}
+}
+
+// A session outlives a caller killed with SIGKILL mid-command: the
+// command it ran is killed, and the next call reuses the same sandbox
+// (its /tmp still holds what an earlier command left).
+func TestSessionSurvivesCallerKill(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	if _, e, code := session(t, ws, "kill9", "", "sh", "-c", "echo kept > /tmp/mark"); code != 0 {
+		t.Fatalf("first command: %d %s", code, e)
+	}
+	cmd := exec.Command(testutil.AirlockBinary(t), "run", "--session", "kill9", "--", "sh", "-c", "touch started; exec sleep 1000")
+	cmd.Dir = ws
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(ws, "started"))
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	out, e, code := session(t, ws, "kill9", "", "cat", "/tmp/mark")
+	if code != 0 || out != "kept\n" {
+		t.Fatalf("after kill -9 of a caller: exit %d stdout %q stderr %q, want the same sandbox's /tmp/mark", code, out, e)
+	}
+	// The killed caller's command went with it (polled: the kill is
+	// delivered, its reaping follows).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, _, _ = session(t, ws, "kill9", "", "sh", "-c", "cat /proc/[0-9]*/comm")
+		if !strings.Contains(out, "sleep") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed caller's command still runs: %q", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A changed policy file gets a new sandbox, never the one made under the
+// old rules; the same policy gets the same one.
+func TestSessionPolicyChangeNewSandbox(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	pol := filepath.Join(t.TempDir(), "p.yaml")
+	write := func(v string) {
+		if err := os.WriteFile(pol, []byte("version: 1\nprocess:\n  env:\n    MARK: \""+v+"\"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(script string) (string, int) {
+		t.Helper()
+		t.Cleanup(func() { runIn(t, ws, "", "run", "--policy", pol, "--session", "pol", "--end") })
+		out, e, code := runIn(t, ws, "", "run", "--policy", pol, "--session", "pol", "--", "sh", "-c", script)
+		if code > 1 {
+			t.Fatalf("%q: exit %d: %s", script, code, e)
+		}
+		return out, code
+	}
+	write("one")
+	run("echo x > /tmp/made-under-one")
+	if _, code := run("test -e /tmp/made-under-one"); code != 0 {
+		t.Fatal("same policy: the session was not reused")
+	}
+	write("two")
+	out, code := run("echo $MARK; test -e /tmp/made-under-one")
+	if code == 0 || out != "two\n" {
+		t.Fatalf("changed policy reused the old sandbox (stdout %q, exit %d)", out, code)
+	}
+	// A changed flag is a new sandbox too.
+	out, _, _ = runIn(t, ws, "", "run", "--policy", pol, "--env", "MARK=three", "--session", "pol", "--", "sh", "-c", "echo $MARK")
+	runIn(t, ws, "", "run", "--policy", pol, "--env", "MARK=three", "--session", "pol", "--end")
+	if out != "three\n" {
+		t.Fatalf("changed flag: %q", out)
+	}
+}
+
+// Ctrl-C (SIGINT to the caller) reaches the command, which ends with
+// 128+2; the session goes on.
+func TestSessionSignalReachesCommand(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	session(t, ws, "sig", "", "true")
+	cmd := exec.Command(testutil.AirlockBinary(t), "run", "--session", "sig", "--", "sh", "-c", "trap 'echo got INT; exit 42' INT; touch ready; while :; do sleep 0.05; done")
+	cmd.Dir = ws
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(ws, "ready"))
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	_ = cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != 42 || out.String() != "got INT\n" {
+		t.Fatalf("after SIGINT: exit %d stdout %q, want 42 and the trap's output", code, out.String())
+	}
+	if _, _, code := session(t, ws, "sig", "", "sh", "-c", "exit 5"); code != 5 {
+		t.Fatalf("next command: exit %d", code)
+	}
+}
+
+// Two callers at once on a session nobody has started yet: one sandbox
+// is started and both commands run in it.
+func TestSessionTwoCallersAtOnce(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	t.Cleanup(func() { runIn(t, ws, "", "run", "--session", "two", "--end") })
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	errs := make([]string, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i], codes[i] = runIn(t, ws, "", "run", "--session", "two", "--", "sh", "-c", fmt.Sprintf("echo %d >> /tmp/callers", i))
+		}()
+	}
+	wg.Wait()
+	for i := range 2 {
+		if codes[i] != 0 {
+			t.Fatalf("caller %d: exit %d: %s", i, codes[i], errs[i])
+		}
+	}
+	out, _, _ := session(t, ws, "two", "", "sort", "/tmp/callers")
+	if out != "0\n1\n" {
+		t.Fatalf("both callers' commands in one sandbox: /tmp/callers = %q", out)
+	}
+}
