@@ -194,3 +194,129 @@ func TestSessionTwoCallersAtOnce(t *testing.T) {
 		t.Fatalf("both callers' commands in one sandbox: /tmp/callers = %q", out)
 	}
 }
+
+// sessionSocket is the socket of session name for a run in ws with no
+// other flags.
+func sessionSocket(t *testing.T, ws, name string) string {
+	t.Helper()
+	t.Chdir(ws)
+	var f runFlags
+	fs := newFlagSet("run")
+	f.register(fs)
+	if err := fs.Parse([]string{"--session", name, "--"}); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := sessionDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, sessionKey(fs, &f)+".sock")
+}
+
+// attachScript speaks the session protocol as a foreign client would:
+// the request with its stdio, then the reply line.
+const attachScript = `import socket, json, struct, sys, array
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+body = json.dumps({"args": ["touch", sys.argv[2]]}).encode()
+try:
+    s.sendmsg([struct.pack(">I", len(body)) + body], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+except BrokenPipeError:
+    pass  # refused before the request was read: the reply says why
+print(s.makefile().readline().strip())
+`
+
+// Only the user who started a session may attach: another user is kept
+// out by the 0700 directory and, were the socket reachable, by the
+// daemon's SO_PEERCRED check. The same client as the owner runs its
+// command (the attack works when the user is the right one).
+func TestSessionOtherUserCannotAttach(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireBinary(t, "python3")
+	py := "/usr/bin/python3" // the system's, which another user can run (not a shim under /root)
+	ws := t.TempDir()
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	session(t, ws, "owner", "", "true")
+	sock := sessionSocket(t, ws, "owner")
+	attach := func(uid uint32, mark string) (string, error) {
+		cmd := exec.Command(py, "-c", attachScript, sock, filepath.Join(ws, mark))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := attach(0, "by-owner"); err != nil || !strings.Contains(out, `"code":0`) {
+		t.Fatalf("the owner's own client: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "by-owner")); err != nil {
+		t.Fatalf("the owner's command did not run: %v", err)
+	}
+	out, err := attach(65534, "by-nobody")
+	if err == nil || !strings.Contains(out, "Permission denied") {
+		t.Fatalf("another user reached the socket through the 0700 directory: %v %s", err, out)
+	}
+	// Loosened by hand, the directory and socket still let no one else in.
+	dir := filepath.Dir(sock)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(dir, 0o700)
+	if err := os.Chmod(sock, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	out, _ = attach(65534, "by-nobody")
+	if !strings.Contains(out, "may not attach") {
+		t.Fatalf("another user attached: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "by-nobody")); err == nil {
+		t.Fatal("another user's command ran in the session")
+	}
+}
+
+// The escape suite's basics through a session: what one command leaves
+// behind (a background process, a file in the session's /tmp) gives a
+// later one no more than the policy. The background process's write
+// outside the workspace works unconfined first.
+func TestSessionLeftoversStayConfined(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	outside, err := os.MkdirTemp("/var/tmp", "airlock-session-outside-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(outside)
+	trigger := "/tmp/airlock-session-go-" + filepath.Base(outside)
+	attack := fmt.Sprintf(`(while [ ! -e %s ]; do sleep 0.05; done; echo pwned > %s/planted 2>/dev/null; echo $? > %s/bgdone) >/dev/null 2>&1 &`,
+		trigger, outside, ws)
+	// Unconfined, the same attack plants its file.
+	host := exec.Command("sh", "-c", attack+" touch "+trigger)
+	if err := host.Run(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, filepath.Join(ws, "bgdone"))
+	os.Remove(trigger)
+	if _, err := os.Stat(filepath.Join(outside, "planted")); err != nil {
+		t.Fatalf("the attack does not work unconfined (broken test): %v", err)
+	}
+	os.Remove(filepath.Join(outside, "planted"))
+	os.Remove(filepath.Join(ws, "bgdone"))
+
+	if _, e, code := session(t, ws, "leftover", "", "sh", "-c", attack); code != 0 {
+		t.Fatalf("first command: %d %s", code, e)
+	}
+	if _, e, code := session(t, ws, "leftover", "", "sh", "-c", "touch "+trigger); code != 0 {
+		t.Fatalf("second command: %d %s", code, e)
+	}
+	waitFile(t, filepath.Join(ws, "bgdone"))
+	if _, err := os.Stat(filepath.Join(outside, "planted")); err == nil {
+		t.Fatal("a background process a session command left behind wrote outside the policy")
+	}
+	if _, err := os.Stat(trigger); err == nil {
+		t.Fatal("the session's /tmp is the host's")
+	}
+	// The later command itself is held to the policy too.
+	if _, _, code := session(t, ws, "leftover", "", "sh", "-c", "echo x > "+outside+"/direct"); code == 0 {
+		t.Fatal("a later session command wrote outside the policy")
+	}
+}
