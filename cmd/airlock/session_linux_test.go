@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
@@ -318,5 +321,59 @@ func TestSessionLeftoversStayConfined(t *testing.T) {
 	// The later command itself is held to the policy too.
 	if _, _, code := session(t, ws, "leftover", "", "sh", "-c", "echo x > "+outside+"/direct"); code == 0 {
 		t.Fatal("a later session command wrote outside the policy")
+	}
+}
+
+// sessionDaemonPID asks the session's socket who serves it.
+func sessionDaemonPID(t *testing.T, sock string) int {
+	t.Helper()
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	raw, _ := c.SyscallConn()
+	var cred *unix.Ucred
+	_ = raw.Control(func(fd uintptr) { cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(cred.Pid)
+}
+
+// A crashed session (its daemon killed) is replaced by a new sandbox on
+// the next call; an idle one ends by itself and leaves no file behind.
+func TestSessionCrashReplacedAndIdleEnds(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	session(t, ws, "crash", "", "sh", "-c", "echo old > /tmp/mark")
+	sock := sessionSocket(t, ws, "crash")
+	pid := sessionDaemonPID(t, sock)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	out, e, code := session(t, ws, "crash", "", "sh", "-c", "cat /tmp/mark 2>/dev/null; echo new")
+	if code != 0 || out != "new\n" {
+		t.Fatalf("after the daemon crashed: exit %d stdout %q stderr %q, want a new sandbox", code, out, e)
+	}
+	if sessionDaemonPID(t, sock) == pid {
+		t.Fatal("the crashed daemon still serves")
+	}
+
+	idleArgs := []string{"run", "--session", "idle", "--session-idle", "100ms", "--"}
+	if _, e, code := runIn(t, ws, "", append(idleArgs, "true")...); code != 0 {
+		t.Fatalf("idle session: %d %s", code, e)
+	}
+	base := strings.TrimSuffix(sessionSocket(t, ws, "idle"), ".sock")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		left, _ := filepath.Glob(base + ".*")
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idle session still has %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
