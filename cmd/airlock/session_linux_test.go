@@ -133,10 +133,18 @@ func TestSessionPolicyChangeNewSandbox(t *testing.T) {
 	if _, code := run("test -e /tmp/made-under-one"); code != 0 {
 		t.Fatal("same policy: the session was not reused")
 	}
+	// The session made under "one" would otherwise wait out its idle
+	// time: end it under the content it was keyed on, then change.
+	defer runIn(t, ws, "", "run", "--policy", pol, "--session", "pol", "--end")
+	oldPolicy, _ := os.ReadFile(pol)
 	write("two")
 	out, code := run("echo $MARK; test -e /tmp/made-under-one")
 	if code == 0 || out != "two\n" {
 		t.Fatalf("changed policy reused the old sandbox (stdout %q, exit %d)", out, code)
+	}
+	runIn(t, ws, "", "run", "--policy", pol, "--session", "pol", "--end")
+	if err := os.WriteFile(pol, oldPolicy, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	// A changed flag is a new sandbox too.
 	out, _, _ = runIn(t, ws, "", "run", "--policy", pol, "--env", "MARK=three", "--session", "pol", "--", "sh", "-c", "echo $MARK")
