@@ -129,6 +129,7 @@ func dialSession(base string, args []string) (*net.UnixConn, error) {
 	}
 	_ = os.Remove(addr.Name)
 	if err := startSessionDaemon(base, args); err != nil {
+		removeSessionFiles(base) // under the lock: a failed start leaves nothing
 		return nil, err
 	}
 	c, err := net.DialUnix("unix", nil, addr)

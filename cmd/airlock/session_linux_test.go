@@ -385,3 +385,31 @@ func TestSessionCrashReplacedAndIdleEnds(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// A session that cannot start says why, exits 125 and leaves no file.
+func TestSessionStartFailureLeavesNothing(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	bad := filepath.Join(ws, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("version: 1\nnetwork:\n  mode: sideways\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, e, code := runIn(t, ws, "", "run", "--policy", bad, "--session", "bad", "--", "true")
+	if code != exitAirlock || !strings.Contains(e, "sideways") {
+		t.Fatalf("exit %d stderr %q, want 125 naming the bad value", code, e)
+	}
+	t.Chdir(ws)
+	var f runFlags
+	fs := newFlagSet("run")
+	f.register(fs)
+	if err := fs.Parse([]string{"--policy", bad, "--session", "bad", "--"}); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := sessionDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, sessionKey(fs, &f)+".*")); len(left) > 0 {
+		t.Fatalf("a failed start left %v", left)
+	}
+}
