@@ -46,6 +46,8 @@ type runFlags struct {
 	session                                                  string
 	endSession                                               bool
 	sessionIdle                                              time.Duration
+	verbose                                                  bool
+	dropped                                                  []string // PATH entries dropped with the hidden home
 	image                                                    string
 	// id names the sandbox (and its hold on the image); root is the
 	// image held for the run, when there is one.
@@ -124,7 +126,13 @@ func runRun(args []string) int {
 	if err := checkRunHost(pol.Backend); err != nil {
 		return fail("run", err)
 	}
+	if len(f.dropped) > 0 {
+		adviseOnce(os.Stderr, pol.Filesystem.Workspace, homeAdvice(f.dropped), f.verbose)
+	}
 	res, code := runOnce(pol, f, argv, start)
+	if code == exitNotFound && len(argv) > 0 {
+		fmt.Fprint(os.Stderr, notFoundHint(argv[0], f.dropped))
+	}
 	f.writeResult(res)
 	return code
 }
@@ -174,6 +182,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "start even when a requested protection is unavailable (logged)")
 	fs.Var(&f.writableConfig, "writable-config", "let the sandbox write protected config (git hooks and config, .envrc, editor and agent settings) below `DIR` (repeatable)")
 	fs.StringVar(&f.session, "session", "", "run in the warm sandbox `NAME` kept for this directory, policy and flags (started by the first call)")
+	fs.BoolVar(&f.verbose, "verbose", false, "print advice (such as PATH entries dropped with the hidden home) on every run, not once per workspace")
 	fs.BoolVar(&f.endSession, "end", false, "with --session: end the session")
 	fs.DurationVar(&f.sessionIdle, "session-idle", defaultSessionIdle, "with --session: end the session after `DURATION` without a command")
 	fs.Var(&f.caches, "cache", "keep tool cache `NAME` (go, npm, pip, cargo) between runs in airlock's own store (repeatable)")
@@ -220,7 +229,7 @@ func (f *runFlags) policy() (*policy.Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	adjustToolchains(r, os.Stderr)
+	f.dropped = adjustToolchains(r)
 	return r, nil
 }
 

@@ -15,7 +15,7 @@ import (
 
 // sessionFlags are the flags that choose how a session is reached, not
 // what its sandbox is: they never change the session's key.
-var sessionFlags = map[string]bool{"session": true, "end": true, "session-idle": true, "json": true, "result": true}
+var sessionFlags = map[string]bool{"session": true, "end": true, "session-idle": true, "json": true, "result": true, "verbose": true}
 
 // defaultSessionIdle ends a session nobody used for this long.
 const defaultSessionIdle = 15 * time.Minute
