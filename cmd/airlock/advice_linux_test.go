@@ -62,3 +62,47 @@ func TestRunHomeAdviceOncePerWorkspace(t *testing.T) {
 		t.Fatalf("a command in a dropped PATH entry: exit %d stderr %q, want 127 saying where it is and --ro", code, e)
 	}
 }
+
+// The coding-agent profile keeps the tool caches between runs by default,
+// in airlock's own store (never the host's cache directory); --no-cache
+// keeps none.
+func TestRunCodingAgentCachesByDefault(t *testing.T) {
+	testutil.RequireRoot(t)
+	home, cache, ws := t.TempDir(), t.TempDir(), t.TempDir()
+	run := func(args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(testutil.AirlockBinary(t), append([]string{"run", "--profile", "coding-agent"}, args...)...)
+		cmd.Dir = ws
+		cmd.Env = []string{"HOME=" + home, "PATH=/usr/bin:/bin", "XDG_CACHE_HOME=" + cache}
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return o.String(), e.String(), ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.String(), e.String(), 0
+	}
+	script := "ls $HOME/.cache/go-build $HOME/go/pkg/mod $HOME/.npm $HOME/.cache/pip $HOME/.cargo/registry 2>&1 | grep -c kept; for d in .cache/go-build go/pkg/mod .npm .cache/pip .cargo/registry; do touch $HOME/$d/kept; done"
+	if out, e, code := run("--", "sh", "-c", script); code != 0 || out != "0\n" {
+		t.Fatalf("first run: exit %d out %q err %q", code, out, e)
+	}
+	if out, e, code := run("--", "sh", "-c", script); code != 0 || out != "5\n" {
+		t.Fatalf("second run: the caches did not persist: exit %d out %q err %q", code, out, e)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "airlock", "caches", "go")); err != nil {
+		t.Fatalf("caches not in airlock's store: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".cache", "go-build", "kept")); err == nil {
+		t.Fatal("a cache write reached the host's own cache directory")
+	}
+	if out, e, code := run("--no-cache", "--", "sh", "-c", "ls $HOME/.cache/go-build 2>/dev/null | grep -c kept"); out != "0\n" {
+		t.Fatalf("--no-cache: exit %d out %q err %q", code, out, e)
+	}
+	if _, e, code := run("--no-cache", "--cache", "go", "--", "true"); code != exitAirlock || !strings.Contains(e, "exclusive") {
+		t.Fatalf("--no-cache with --cache: exit %d err %q", code, e)
+	}
+}

@@ -47,6 +47,7 @@ type runFlags struct {
 	endSession                                               bool
 	sessionIdle                                              time.Duration
 	verbose                                                  bool
+	noCache                                                  bool
 	dropped                                                  []string // PATH entries dropped with the hidden home
 	image                                                    string
 	// id names the sandbox (and its hold on the image); root is the
@@ -185,6 +186,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.verbose, "verbose", false, "print advice (such as PATH entries dropped with the hidden home) on every run, not once per workspace")
 	fs.BoolVar(&f.endSession, "end", false, "with --session: end the session")
 	fs.DurationVar(&f.sessionIdle, "session-idle", defaultSessionIdle, "with --session: end the session after `DURATION` without a command")
+	fs.BoolVar(&f.noCache, "no-cache", false, "keep no tool cache between runs (the coding-agent profile keeps go, npm, pip and cargo's)")
 	fs.Var(&f.caches, "cache", "keep tool cache `NAME` (go, npm, pip, cargo) between runs in airlock's own store (repeatable)")
 }
 
@@ -282,6 +284,12 @@ func (f *runFlags) apply(p *policy.Policy) error {
 		return err
 	}
 	p.Filesystem.WritableConfig = append(p.Filesystem.WritableConfig, f.writableConfig...)
+	if f.noCache {
+		if len(f.caches) > 0 {
+			return fmt.Errorf("--no-cache and --cache are exclusive: %w", sandbox.ErrInvalid)
+		}
+		p.Caches = nil
+	}
 	p.Caches = append(p.Caches, f.caches...)
 	if f.auditFile != "" {
 		p.Audit.File = f.auditFile
