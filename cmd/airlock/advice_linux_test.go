@@ -106,3 +106,28 @@ func TestRunCodingAgentCachesByDefault(t *testing.T) {
 		t.Fatalf("--no-cache with --cache: exit %d err %q", code, e)
 	}
 }
+
+// A path argument that exists on the host but not inside (the sandbox's
+// /tmp is private) is named with how to expose it when the command fails;
+// exposed with --ro, the same command works.
+func TestRunHintsPathOutsideView(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	dir, err := os.MkdirTemp("/tmp", "airlock-outside-view-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	script := filepath.Join(dir, "session.sh")
+	if err := os.WriteFile(script, []byte("echo ran\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, e, code := runIn(t, ws, "", "run", "--", "sh", script)
+	if code == 0 || !strings.Contains(e, script+" exists on the host but not inside the sandbox") || !strings.Contains(e, "--ro "+script) {
+		t.Fatalf("exit %d stderr %q: want a failure naming the path and --ro", code, e)
+	}
+	out, e, code := runIn(t, ws, "", "run", "--ro", script, "--", "sh", script)
+	if code != 0 || out != "ran\n" {
+		t.Fatalf("exposed with --ro: exit %d out %q err %q", code, out, e)
+	}
+}

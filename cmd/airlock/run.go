@@ -409,7 +409,7 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	defer sb.Destroy(context.Background())
 
 	st, err := execAttached(ctx, sb, argv)
-	writeBack(ctx, sb, log)
+	afterCommand(ctx, sb, argv, st, err, log)
 	// The summary is only printed with --json or --result: without them,
 	// reading the cgroup's figures would only delay the exit.
 	if f.jsonOut || f.resultFile != "" {
@@ -471,6 +471,16 @@ func (f *runFlags) spec(id string, pol *policy.Policy, sink audit.Sink, log *slo
 	}
 	eg, err := setupEgress(&spec, sink, log)
 	return spec, eg, err
+}
+
+// afterCommand runs while the sandbox still stands after the command:
+// the hints for paths outside its view when the command failed, and the
+// write-back of an overlay.
+func afterCommand(ctx context.Context, sb sandbox.Sandbox, argv []string, st sandbox.ExitStatus, err error, log *slog.Logger) {
+	if err != nil || st.Code != 0 {
+		fmt.Fprint(os.Stderr, outsideViewHints(ctx, sb, argv))
+	}
+	writeBack(ctx, sb, log)
 }
 
 // writeBack brings back what a backend held in an overlay (gVisor), through

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -306,4 +307,29 @@ func (p *pipeWriter) Write(b []byte) (int, error) {
 		p.once.Do(p.closed)
 	}
 	return n, err
+}
+
+// outsideViewHints says, for each absolute path among a failed command's
+// arguments that exists on the host but not inside the sandbox, how to
+// expose it: "No such file or directory" alone does not tell an agent the
+// file is there, only outside its view (a private /tmp, a hidden home).
+func outsideViewHints(ctx context.Context, sb sandbox.Sandbox, argv []string) string {
+	var b strings.Builder
+	for i, arg := range argv {
+		if i >= 32 {
+			break
+		}
+		if !filepath.IsAbs(arg) {
+			continue
+		}
+		p := filepath.Clean(arg)
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if _, err := sb.Files().Stat(ctx, p); !errors.Is(err, sandbox.ErrNotFound) {
+			continue
+		}
+		fmt.Fprintf(&b, "airlock run: %s exists on the host but not inside the sandbox (expose it with --ro %s, or --rw %s to let the command write it)\n", p, p, p)
+	}
+	return b.String()
 }
