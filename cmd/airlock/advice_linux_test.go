@@ -126,6 +126,11 @@ func TestRunHintsPathOutsideView(t *testing.T) {
 	if code == 0 || !strings.Contains(e, script+" exists on the host but not inside the sandbox") || !strings.Contains(e, "--ro "+script) {
 		t.Fatalf("exit %d stderr %q: want a failure naming the path and --ro", code, e)
 	}
+	// Through a session too.
+	_, e, code = session(t, ws, "outside", "", "sh", script)
+	if code == 0 || !strings.Contains(e, script+" exists on the host but not inside the sandbox") {
+		t.Fatalf("session: exit %d stderr %q: want the same hint", code, e)
+	}
 	out, e, code := runIn(t, ws, "", "run", "--ro", script, "--", "sh", script)
 	if code != 0 || out != "ran\n" {
 		t.Fatalf("exposed with --ro: exit %d out %q err %q", code, out, e)

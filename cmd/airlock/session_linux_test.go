@@ -360,6 +360,19 @@ func TestSessionCrashReplacedAndIdleEnds(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	// The kill is delivered; wait for the daemon to be gone (or a zombie)
+	// so the next call finds a crashed session, not a dying one.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the killed daemon did not die")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	out, e, code := session(t, ws, "crash", "", "sh", "-c", "cat /tmp/mark 2>/dev/null; echo new")
 	if code != 0 || out != "new\n" {
 		t.Fatalf("after the daemon crashed: exit %d stdout %q stderr %q, want a new sandbox", code, out, e)
@@ -373,7 +386,7 @@ func TestSessionCrashReplacedAndIdleEnds(t *testing.T) {
 		t.Fatalf("idle session: %d %s", code, e)
 	}
 	base := strings.TrimSuffix(sessionSocket(t, ws, "idle"), ".sock")
-	deadline := time.Now().Add(60 * time.Second)
+	deadline = time.Now().Add(60 * time.Second)
 	for {
 		left, _ := filepath.Glob(base + ".*")
 		if len(left) == 0 {

@@ -289,6 +289,7 @@ func (d *sessionDaemon) exec(c *net.UnixConn, req sessionRequest, files []*os.Fi
 	}
 	p, err := d.sb.Exec(ctx, er)
 	if err != nil {
+		_, _ = files[2].WriteString(outsideViewHints(ctx, d.sb, req.Args))
 		return execExitCode(err), err
 	}
 	go func() {
@@ -315,6 +316,9 @@ func (d *sessionDaemon) exec(c *net.UnixConn, req sessionRequest, files []*os.Fi
 	files[0].Close() // stop the stdin copy before the caller reads its terminal again
 	if err != nil {
 		return exitAirlock, err
+	}
+	if st.Code != 0 {
+		_, _ = files[2].WriteString(outsideViewHints(ctx, d.sb, req.Args))
 	}
 	if st.TimedOut {
 		return st.Code, errors.New("command killed at the wall-clock timeout")
