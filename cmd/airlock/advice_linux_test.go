@@ -136,3 +136,23 @@ func TestRunHintsPathOutsideView(t *testing.T) {
 		t.Fatalf("exposed with --ro: exit %d out %q err %q", code, out, e)
 	}
 }
+
+// A refused outbound connection is named at exit (and live, stderr not
+// being a terminal) with the reason and the flag that would allow it.
+func TestRunEgressRefusalSummary(t *testing.T) {
+	testutil.RequireRoot(t)
+	testutil.RequireBinary(t, "curl")
+	ws := t.TempDir()
+	out, e, code := runIn(t, ws, "", "run", "--allow", "example.com:443", "--", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "http://refused.example/")
+	if code != 0 || out != "403" {
+		t.Fatalf("exit %d out %q err %q: want the proxy's 403", code, out, e)
+	}
+	for _, want := range []string{
+		"airlock: refused 1 outbound connection(s):",
+		"refused.example:80: host not in allow list; to allow: --allow refused.example:80 (network.allow)",
+	} {
+		if !strings.Contains(e, want) {
+			t.Errorf("stderr %q lacks %q", e, want)
+		}
+	}
+}
