@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
