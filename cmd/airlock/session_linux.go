@@ -85,7 +85,16 @@ func runSession(fs *flag.FlagSet, f *runFlags, argv, args []string) int {
 	if f.endSession {
 		conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: base + ".sock", Net: "unix"})
 		if err != nil {
-			return 0 // no session: nothing to end
+			// No session, or a crashed one: remove what it left.
+			if unlock, lerr := lockSession(base); lerr == nil {
+				if c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: base + ".sock", Net: "unix"}); err == nil {
+					unlock()
+					return sessionCall(c, sessionRequest{End: true})
+				}
+				removeSessionFiles(base)
+				unlock()
+			}
+			return 0
 		}
 		return sessionCall(conn, sessionRequest{End: true})
 	}

@@ -380,6 +380,17 @@ func TestSessionCrashReplacedAndIdleEnds(t *testing.T) {
 	if sessionDaemonPID(t, sock) == pid {
 		t.Fatal("the crashed daemon still serves")
 	}
+	// --end of a crashed session removes what it left.
+	if err := syscall.Kill(sessionDaemonPID(t, sock), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := os.Stat(sock); err == nil; _, err = os.Stat(sock) {
+		// Until the kill lands, --end may still reach the dying daemon.
+		runIn(t, ws, "", "run", "--session", "crash", "--end")
+		if time.Now().After(deadline) {
+			t.Fatal("--end left the crashed session's socket")
+		}
+	}
 
 	idleArgs := []string{"run", "--session", "idle", "--session-idle", "100ms", "--"}
 	if _, e, code := runIn(t, ws, "", append(idleArgs, "true")...); code != 0 {
