@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,7 +100,8 @@ func (p *Proxy) serveConnect(ctx context.Context, c *client, req *http.Request, 
 		if !errors.Is(err, errDenied) {
 			code = http.StatusBadGateway
 		}
-		refuse(code, "")
+		p.deny(a) // a.reason is the proxy's; the body adds the destination and the way to allow it
+		writeStatus(c.rwc, code, deniedBody(a, err))
 		return
 	}
 	if _, err := io.WriteString(c.rwc, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
@@ -182,7 +184,9 @@ func (p *Proxy) servePlain(ctx context.Context, c *client, req *http.Request, ra
 			if !errors.Is(err, errDenied) {
 				code = http.StatusBadGateway
 			}
-			return refuse(code, a.reason)
+			p.deny(a) // a.reason is the proxy's; the body adds the destination and the way to allow it
+			writeStatus(c.rwc, code, deniedBody(a, err))
+			return up, false
 		}
 		up = &upstream{key: key, conn: conn, br: bufio.NewReader(conn), a: a, p: p}
 		if !p.track(a, func() { conn.Close(); c.rwc.Close() }) {
@@ -299,6 +303,18 @@ func canonicalAuthority(h policy.Host, port uint16, plain bool) string {
 }
 
 // writeStatus writes a minimal closing response.
+// deniedBody is what a refused client reads (a tool shows the body of a
+// 403): the destination, the reason and, when an allow entry would let it
+// through, which one, as `airlock run` says at exit.
+func deniedBody(a *attempt, err error) string {
+	dest := net.JoinHostPort(a.host.String(), strconv.Itoa(int(a.port)))
+	why := "refused " + dest + ": " + a.reason
+	if errors.Is(err, errDenied) && strings.Contains(a.reason, "allow") {
+		why += "; to allow: an allow entry " + dest + " (airlock run --allow " + dest + ", network.allow)"
+	}
+	return why
+}
+
 func writeStatus(w io.Writer, code int, why string) {
 	why = strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {

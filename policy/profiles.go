@@ -129,6 +129,10 @@ func codingAgentProfile() *Policy {
 		"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
 		"CLAUDE_*", "ANTHROPIC_*", "CODEX_*", "OPENAI_*", // secret-looking ones (…_KEY, …_TOKEN) are still dropped
 	)
+	// Build and package caches persist per user (airlock's own store,
+	// never the host's): a Go build with one dependency otherwise pays a
+	// cold module download and build cache on every run.
+	p.Caches = CacheNames()
 	p.Limits = Limits{
 		Memory:      4 << 30,
 		CPUs:        4,

@@ -32,10 +32,17 @@ type denialLog struct {
 	requests []string
 	reqSeen  map[string]bool
 	reqTotal int
+	// egress are the refused destinations (distinct, bounded), with why.
+	egress      []egressRefusal
+	egressSeen  map[string]bool
+	egressTotal int
 }
 
+// egressRefusal is one destination the egress proxy refused.
+type egressRefusal struct{ dest, reason string }
+
 func newDenialLog(next audit.Sink, live io.Writer) *denialLog {
-	return &denialLog{Next: next, live: live, seen: map[policy.Denial]bool{}, reqSeen: map[string]bool{}}
+	return &denialLog{Next: next, live: live, seen: map[policy.Denial]bool{}, reqSeen: map[string]bool{}, egressSeen: map[string]bool{}}
 }
 
 // Emit records denied events and forwards every event.
@@ -56,6 +63,19 @@ func (d *denialLog) Emit(e audit.Event) {
 	}
 	if e.Type == audit.TypeEgress && e.Fields["request"] == true && e.Fields["action"] == "deny" {
 		d.noteRequest(e)
+	}
+	if dest, reason, ok := egressDenied(e); ok {
+		d.mu.Lock()
+		d.egressTotal++
+		first := !d.egressSeen[dest+"\x00"+reason]
+		if first && len(d.egress) < maxDenialList {
+			d.egressSeen[dest+"\x00"+reason] = true
+			d.egress = append(d.egress, egressRefusal{dest, reason})
+		}
+		d.mu.Unlock()
+		if first && d.live != nil {
+			fmt.Fprintf(d.live, "airlock: refused egress to %s: %s%s\n", dest, reason, egressAdvice(dest, reason))
+		}
 	}
 	if d.Next != nil {
 		d.Next.Emit(e)
@@ -79,6 +99,43 @@ func (d *denialLog) noteRequest(e audit.Event) {
 	if first && d.live != nil {
 		fmt.Fprintf(d.live, "airlock: refused request %s\n", line)
 	}
+}
+
+// egressDenied reads a refused connection out of an egress event.
+func egressDenied(e audit.Event) (dest, reason string, ok bool) {
+	if e.Type != audit.TypeEgress || !strings.HasPrefix(e.Message, "egress denied ") {
+		return "", "", false
+	}
+	dest, reason, _ = strings.Cut(strings.TrimPrefix(e.Message, "egress denied "), ": ")
+	return dest, reason, true
+}
+
+// egressAdvice is the flag that would allow a refused destination, when a
+// flag can (a guarded address range is not opened by an allow entry).
+func egressAdvice(dest, reason string) string {
+	if strings.Contains(reason, "allow") && !strings.HasPrefix(dest, ":") {
+		return "; to allow: --allow " + dest + " (network.allow)"
+	}
+	return ""
+}
+
+// egressSummary is the refused-egress paragraph of the exit summary.
+func (d *denialLog) egressSummary() string {
+	d.mu.Lock()
+	list, total := append([]egressRefusal(nil), d.egress...), d.egressTotal
+	d.mu.Unlock()
+	if total == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "airlock: refused %d outbound connection(s):\n", total)
+	for _, x := range list {
+		fmt.Fprintf(&b, "  %s: %s%s\n", x.dest, x.reason, egressAdvice(x.dest, x.reason))
+	}
+	if more := total - len(list); more > 0 {
+		fmt.Fprintf(&b, "  ... %d more (repeats or beyond the first %d; see --audit)\n", more, maxDenialList)
+	}
+	return b.String()
 }
 
 func str(v any) string {
@@ -131,7 +188,7 @@ func (d *denialLog) requestSummary() string {
 func (d *denialLog) writeSummary() string {
 	list, total := d.Denials()
 	if total == 0 {
-		return ""
+		return d.egressSummary()
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "airlock: refused %d write(s) that could make programs outside the sandbox run code later or widen its next run:\n", total)
@@ -151,5 +208,5 @@ func (d *denialLog) writeSummary() string {
 	for _, r := range names {
 		fmt.Fprintf(&b, "  %s\n", ruleAdvice(r))
 	}
-	return b.String()
+	return b.String() + d.egressSummary()
 }

@@ -44,6 +44,12 @@ type runFlags struct {
 	writableConfig, caches                                   listFlag
 	allowRequest                                             listFlag
 	set                                                      map[string]bool // flags given on the command line
+	session                                                  string
+	endSession                                               bool
+	sessionIdle                                              time.Duration
+	verbose                                                  bool
+	noCache                                                  bool
+	dropped                                                  []string // PATH entries dropped with the hidden home
 	image                                                    string
 	// id names the sandbox (and its hold on the image); root is the
 	// image held for the run, when there is one.
@@ -82,6 +88,13 @@ func runRun(args []string) int {
 	f.set = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	argv := fs.Args()
+	if f.session != "" || f.endSession {
+		if f.session == "" {
+			fmt.Fprintln(os.Stderr, "airlock run: --end needs --session NAME")
+			return exitAirlock
+		}
+		return runSession(fs, &f, argv, args[:len(args)-len(argv)])
+	}
 	if len(argv) == 0 && f.image == "" {
 		fmt.Fprintln(os.Stderr, "airlock run: no command given (usage: airlock run [flags] -- CMD [ARGS])")
 		return exitAirlock
@@ -115,7 +128,13 @@ func runRun(args []string) int {
 	if err := checkRunHost(pol.Backend); err != nil {
 		return fail("run", err)
 	}
+	if len(f.dropped) > 0 {
+		adviseOnce(os.Stderr, pol.Filesystem.Workspace, homeAdvice(f.dropped), f.verbose)
+	}
 	res, code := runOnce(pol, f, argv, start)
+	if code == exitNotFound && len(argv) > 0 {
+		fmt.Fprint(os.Stderr, notFoundHint(argv[0], f.dropped))
+	}
 	f.writeResult(res)
 	return code
 }
@@ -165,6 +184,11 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.auditFile, "audit", "", "write audit events as JSON lines to `FILE` (- for stderr)")
 	fs.BoolVar(&f.allowDegraded, "allow-degraded", false, "start even when a requested protection is unavailable (logged)")
 	fs.Var(&f.writableConfig, "writable-config", "let the sandbox write protected config (git hooks and config, .envrc, editor and agent settings) below `DIR` (repeatable)")
+	fs.StringVar(&f.session, "session", "", "run in the warm sandbox `NAME` kept for this directory, policy and flags (started by the first call)")
+	fs.BoolVar(&f.verbose, "verbose", false, "print advice (such as PATH entries dropped with the hidden home) on every run, not once per workspace")
+	fs.BoolVar(&f.endSession, "end", false, "with --session: end the session")
+	fs.DurationVar(&f.sessionIdle, "session-idle", defaultSessionIdle, "with --session: end the session after `DURATION` without a command")
+	fs.BoolVar(&f.noCache, "no-cache", false, "keep no tool cache between runs (the coding-agent profile keeps go, npm, pip and cargo's)")
 	fs.Var(&f.caches, "cache", "keep tool cache `NAME` (go, npm, pip, cargo) between runs in airlock's own store (repeatable)")
 }
 
@@ -209,7 +233,7 @@ func (f *runFlags) policy() (*policy.Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	adjustToolchains(r, os.Stderr)
+	f.dropped = adjustToolchains(r)
 	return r, nil
 }
 
@@ -272,6 +296,12 @@ func (f *runFlags) apply(p *policy.Policy) error {
 		return err
 	}
 	p.Filesystem.WritableConfig = append(p.Filesystem.WritableConfig, f.writableConfig...)
+	if f.noCache {
+		if len(f.caches) > 0 {
+			return fmt.Errorf("--no-cache and --cache are exclusive: %w", sandbox.ErrInvalid)
+		}
+		p.Caches = nil
+	}
 	p.Caches = append(p.Caches, f.caches...)
 	if f.auditFile != "" {
 		p.Audit.File = f.auditFile
@@ -391,7 +421,7 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 	defer sb.Destroy(context.Background())
 
 	st, err := execAttached(ctx, sb, argv)
-	writeBack(ctx, sb, log)
+	afterCommand(ctx, sb, argv, st, err, log)
 	// The summary is only printed with --json or --result: without them,
 	// reading the cgroup's figures would only delay the exit.
 	if f.jsonOut || f.resultFile != "" {
@@ -453,6 +483,16 @@ func (f *runFlags) spec(id string, pol *policy.Policy, sink audit.Sink, log *slo
 	}
 	eg, err := setupEgress(&spec, sink, log)
 	return spec, eg, err
+}
+
+// afterCommand runs while the sandbox still stands after the command:
+// the hints for paths outside its view when the command failed, and the
+// write-back of an overlay.
+func afterCommand(ctx context.Context, sb sandbox.Sandbox, argv []string, st sandbox.ExitStatus, err error, log *slog.Logger) {
+	if err != nil || st.Code != 0 {
+		fmt.Fprint(os.Stderr, outsideViewHints(ctx, sb, argv))
+	}
+	writeBack(ctx, sb, log)
 }
 
 // writeBack brings back what a backend held in an overlay (gVisor), through

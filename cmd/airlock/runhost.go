@@ -6,6 +6,9 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -211,14 +214,15 @@ func toolchainRoots(home, dir string) []string {
 // adjustToolchains handles PATH entries under the caller's home, which the
 // sandbox hides: the coding-agent profile makes them visible read-only
 // (with what they need), every other profile drops them from PATH with a
-// notice, so that PATH never silently points at nothing.
-func adjustToolchains(pol *policy.Policy, notice io.Writer) {
+// notice (adviseOnce), so that PATH never silently points at nothing.
+// It returns the entries dropped.
+func adjustToolchains(pol *policy.Policy) (dropped []string) {
 	home := pol.Process.Env["HOME"]
 	path := pol.Process.Env["PATH"]
 	if home == "" || path == "" || !slices.Contains(pol.Filesystem.Tmpfs, home) {
-		return // the home is not hidden
+		return nil // the home is not hidden
 	}
-	var keep, dropped []string
+	var keep []string
 	for _, dir := range filepath.SplitList(path) {
 		if dir != home && !strings.HasPrefix(dir, home+"/") {
 			keep = append(keep, dir)
@@ -241,9 +245,52 @@ func adjustToolchains(pol *policy.Policy, notice io.Writer) {
 		}
 	}
 	pol.Process.Env["PATH"] = strings.Join(keep, string(filepath.ListSeparator))
-	if len(dropped) > 0 && notice != nil {
-		fmt.Fprintf(notice, "airlock: your home is hidden in the sandbox; dropped from PATH: %s (--profile coding-agent keeps them read-only, or --ro DIR)\n", strings.Join(dropped, ", "))
+	return dropped
+}
+
+// homeAdvice is the advice about PATH entries dropped with the hidden home.
+func homeAdvice(dropped []string) string {
+	return "airlock: your home is hidden in the sandbox; dropped from PATH: " + strings.Join(dropped, ", ") +
+		" (--profile coding-agent keeps them read-only, or --ro DIR)\n"
+}
+
+// adviseOnce prints advice that is not about a failure once per workspace
+// (a marker in airlock's own cache directory remembers it), or every time
+// with --verbose: a harness hands a command's stderr to the model, so
+// the same notice on every run is noise it pays for.
+func adviseOnce(w io.Writer, workspace, advice string, verbose bool) {
+	if advice == "" {
+		return
 	}
+	store, err := cacheStore()
+	if err != nil || verbose {
+		fmt.Fprint(w, advice)
+		return
+	}
+	sum := sha256.Sum256([]byte(workspace + "\x00" + advice))
+	dir := filepath.Join(filepath.Dir(store), "advice")
+	marker := filepath.Join(dir, hex.EncodeToString(sum[:16]))
+	if _, err := os.Stat(marker); err == nil {
+		return
+	}
+	fmt.Fprint(w, advice)
+	if os.MkdirAll(dir, 0o700) == nil {
+		_ = os.WriteFile(marker, nil, 0o600)
+	}
+}
+
+// notFoundHint says, when a command was not found inside, that it is on
+// the host in a PATH entry dropped with the hidden home.
+func notFoundHint(name string, dropped []string) string {
+	if name == "" || strings.ContainsRune(name, '/') {
+		return ""
+	}
+	for _, dir := range dropped {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && !fi.IsDir() {
+			return fmt.Sprintf("airlock run: %s is in %s on the host, under your home, which is hidden in the sandbox and dropped from PATH (--profile coding-agent keeps it read-only, or --ro %s)\n", name, dir, dir)
+		}
+	}
+	return ""
 }
 
 // pipeWriter passes writes on and calls closed once when the reader went
@@ -260,4 +307,29 @@ func (p *pipeWriter) Write(b []byte) (int, error) {
 		p.once.Do(p.closed)
 	}
 	return n, err
+}
+
+// outsideViewHints says, for each absolute path among a failed command's
+// arguments that exists on the host but not inside the sandbox, how to
+// expose it: "No such file or directory" alone does not tell an agent the
+// file is there, only outside its view (a private /tmp, a hidden home).
+func outsideViewHints(ctx context.Context, sb sandbox.Sandbox, argv []string) string {
+	var b strings.Builder
+	for i, arg := range argv {
+		if i >= 32 {
+			break
+		}
+		if !filepath.IsAbs(arg) {
+			continue
+		}
+		p := filepath.Clean(arg)
+		if _, err := os.Stat(p); err != nil {
+			continue
+		}
+		if _, err := sb.Files().Stat(ctx, p); !errors.Is(err, sandbox.ErrNotFound) {
+			continue
+		}
+		fmt.Fprintf(&b, "airlock run: %s exists on the host but not inside the sandbox (expose it with --ro %s, or --rw %s to let the command write it)\n", p, p, p)
+	}
+	return b.String()
 }

@@ -159,6 +159,8 @@ var hostPathHomes = map[string]string{
 	"bench/":                            "benchmark tools writing result files the operator names",
 	"cmd/airlock/image.go":              "the -o file of image export, named by the user",
 	"cmd/airlock/run.go":                "the --audit and --result files the user names",
+	"cmd/airlock/session.go":            "the --policy file the user names, read for the session key",
+	"cmd/airlock/session_linux.go":      "the session's own socket, lock and log in the per-user directory airlock makes (owner and mode checked)",
 	"cmd/airlock/sandboxcmd.go":         "the --policy file the user names",
 	"cmd/airlock/oci_linux.go":          "the --log file containerd or dockerd names for the runtime",
 	"cmd/airlock/mcp.go":                "the embedded server's own temp directory and socket, made by it",
