@@ -156,6 +156,9 @@ type Server struct {
 
 	resumeMu sync.Mutex // one resume at a time (pause.go)
 	held     heldImages // images of paused sandboxes (imagepause.go)
+
+	console  consoleSessions // the web console's sessions (console.go)
+	tcpAddrs []net.Addr      // untrusted listeners' addresses (console links); under httpMu
 }
 
 type usage struct {
@@ -382,6 +385,9 @@ func (s *Server) Serve(ln net.Listener, trusted bool) error {
 	}
 	s.httpMu.Lock()
 	s.servers = append(s.servers, hs)
+	if !trusted {
+		s.tcpAddrs = append(s.tcpAddrs, ln.Addr())
+	}
 	s.httpMu.Unlock()
 	err := hs.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
