@@ -32,7 +32,7 @@ export function SandboxPage({ id }: { id: string }) {
         <span role="status">{msg}</span>
       </div>
       {live && <TermBox id={id} />}
-      {live && <Files id={id} />}
+      {live && <Files id={id} home={s.workdir || '/'} />}
       {live && <Procs id={id} />}
       {live && <Ports id={id} />}
       {s.state !== 'stopped' && <Checkpoints id={id} />}
@@ -76,15 +76,15 @@ function TermBox({ id }: { id: string }) {
 
 function join(dir: string, name: string) { return (dir.endsWith('/') ? dir : dir + '/') + name; }
 
-function Files({ id }: { id: string }) {
-  const [dir, setDir] = useState('');
+function Files({ id, home }: { id: string; home: string }) {
+  const [dir, setDir] = useState(home);
   const [list, err, reload] = usePoll(async () => {
-    const r = await json('GET', sb(id) + '/files/list?path=' + encodeURIComponent(dir || '.'));
+    const r = await json('GET', sb(id) + '/files/list?path=' + encodeURIComponent(dir));
     return r.files as any[];
   }, 5000, [id, dir]);
   const [preview, setPreview] = useState<{ name: string; text?: string; img?: string } | null>(null);
   const [msg, setMsg] = useState('');
-  const cwd = dir || (list?.[0]?.path ? list[0].path.slice(0, list[0].path.lastIndexOf('/')) || '/' : '.');
+  const cwd = dir;
   const fetchBlob = async (p: string) => (await call('GET', sb(id) + '/files?path=' + encodeURIComponent(p))).blob();
   const download = async (f: any) => {
     const url = URL.createObjectURL(await fetchBlob(f.path));
