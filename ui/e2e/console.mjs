@@ -92,7 +92,7 @@ check(await page.getByLabel('Memory limit').getAttribute('aria-invalid') === 'tr
 await shot(page, '03-create-refused');
 await page.getByLabel('Memory limit').fill('512Mi');
 await page.getByLabel('Network allow-list').fill('example.com');
-await page.getByLabel('Labels').fill('owner=<img src=x onerror=alert("label")> note=<script>alert(1)</script>');
+await page.getByLabel('Labels').fill('owner=<img src=x onerror=alert("label")>\nnote=<script>alert(1)</script>');
 await page.getByRole('button', { name: 'Create' }).click();
 await page.getByRole('heading', { name: /^Sandbox sb-/ }).waitFor({ timeout: T });
 const id = (await page.getByRole('heading', { name: /^Sandbox sb-/ }).textContent()).replace('Sandbox ', '').trim();
@@ -100,7 +100,9 @@ step('sandbox ' + id);
 
 step('type in the terminal and see the output');
 const term = page.locator('#terminal');
-await page.getByText('connected', { exact: true }).waitFor({ timeout: T });
+await page.getByText('connected', { exact: true }).waitFor({ timeout: T }).catch(async (e) => {
+  throw new Error(e.message + '\n' + await page.locator('main').innerText());
+});
 await term.click();
 await page.keyboard.type('echo hello-$((6*7))');
 await page.keyboard.press('Enter');
@@ -108,11 +110,23 @@ await term.getByText('hello-42', { exact: true }).waitFor({ timeout: T });
 await page.keyboard.type("printf '<img src=x onerror=alert(\"out\")><script>alert(2)</script>\\n'");
 await page.keyboard.press('Enter');
 await term.getByText('<img src=x onerror=alert("out")><script>alert(2)</script>', { exact: true }).waitFor({ timeout: T });
-await page.keyboard.type('stty size');
-await page.keyboard.press('Enter');
+// The shell's terminal has the widget's size, before and after a resize.
+async function sttySize() {
+  const want = await term.getAttribute('data-size');
+  await page.keyboard.type('stty size');
+  await page.keyboard.press('Enter');
+  await term.getByText(want, { exact: true }).first().waitFor({ timeout: T }).catch(async (e) => {
+    throw new Error(e.message + '\nwidget ' + want + ', terminal text:\n' + await term.innerText());
+  });
+  return want;
+}
+const size1 = await sttySize();
 await page.setViewportSize({ width: 900, height: 900 });
-await page.keyboard.type('clear; stty size');
+await page.waitForFunction((s) => document.querySelector('#terminal').dataset.size !== s, size1);
+await page.keyboard.type('clear');
 await page.keyboard.press('Enter');
+const size2 = await sttySize();
+step('terminal ' + size1 + ' then ' + size2);
 
 step('a refused write and an egress refusal appear live in the timeline');
 const tl = page.locator('section[aria-labelledby="h-tl"]');

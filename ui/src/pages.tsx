@@ -100,7 +100,7 @@ export function Create() {
     const allow = f.allow.split(/[\s,]+/).filter(Boolean);
     if (allow.length) policy.network = { mode: 'allowlist', allow };
     const labels: Record<string, string> = {};
-    for (const kv of f.labels.split(/[\s,]+/).filter(Boolean)) { const [k, ...v] = kv.split('='); labels[k] = v.join('='); }
+    for (const kv of f.labels.split('\n').map((l) => l.trim()).filter(Boolean)) { const [k, ...v] = kv.split('='); labels[k] = v.join('='); }
     try {
       const s = await json('POST', '/v1/sandboxes', {
         backend: f.backend || undefined, image: f.image || undefined, profile: f.profile || undefined,
@@ -131,7 +131,10 @@ export function Create() {
           <textarea id="c-allow" rows={3} value={f.allow} onInput={set('allow')} aria-invalid={err?.field === 'allow' ? 'true' : undefined}
             aria-describedby={err?.field === 'allow' ? 'c-allow-err' : undefined} />
         </Field>
-        <Field id="c-labels" label="Labels (k=v, space-separated)" err={fe('labels')}>{inp('labels')}</Field>
+        <Field id="c-labels" label="Labels (key=value, one per line)" err={fe('labels')}>
+          <textarea id="c-labels" rows={2} value={f.labels} onInput={set('labels')} aria-invalid={err?.field === 'labels' ? 'true' : undefined}
+            aria-describedby={err?.field === 'labels' ? 'c-labels-err' : undefined} />
+        </Field>
         <button type="submit" disabled={busy}>{busy ? 'Creating…' : 'Create'}</button>
         {err?.field === 'form' && <p class="error" role="alert">{err.msg}</p>}
       </form>

@@ -51,6 +51,7 @@ export class Terminal {
     while (this.grid.length < rows) this.grid.push(new Array(cols).fill(' '));
     this.y = Math.min(this.y, rows - 1); this.x = Math.min(this.x, cols - 1);
     this.rows = rows; this.cols = cols;
+    this.el.dataset.size = rows + ' ' + cols;
     this.onResize(rows, cols);
     this.draw();
   }
