@@ -72,6 +72,13 @@ const ctx1 = await browser.newContext({ acceptDownloads: true, viewport: { width
 const page = await ctx1.newPage();
 watch(page, 'tenant 1');
 
+step('control: the watcher sees a dialog when one opens');
+await page.goto(base + '/ui/');
+await page.evaluate(() => setTimeout(() => alert('control'), 0));
+await page.waitForEvent('dialog').catch(() => {});
+check(executed.length === 1 && executed[0].includes('control'), 'control dialog seen: ' + JSON.stringify(executed));
+executed.length = 0;
+
 step('log in');
 await page.goto(base + '/ui/');
 await shot(page, '01-login');

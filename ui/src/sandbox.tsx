@@ -50,10 +50,12 @@ function TermBox({ id }: { id: string }) {
     const ws = new WebSocket(proto + '//' + location.host + sb(id) + '/pty');
     ws.binaryType = 'arraybuffer';
     const enc = new TextEncoder();
-    t.onData = (d) => ws.readyState === 1 && ws.send(enc.encode(d));
-    t.onResize = (rows, cols) => ws.readyState === 1 && ws.send(JSON.stringify({ type: 'resize', rows, cols }));
+    let started = false; // the first message must be the start message
+    t.onData = (d) => started && ws.readyState === 1 && ws.send(enc.encode(d));
+    t.onResize = (rows, cols) => started && ws.send(JSON.stringify({ type: 'resize', rows, cols }));
     ws.onopen = () => {
       t.fit();
+      started = true;
       ws.send(JSON.stringify({ args: ['/bin/sh', '-c', 'command -v bash >/dev/null && exec bash -i || exec sh -i'], rows: t.rows, cols: t.cols }));
       setStatus('connected');
     };
