@@ -179,7 +179,16 @@ const content = await page.evaluate(async (p) => (await fetch(p, { headers: { 'X
 check(content === 'original\n', 'rolled back file: ' + JSON.stringify(content));
 await page.getByRole('button', { name: 'Preview ck.txt' }).click();
 await page.locator('.preview pre').getByText('original').waitFor({ timeout: T });
+await page.locator('.chart').first().waitFor({ timeout: T });
 await shot(page, '04-sandbox');
+
+step('pause and resume');
+await page.getByRole('button', { name: 'Pause' }).click();
+await page.getByRole('button', { name: 'Resume' }).waitFor({ timeout: T });
+check(await page.locator('.facts .state').textContent() !== 'running', 'paused');
+await page.getByRole('button', { name: 'Resume' }).click();
+await page.getByRole('button', { name: 'Pause' }).waitFor({ timeout: T });
+await page.getByText('Resume: done').waitFor({ timeout: T });
 
 step('lists and audit log');
 await page.getByRole('link', { name: 'Sandboxes' }).click();

@@ -25,6 +25,7 @@ export function SandboxPage({ id }: { id: string }) {
         <dt>Memory</dt><dd>{s.stats ? bytes(s.stats.memory_bytes) + ' (peak ' + bytes(s.stats.memory_peak_bytes) + ')' : '–'}</dd>
         <dt>Labels</dt><dd>{Object.entries(s.labels ?? {}).map(([k, v]) => k + '=' + v).join(', ') || '–'}</dd>
       </dl>
+      <Usage s={s} />
       <div class="actions">
         {live && <button type="button" onClick={act('Pause', () => json('POST', sb(id) + '/pause'))}>Pause</button>}
         {(s.state === 'paused' || s.state === 'frozen') && <button type="button" onClick={act('Resume', () => json('POST', sb(id) + '/resume'))}>Resume</button>}
@@ -38,6 +39,39 @@ export function SandboxPage({ id }: { id: string }) {
       {s.state !== 'stopped' && <Checkpoints id={id} />}
       <Timeline id={id} />
     </section>
+  );
+}
+
+// Usage charts CPU (cores used between samples) and memory, sampled
+// from the sandbox's stats while the page is open.
+function Usage({ s }: { s: any }) {
+  const [pts, setPts] = useState<{ t: number; cpu: number; mem: number }[]>([]);
+  useEffect(() => {
+    if (!s.stats) return;
+    setPts((p) => [...p, { t: Date.now(), cpu: s.stats.cpu_nanos, mem: s.stats.memory_bytes }].slice(-200));
+  }, [s]);
+  if (pts.length < 2) return null;
+  const cpu = pts.slice(1).map((p, i) => Math.max(0, (p.cpu - pts[i].cpu) / 1e6 / Math.max(1, p.t - pts[i].t)));
+  const mem = pts.map((p) => p.mem);
+  return (
+    <div class="charts">
+      <Chart label="CPU (cores)" values={cpu} fmt={(v) => v.toFixed(2)} />
+      <Chart label="Memory" values={mem} fmt={bytes} />
+    </div>
+  );
+}
+
+function Chart({ label, values, fmt }: { label: string; values: number[]; fmt: (v: number) => string }) {
+  const max = Math.max(...values, 1e-9), w = 240, h = 48;
+  const line = values.map((v, i) => (i * w) / Math.max(1, values.length - 1) + ',' + (h - (v / max) * h).toFixed(1)).join(' ');
+  const last = values[values.length - 1];
+  return (
+    <figure class="chart">
+      <svg width={w} height={h} viewBox={'0 0 ' + w + ' ' + h} role="img" aria-label={label + ' over time, now ' + fmt(last) + ', peak ' + fmt(max)}>
+        <polyline points={line} fill="none" stroke="currentColor" stroke-width="1.5" />
+      </svg>
+      <figcaption>{label}: {fmt(last)} (peak {fmt(max)})</figcaption>
+    </figure>
   );
 }
 
