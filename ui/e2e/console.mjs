@@ -179,6 +179,14 @@ const content = await page.evaluate(async (p) => (await fetch(p, { headers: { 'X
 check(content === 'original\n', 'rolled back file: ' + JSON.stringify(content));
 await page.getByRole('button', { name: 'Preview ck.txt' }).click();
 await page.locator('.preview pre').getByText('original').waitFor({ timeout: T });
+// The rollback restarted the sandbox's processes, the shell too: a new
+// session sees the rolled-back file.
+await page.getByRole('button', { name: 'New session' }).click();
+await page.getByText('connected', { exact: true }).waitFor({ timeout: T });
+await term.click();
+await page.keyboard.type('cat ck.txt');
+await page.keyboard.press('Enter');
+await term.getByText('original', { exact: true }).waitFor({ timeout: T });
 await page.locator('.chart').first().waitFor({ timeout: T });
 await shot(page, '04-sandbox');
 

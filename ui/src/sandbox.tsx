@@ -78,7 +78,10 @@ function Chart({ label, values, fmt }: { label: string; values: number[]; fmt: (
 function TermBox({ id }: { id: string }) {
   const ref = useRef<HTMLDivElement>(null);
   const [status, setStatus] = useState('connecting');
+  const [n, setN] = useState(0); // bumped by "New session": a fresh shell
   useEffect(() => {
+    ref.current!.replaceChildren();
+    setStatus('connecting');
     const t = new Terminal(ref.current!);
     const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
     const ws = new WebSocket(proto + '//' + location.host + sb(id) + '/pty');
@@ -100,11 +103,12 @@ function TermBox({ id }: { id: string }) {
       if (c.type === 'error') setStatus('error: ' + (c.error?.message ?? ''));
     };
     ws.onclose = () => setStatus((s) => (s === 'connected' ? 'closed' : s));
-    return () => ws.close();
-  }, [id]);
+    return () => { started = false; ws.close(); };
+  }, [id, n]);
   return (
     <section aria-labelledby="h-term">
       <h2 id="h-term">Terminal <small role="status">{status}</small></h2>
+      {status !== 'connected' && status !== 'connecting' && <button type="button" onClick={() => setN(n + 1)}>New session</button>}
       <div ref={ref} id="terminal" aria-label="Terminal (Tab leaves it; Ctrl+I completes)" />
     </section>
   );
