@@ -274,13 +274,14 @@ func (s *Server) handleConsoleLink(w http.ResponseWriter, r *http.Request) {
 	}
 	s.httpMu.Lock()
 	var base string
-	for _, a := range s.tcpAddrs {
-		host, port, _ := net.SplitHostPort(a.String())
+	if len(s.tcpAddrs) > 0 {
+		// The first TCP listener; an unspecified address (0.0.0.0) is
+		// reached on loopback by the local operator.
+		host, port, _ := net.SplitHostPort(s.tcpAddrs[0].String())
 		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 			host = "127.0.0.1"
 		}
 		base = "http://" + net.JoinHostPort(host, port)
-		break
 	}
 	s.httpMu.Unlock()
 	tok := s.console.newLink()
