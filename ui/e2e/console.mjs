@@ -198,6 +198,17 @@ await page.getByRole('button', { name: 'Resume' }).click();
 await page.getByRole('button', { name: 'Pause' }).waitFor({ timeout: T });
 await page.getByText('Resume: done').waitFor({ timeout: T });
 
+step('a limit kill appears live in the timeline');
+if (await page.getByRole('button', { name: 'New session' }).count()) await page.getByRole('button', { name: 'New session' }).click();
+await page.getByText('connected', { exact: true }).waitFor({ timeout: T });
+await term.click();
+await page.keyboard.type("exec python3 -c 'b = bytearray(1 << 31)'"); // 2 GiB under a 512 MiB limit
+await page.keyboard.press('Enter');
+await tl.getByText('killed by the memory limit').waitFor({ timeout: T });
+await page.getByLabel('Limit kills').uncheck();
+check(await tl.getByText('killed by the memory limit').count() === 0, 'limit filter hides limit kills');
+await page.getByLabel('Limit kills').check();
+
 step('lists and audit log');
 await page.getByRole('link', { name: 'Sandboxes' }).click();
 await page.getByRole('link', { name: id }).waitFor({ timeout: T });

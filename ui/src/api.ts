@@ -38,12 +38,15 @@ export async function json<T = any>(method: string, path: string, body?: unknown
 
 export const sb = (id: string) => '/v1/sandboxes/' + encodeURIComponent(id);
 
-// follow reads an NDJSON stream (events?follow=true) and calls on for
-// each object until the stream ends or stop is called.
-export function follow(path: string, on: (v: any) => void): () => void {
+// followEvents reads a sandbox's event stream (NDJSON) and calls on for
+// each event until stop is called. The server ends the stream when the
+// sandbox stops running (a pause, a rollback): it follows again from the
+// last event seen, so events after a resume keep coming.
+export function followEvents(id: string, on: (v: any) => void): () => void {
   const ctl = new AbortController();
-  (async () => {
-    const r = await fetch(path, { headers: H, signal: ctl.signal, credentials: 'same-origin' });
+  let after = 0;
+  const once = async () => {
+    const r = await fetch(sb(id) + '/events?follow=true&after=' + after, { headers: H, signal: ctl.signal, credentials: 'same-origin' });
     if (!r.ok || !r.body) return;
     const rd = r.body.getReader();
     const dec = new TextDecoder();
@@ -56,10 +59,19 @@ export function follow(path: string, on: (v: any) => void): () => void {
       while ((i = buf.indexOf('\n')) >= 0) {
         const line = buf.slice(0, i).trim();
         buf = buf.slice(i + 1);
-        if (line) on(JSON.parse(line));
+        if (!line) continue;
+        const e = JSON.parse(line);
+        after = Math.max(after, e.seq ?? 0);
+        on(e);
       }
     }
-  })().catch(() => {});
+  };
+  (async () => {
+    while (!ctl.signal.aborted) {
+      await once().catch(() => {});
+      await new Promise((res) => setTimeout(res, 2000));
+    }
+  })();
   return () => ctl.abort();
 }
 

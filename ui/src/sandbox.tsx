@@ -1,7 +1,7 @@
 // One sandbox: controls, terminal, files, processes, ports, checkpoints
 // and the live timeline of its audit events.
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { bytes, age, call, follow, json, sb } from './api';
+import { bytes, age, call, followEvents, json, sb } from './api';
 import { EventTable, Field, usePoll } from './pages';
 import { Terminal } from './term';
 
@@ -273,7 +273,7 @@ function Timeline({ id }: { id: string }) {
     setEvs([]);
     const buf: any[] = [];
     let t = 0;
-    const stop = follow(sb(id) + '/events?follow=true', (e) => {
+    const stop = followEvents(id, (e) => {
       buf.push(e);
       if (!t) t = window.setTimeout(() => { t = 0; setEvs((v) => [...buf.splice(0).reverse(), ...v].slice(0, 5000)); }, 100);
     });
