@@ -33,6 +33,10 @@ func runConsole(args []string) int {
 		}
 		return exitAirlock
 	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "airlock console: unexpected argument %q\n", fs.Arg(0))
+		return exitAirlock
+	}
 	link, err := consoleLink(*socket, *base)
 	if err != nil {
 		return fail("console", err)
