@@ -23,6 +23,9 @@ pkgs+=(docker.io busybox-static mmdebstrap containerd runc containernetworking-p
 # The Kubernetes cluster's tests (test/kube): Debian's etcd 3.4, and nft
 # (the harness deletes the nf tables the kubelet's iptables calls made).
 pkgs+=(etcd-server nftables)
+# The web console's browser tests (ui/e2e): Debian's chromium, driven
+# headless by playwright-core, and a font so pages render text.
+pkgs+=(chromium fonts-dejavu-core)
 # The TypeScript SDK needs Node.js 20+ and npm (machines come with them;
 # Debian's own nodejs is older, so it is only a fallback).
 command -v node >/dev/null || pkgs+=(nodejs npm)
@@ -80,6 +83,11 @@ fi
 # committed lock file; skipped when node_modules matches it.
 if [ ! sdk/typescript/node_modules/.package-lock.json -nt sdk/typescript/package-lock.json ]; then
 	(cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error)
+fi
+# The web console's build (esbuild, preact) and browser-test tools
+# (playwright-core, axe-core) from ui/'s committed lock file.
+if [ ! ui/node_modules/.package-lock.json -nt ui/package-lock.json ]; then
+	(cd ui && npm ci --no-audit --no-fund --loglevel=error)
 fi
 # E2B's published SDKs (e2b, @e2b/code-interpreter) for test/e2b, which
 # runs our own tests with them against airlock serve --e2b-listen.

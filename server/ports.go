@@ -102,6 +102,12 @@ func (s *Server) servePort(w http.ResponseWriter, r *http.Request, id string, po
 			s.writeError(w, r, err)
 			return
 		}
+		if _, err := r.Cookie(consoleCookie); err == nil {
+			// Opened from the console, on its origin: the app's pages
+			// run in an opaque origin of their own, so their script
+			// cannot use the console's session.
+			w.Header().Set("Content-Security-Policy", portSandboxCSP)
+		}
 		s.portProxy(id, port, prefix, rest, r.URL.Query()).ServeHTTP(w, r)
 	})
 }
@@ -124,6 +130,7 @@ func (s *Server) portProxy(id string, port int, prefix, rest string, q url.Value
 			// The app never sees the caller's credentials.
 			pr.Out.Header.Del("Authorization")
 			stripCookie(pr.Out, portTokenCookie)
+			stripCookie(pr.Out, consoleCookie)
 		},
 		// The app may not set cookies named like airlock's: on the path
 		// route every sandbox's ports share the server's origin, and an

@@ -37,49 +37,66 @@ func (s *Server) withTrust(trusted bool, h http.Handler) http.Handler {
 	})
 }
 
-// authenticate sets the caller: a valid key's tenant, or the local tenant
-// on a trusted listener without a key.
+// authenticate sets the caller: a valid key's tenant (from the
+// Authorization header or a console session made with it), or the local
+// tenant on a trusted listener without a key.
 func (s *Server) authenticate(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		trusted, _ := r.Context().Value(keyTrusted).(bool)
-		c := caller{}
-		auth := r.Header.Get("Authorization")
-		switch {
-		case auth != "":
-			key, ok := strings.CutPrefix(auth, "Bearer ")
-			if !ok {
-				s.writeError(w, r, errUnauthenticated)
-				return
-			}
-			key = strings.TrimSpace(key)
-			if strings.HasPrefix(key, sandboxTokenPrefix) {
-				tenant, err := s.sandboxTokenCaller(r, key)
-				if err != nil {
-					s.writeError(w, r, &httpError{api.CodeUnauthenticated, err})
-					return
-				}
-				c.tenant = tenant
-				break
-			}
-			tenant, err := s.store.Authenticate(r.Context(), key)
-			if err != nil {
-				s.writeError(w, r, &httpError{api.CodeUnauthenticated, err})
-				return
-			}
-			c.tenant = tenant
+		c, key, err := s.requestCaller(r, trusted)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if key != "" {
 			// A key revoked while this request runs (a stream) ends it.
 			ctx, cancel := context.WithCancel(r.Context())
 			defer cancel()
 			defer s.keyWatch.track(key, cancel)()
 			r = r.WithContext(ctx)
-		case trusted:
-			c.tenant, c.trusted = LocalTenant, true
-		default:
-			s.writeError(w, r, errUnauthenticated)
-			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), keyTenant, c)))
 	}
+}
+
+// requestCaller is who makes r, and the API key it is made with (if any).
+func (s *Server) requestCaller(r *http.Request, trusted bool) (caller, string, error) {
+	auth := r.Header.Get("Authorization")
+	if auth != "" {
+		key, ok := strings.CutPrefix(auth, "Bearer ")
+		if !ok {
+			return caller{}, "", errUnauthenticated
+		}
+		key = strings.TrimSpace(key)
+		if strings.HasPrefix(key, sandboxTokenPrefix) {
+			tenant, err := s.sandboxTokenCaller(r, key)
+			if err != nil {
+				return caller{}, "", &httpError{api.CodeUnauthenticated, err}
+			}
+			return caller{tenant: tenant}, "", nil
+		}
+		tenant, err := s.store.Authenticate(r.Context(), key)
+		if err != nil {
+			return caller{}, "", &httpError{api.CodeUnauthenticated, err}
+		}
+		return caller{tenant: tenant}, key, nil
+	}
+	if trusted {
+		return caller{tenant: LocalTenant, trusted: true}, "", nil
+	}
+	tenant, key, ok, err := s.consoleCaller(r)
+	switch {
+	case !ok:
+		return caller{}, "", errUnauthenticated
+	case err != nil:
+		return caller{}, "", err
+	case key != "":
+		// Checked again each time: a revoked key ends its sessions.
+		if tenant, err = s.store.Authenticate(r.Context(), key); err != nil {
+			return caller{}, "", &httpError{api.CodeUnauthenticated, err}
+		}
+	}
+	return caller{tenant: tenant}, key, nil
 }
 
 // route is one authenticated API endpoint.
@@ -158,6 +175,7 @@ func (s *Server) routes() http.Handler {
 		w.Header().Set("Content-Type", "application/yaml")
 		w.Write(api.OpenAPI)
 	})
+	s.consoleRoutes(mux)
 	for _, rt := range s.apiRoutes() {
 		mux.Handle(rt.pattern, s.metrics.instrument(rt.pattern, s.authenticate(rt.h)))
 	}

@@ -173,6 +173,9 @@ type Server struct {
 	scans   keyLocks     // one checkpoint scan of a tenant at a time, by tenant
 	snapMu  sync.RWMutex // a snapshot is not deleted while sandboxes are made of it (snapshot.go)
 	held    heldImages   // images of paused sandboxes (imagepause.go)
+
+	console  consoleSessions // the web console's sessions (console.go)
+	tcpAddrs []net.Addr      // untrusted listeners' addresses (console links); under httpMu
 }
 
 type usage struct {
@@ -406,6 +409,9 @@ func (s *Server) Serve(ln net.Listener, trusted bool) error {
 	}
 	s.httpMu.Lock()
 	s.servers = append(s.servers, hs)
+	if !trusted {
+		s.tcpAddrs = append(s.tcpAddrs, ln.Addr())
+	}
 	s.httpMu.Unlock()
 	err := hs.Serve(ln)
 	if errors.Is(err, http.ErrServerClosed) {
