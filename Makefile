@@ -50,7 +50,7 @@ deps:
 # The slowest packages start first (go test runs packages in the order
 # given, two at a time here): the escape suite alone takes ~15 min in CI, and
 # started last it was the phase's tail.
-SLOW_FIRST = ./test/escape ./sandbox/sandboxtest ./test/kube ./client ./backend/microvm
+SLOW_FIRST = ./test/escape ./test/e2b ./sandbox/sandboxtest ./test/kube ./client ./ui/e2e ./backend/microvm
 
 test:
 	@./scripts/phase.sh deps $(MAKE) deps
