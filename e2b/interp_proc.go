@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
@@ -58,7 +57,6 @@ type v1Process struct {
 	done chan struct{}
 	ex   sandbox.ExitStatus
 	err  error
-	once sync.Once
 }
 
 func (p *v1Process) PID() int { return p.p.PID }

@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"maps"
@@ -11,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
@@ -38,16 +36,6 @@ func makeFrame(typ string, data []byte, off int64, enc string) api.Frame {
 		f.Data = data
 	}
 	return f
-}
-
-func encodeOutput(b []byte, enc string) string {
-	if enc == "text" {
-		if utf8.Valid(b) {
-			return string(b)
-		}
-		return strings.ToValidUTF8(string(b), "\uFFFD")
-	}
-	return base64Std(b)
 }
 
 // execRequest validates req and builds the sandbox request for l.
@@ -257,5 +245,3 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, l *live, sre
 	fs.st.send(api.FrameExit, api.Frame{Type: api.FrameExit, Offset: fs.off, Exit: apiExitPtr(ex)})
 	fs.mu.Unlock()
 }
-
-func base64Std(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -149,8 +149,7 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 // streamEncoded writes r as the inside of a JSON string: base64 of it,
-// or (text) its UTF-8, each run of invalid bytes one U+FFFD, as
-// encodeOutput does for the whole.
+// or (text) its UTF-8, each run of invalid bytes one U+FFFD.
 func streamEncoded(w *errWriter, r io.Reader, enc string) {
 	buf := make([]byte, 32<<10)
 	var carry []byte
