@@ -39,8 +39,9 @@ if [ ! -s "$rootfs" ]; then
 		bookworm "$rootfs.tmp"
 	mv "$rootfs.tmp" "$rootfs"
 fi
+# Made anew when the root filesystem or this script (its config) changed.
 image=$cache/base-image.tar
-if [ ! -s "$image" ] || [ "$rootfs" -nt "$image" ]; then
+if [ ! -s "$image" ] || [ "$rootfs" -nt "$image" ] || [ "$0" -nt "$image" ]; then
 	work=$(mktemp -d)
 	cp "$rootfs" "$work/layer.tar"
 	diff=$(sha256sum "$work/layer.tar" | cut -d' ' -f1)
