@@ -69,7 +69,7 @@ type Result struct {
 	Value *string
 	// Error is set when the cell raised (or was interrupted, or the kernel
 	// died: then Lost is set too).
-	Error          *CellError
+	Error  *CellError
 	Images []Image
 	// Data is every representation of the last expression's value
 	// (text, html, svg, png, json, ...), and Displays those of what the
@@ -121,12 +121,12 @@ type message struct {
 		Format string `json:"format"`
 		Data   []byte `json:"data"`
 	} `json:"images"`
-	Name     string   `json:"name"` // stream: stdout or stderr
-	Text     string   `json:"text"`
-	Data     Bundle   `json:"data"`
-	Displays []Bundle `json:"displays"`
-	Truncated      bool `json:"truncated"`
-	ExecutionCount int  `json:"execution_count"`
+	Name           string   `json:"name"` // stream: stdout or stderr
+	Text           string   `json:"text"`
+	Data           Bundle   `json:"data"`
+	Displays       []Bundle `json:"displays"`
+	Truncated      bool     `json:"truncated"`
+	ExecutionCount int      `json:"execution_count"`
 }
 
 // parseMessage decodes one line from a kernel; anything but one JSON object
