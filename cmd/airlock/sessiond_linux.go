@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/cmd/airlock/internal/sessclient"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -69,7 +70,7 @@ func runSessionDaemon(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	d := &sessionDaemon{base: filepath.Join(dir, sessionKey(fs, &f)), idle: f.sessionIdle, end: make(chan struct{})}
+	d := &sessionDaemon{base: filepath.Join(dir, sessionKey(args)), idle: f.sessionIdle, end: make(chan struct{})}
 	if d.idle <= 0 {
 		d.idle = defaultSessionIdle
 	}
@@ -183,8 +184,7 @@ func (d *sessionDaemon) handle(c *net.UnixConn) {
 		if err != nil {
 			rep.Error = err.Error()
 		}
-		b, _ := json.Marshal(rep)
-		_, _ = c.Write(append(b, '\n'))
+		_, _ = c.Write(sessclient.FormatReply(rep))
 	}
 	if err := sessionConnOwner(c); err != nil {
 		reply(exitAirlock, err)
