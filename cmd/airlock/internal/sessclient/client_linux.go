@@ -1,13 +1,10 @@
 package sessclient
 
 import (
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"syscall"
 	"unicode/utf8"
 	"unsafe"
@@ -50,21 +47,21 @@ func Dir() (string, error) {
 	uid := os.Getuid()
 	dir := "/run/airlock/sessions"
 	if uid != 0 {
-		if rt := os.Getenv("XDG_RUNTIME_DIR"); strings.HasPrefix(rt, "/") {
-			dir = strings.TrimRight(rt, "/") + "/airlock-sessions"
+		if rt := os.Getenv("XDG_RUNTIME_DIR"); rt != "" && rt[0] == '/' {
+			dir = rt + "/airlock-sessions"
 		} else {
 			dir = "/tmp/airlock-sessions-" + strconv.Itoa(uid)
 		}
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("session directory: %w", err)
+		return "", wrap("session directory", err)
 	}
 	var st syscall.Stat_t
 	if err := syscall.Lstat(dir, &st); err != nil {
-		return "", fmt.Errorf("session directory: %w", err)
+		return "", wrap("session directory", err)
 	}
 	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR || int(st.Uid) != uid || st.Mode&0o077 != 0 {
-		return "", fmt.Errorf("session directory %s: uid %d: %w", dir, uid, ErrDir)
+		return "", wrap("session directory "+dir+": uid "+strconv.Itoa(uid), ErrDir)
 	}
 	return dir, nil
 }
@@ -195,14 +192,14 @@ func call(fd int, req Request, t *terminal) int {
 	defer syscall.Close(fd)
 	fail := func(err error) int {
 		t.restore()
-		fmt.Fprintf(os.Stderr, "airlock run: session: %v\n", err)
+		os.Stderr.WriteString("airlock run: session: " + err.Error() + "\n")
 		return exitAirlock
 	}
 	body := req.appendJSON(nil)
-	msg := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
+	msg := appendUint32(make([]byte, 0, 4+len(body)), uint32(len(body)))
 	msg = append(msg, body...)
 	if err := syscall.Sendmsg(fd, msg, syscall.UnixRights(0, 1, 2), nil, 0); err != nil {
-		return fail(fmt.Errorf("send command: %w", err))
+		return fail(wrap("send command", err))
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
@@ -210,11 +207,11 @@ func call(fd int, req Request, t *terminal) int {
 	go forward(fd, sigs, t.winch)
 	rep, err := readReply(fd)
 	if err != nil {
-		return fail(fmt.Errorf("no reply (the session ended?): %w", err))
+		return fail(wrap("no reply (the session ended?)", err))
 	}
 	if rep.Error != "" {
 		t.restore()
-		fmt.Fprintf(os.Stderr, "airlock run: %s\n", rep.Error)
+		os.Stderr.WriteString("airlock run: " + rep.Error + "\n")
 	}
 	return rep.Code
 }
@@ -232,7 +229,7 @@ func forward(fd int, sigs, winch chan os.Signal) {
 			rows, cols := termSize()
 			typ, v = CtlResize, uint32(rows)<<16|uint32(cols)
 		}
-		if _, err := syscall.Write(fd, binary.BigEndian.AppendUint32([]byte{typ}, v)); err != nil {
+		if _, err := syscall.Write(fd, appendUint32([]byte{typ}, v)); err != nil {
 			return
 		}
 	}
@@ -266,14 +263,22 @@ func FormatReply(r Reply) []byte {
 
 // ParseReply reads FormatReply's line.
 func ParseReply(line string) (Reply, error) {
-	code, quoted, ok := strings.Cut(strings.TrimSuffix(line, "\n"), " ")
+	line = trimNewline(line)
+	sp := 0
+	for sp < len(line) && line[sp] != ' ' {
+		sp++
+	}
+	if sp == len(line) {
+		return Reply{}, errors.New("malformed reply " + strconv.Quote(line))
+	}
+	code, quoted := line[:sp], line[sp+1:]
 	n, err := strconv.Atoi(code)
-	if !ok || err != nil {
-		return Reply{}, fmt.Errorf("malformed reply %q", line)
+	if err != nil {
+		return Reply{}, errors.New("malformed reply " + strconv.Quote(line))
 	}
 	msg, err := strconv.Unquote(quoted)
 	if err != nil {
-		return Reply{}, fmt.Errorf("malformed reply %q", line)
+		return Reply{}, errors.New("malformed reply " + strconv.Quote(line))
 	}
 	return Reply{Code: n, Error: msg}, nil
 }
@@ -334,4 +339,26 @@ func appendJSONString(b []byte, s string) []byte {
 		}
 	}
 	return append(b, '"')
+}
+
+func trimNewline(s string) string {
+	if s != "" && s[len(s)-1] == '\n' {
+		return s[:len(s)-1]
+	}
+	return s
+}
+
+// wrapped is fmt.Errorf's "%s: %w" without fmt (see the package doc).
+type wrapped struct {
+	msg string
+	err error
+}
+
+func wrap(msg string, err error) error { return &wrapped{msg, err} }
+func (w *wrapped) Error() string       { return w.msg + ": " + w.err.Error() }
+func (w *wrapped) Unwrap() error       { return w.err }
+
+// appendUint32 appends v big-endian (without encoding/binary).
+func appendUint32(b []byte, v uint32) []byte {
+	return append(b, byte(v>>24), byte(v>>16), byte(v>>8), byte(v))
 }

@@ -9,20 +9,20 @@
 // packages only). When anything is not the plain case (no daemon yet,
 // --end, a flag it does not know, a parse error, help) it returns and
 // main's `run` handles the command in full, starting the daemon if need
-// be. It imports only packages that the runtime initialises among the
-// first (os, os/signal, syscall and packages without init work): one that
-// sorts late (golang.org/x/..., path/filepath) or waits on others
-// (crypto/..., encoding/json) would make it wait for most of the
-// binary's inits. TestSessclientImports holds the list.
+// be. It imports only packages the linker schedules early (errors, sort,
+// hash/fnv, syscall, unicode/utf8, os, os/signal, strconv): the linker
+// orders inits by import path among the packages whose imports are done,
+// every package counting (with or without init work), so one import that
+// is scheduled late (strings, fmt, encoding/hex, crypto/..., encoding/json,
+// golang.org/x/..., path/filepath) would hold this init behind most of the
+// binary's. TestSessclientImports holds the list.
 package sessclient
 
 import (
-	"encoding/hex"
 	"hash/fnv"
 	"os"
 	"sort"
 	"strconv"
-	"strings"
 )
 
 // RunFlags are the flags of `airlock run`, true for the boolean ones
@@ -60,13 +60,19 @@ func ParseFlags(args []string) (flags []Flag, rest []string, ok bool) {
 		if a == "--" {
 			return flags, args[i+1:], true
 		}
-		name := strings.TrimPrefix(a[1:], "-")
+		name := a[1:]
+		if name[0] == '-' {
+			name = name[1:]
+		}
 		if name == "" || name[0] == '-' || name[0] == '=' {
 			return nil, nil, false
 		}
 		value, inline := "", false
-		if eq := strings.IndexByte(name, '='); eq >= 0 {
-			name, value, inline = name[:eq], name[eq+1:], true
+		for j := 0; j < len(name); j++ {
+			if name[j] == '=' {
+				name, value, inline = name[:j], name[j+1:], true
+				break
+			}
 		}
 		isBool, known := RunFlags[name]
 		switch {
@@ -136,5 +142,10 @@ func Key(flags []Flag) string {
 		}
 		h.Write(b)
 	}
-	return hex.EncodeToString(h.Sum(nil)[:12])
+	const digits = "0123456789abcdef"
+	var out []byte
+	for _, c := range h.Sum(nil)[:12] {
+		out = append(out, digits[c>>4], digits[c&0xf])
+	}
+	return string(out)
 }
