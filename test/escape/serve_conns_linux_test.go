@@ -288,8 +288,10 @@ func attackConnFlood(h *serveHarness, t *testing.T, r *serveResult) {
 	if len(errsFlood)+len(errsTenant) > 0 {
 		t.Errorf("bob's requests on fresh connections during the flood failed: %d+%d of 40: %v", len(errsFlood), len(errsTenant), append(errsFlood, errsTenant...)[:1])
 	}
-	if ok != harnessTenantConns || !strings.Contains(refusal, "429") || !strings.Contains(refusal, fmt.Sprintf("limit %d per tenant", harnessTenantConns)) {
-		t.Errorf("alice's 200 keyed connections: %d got 200 (want %d), refusal %q", ok, harnessTenantConns, refusal)
+	// alice's own client may still hold kept-alive connections (at most
+	// 48) from the attacks before: they count against her too.
+	if ok > harnessTenantConns || ok < harnessTenantConns-48 || !strings.Contains(refusal, "429") || !strings.Contains(refusal, fmt.Sprintf("limit %d per tenant", harnessTenantConns)) {
+		t.Errorf("alice's 200 keyed connections: %d got 200 (want %d less her client's kept-alive ones), refusal %q", ok, harnessTenantConns, refusal)
 	}
 	if fdPeak-fd0 > harnessMaxConns+64 {
 		t.Errorf("server descriptors %d -> %d, more than --max-conns %d", fd0, fdPeak, harnessMaxConns)
