@@ -48,13 +48,19 @@ func TestRevokedKeyEndsStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- c.FollowEvents(ctx, sb.ID, 0, func(api.Event) error { return nil }) }()
-	time.Sleep(200 * time.Millisecond)
+	// The stream is live once its first event (the create's) arrived:
+	// that is the signal to revoke, not a pause.
+	done, live := make(chan error, 1), make(chan struct{})
+	var once sync.Once
+	go func() {
+		done <- c.FollowEvents(ctx, sb.ID, 0, func(api.Event) error { once.Do(func() { close(live) }); return nil })
+	}()
 	select {
+	case <-live:
 	case err := <-done:
 		t.Fatalf("stream ended before the revocation: %v", err)
-	default:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream delivered no event")
 	}
 	if err := ts.store.RevokeKey(ctx, id); err != nil {
 		t.Fatal(err)

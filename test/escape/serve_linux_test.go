@@ -968,9 +968,19 @@ func attackRevokedStream(h *serveHarness, t *testing.T, r *serveResult) {
 	sb, err := c.Create(ctx, api.CreateSandboxRequest{})
 	must(t, err)
 	defer h.alice.Delete(ctx, sb.ID)
-	done := make(chan error, 1)
-	go func() { done <- c.FollowEvents(ctx, sb.ID, 0, func(api.Event) error { return nil }) }()
-	time.Sleep(300 * time.Millisecond)
+	// The stream is live once its first event (the create's) arrived.
+	done, live := make(chan error, 1), make(chan struct{})
+	var once sync.Once
+	go func() {
+		done <- c.FollowEvents(ctx, sb.ID, 0, func(api.Event) error { once.Do(func() { close(live) }); return nil })
+	}()
+	select {
+	case <-live:
+	case err := <-done:
+		t.Fatalf("the stream ended before the revocation: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream delivered no event")
+	}
 	// Flags after the ID, as operators type them.
 	if out, err := exec.Command(h.bin, "serve", "key", "revoke", id, "--data", h.data).CombinedOutput(); err != nil {
 		t.Fatalf("serve key revoke ID --data DIR: %v %s", err, out)
