@@ -26,6 +26,7 @@ import (
 )
 
 func TestKeyForLocalTenantRefused(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	if _, err := ts.store.AddKey(context.Background(), LocalTenant, "x", KeyPrefix+"abc"); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("key for tenant local: %v, want ErrInvalid", err)
@@ -36,6 +37,7 @@ func TestKeyForLocalTenantRefused(t *testing.T) {
 // after the key is revoked (by another process: the store is the only
 // channel).
 func TestRevokedKeyEndsStream(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	key := KeyPrefix + "revoke-" + newID("")
 	id, err := ts.store.AddKey(context.Background(), "acme", "t", key)
@@ -115,6 +117,7 @@ func TestConnectionLimits(t *testing.T) {
 // TestSlowBodyIsCut: a client that stops sending its body loses the
 // connection after the I/O timeout, whoever it is.
 func TestSlowBodyIsCut(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.IOTimeout = 300 * time.Millisecond })
 	key := KeyPrefix + "slow-" + newID("")
 	if _, err := ts.store.AddKey(context.Background(), "acme", "t", key); err != nil {
@@ -138,6 +141,7 @@ func TestSlowBodyIsCut(t *testing.T) {
 }
 
 func TestStorageLowRefusesNewWork(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -173,6 +177,7 @@ func TestStorageLowRefusesNewWork(t *testing.T) {
 // about rate events a second plus one aggregate per second; every one of
 // them is counted in what is stored.
 func TestEventsAggregatedBeyondRate(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.EventRate = 50 })
 	clk := &stepClock{now: time.Unix(1_700_000_000, 0)}
 	ts.srv.events.clock = clk
@@ -207,6 +212,7 @@ func TestEventsAggregatedBeyondRate(t *testing.T) {
 // and PAX formats, as GNU tar writes them) is refused before anything is
 // written; the limit counts what extraction would write.
 func TestSparseArchiveCountedBySize(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.MaxExtract = 64 << 20 })
 	c := ts.local(t)
 	ctx := context.Background()
@@ -247,6 +253,7 @@ func TestSparseArchiveCountedBySize(t *testing.T) {
 // TestDownloadOverLimitIsAnError: a tree with more entries than an
 // archive may hold answers an error, never a 200 with a cut tar.
 func TestDownloadOverLimitIsAnError(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -271,6 +278,7 @@ func TestDownloadOverLimitIsAnError(t *testing.T) {
 // TestBackgroundProcessCapUnderLoad: 300 background execs at once never
 // get more than the per-sandbox cap running.
 func TestBackgroundProcessCapUnderLoad(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -298,6 +306,7 @@ func TestBackgroundProcessCapUnderLoad(t *testing.T) {
 // TestWasmMemoryBoundedInTotal: wasm sandboxes' memory is the server's
 // own, so their limits together are bounded, across tenants.
 func TestWasmMemoryBoundedInTotal(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) {
 		c.Backends["wasm"] = sandboxfake.New("wasm")
 		c.WasmMemory = 1 << 30
