@@ -83,9 +83,10 @@ cross:
 		GOOS=$$os $(GO) build ./... && GOOS=$$os $(GO) vet ./... || exit 1; \
 	done
 
-# The race detector needs cgo (gcc, installed by deps).
+# The race detector needs cgo (gcc, installed by deps). gotest.sh: the log
+# names the slowest packages of this phase too.
 race: build
-	CGO_ENABLED=1 AIRLOCK_BIN=$(CURDIR)/$(BIN) $(GO) test -race -vet=off -count=1 -timeout 30m $(RACE_FIRST) $(call PKGS_NOT,$(RACE_SKIP))
+	CGO_ENABLED=1 GO=$(GO) AIRLOCK_BIN=$(CURDIR)/$(BIN) ./scripts/gotest.sh -race -vet=off -count=1 -timeout 30m $(RACE_FIRST) $(call PKGS_NOT,$(RACE_SKIP))
 
 # The Python and TypeScript SDK suites, each against a real airlock serve it
 # starts itself (README examples and examples/ included).
