@@ -79,7 +79,7 @@ func TestWarmPool(t *testing.T) {
 	wg.Wait()
 	// Replenished in the background.
 	eventually(t, "pool replenished", func() bool {
-		return ts.srv.pools[poolKey{"fake", "default"}].readyCount() == 3
+		return ts.srv.pools[poolKey{backend: "fake", profile: "default"}].readyCount() == 3
 	})
 	// An inline policy never comes from the pool.
 	sc, err := b.Create(ctx, api.CreateSandboxRequest{Policy: []byte(`{"limits":{"pids":64}}`)})
