@@ -321,5 +321,15 @@ func toFileInfo(w *wireFileInfo, name, p string) sandbox.FileInfo {
 		ModTime: time.Unix(0, w.ModTime).UTC(),
 		IsDir:   mode.IsDir(),
 		Link:    link,
+		Owner:   &sandbox.FileOwner{UID: int(w.UID), GID: int(w.GID), User: boundName(w.Owner), Group: boundName(w.Group)},
 	}
+}
+
+// boundName is a user or group name from the guest, dropped when longer
+// than a name can be.
+func boundName(s string) string {
+	if len(s) > 256 {
+		return ""
+	}
+	return s
 }

@@ -143,6 +143,7 @@ func (g *guest) stat(st *yamux.Stream, req *request) {
 		respondErr(st, err)
 		return
 	}
+	g.idNames().name(info)
 	respond(st, &response{Info: info})
 }
 
@@ -209,6 +210,8 @@ func toWireInfo(name string, s *unix.Stat_t, link string) *wireFileInfo {
 		Mode:    uint32(mode),
 		ModTime: time.Unix(s.Mtim.Unix()).UnixNano(),
 		Link:    link,
+		UID:     s.Uid,
+		GID:     s.Gid,
 	}
 }
 
@@ -227,6 +230,7 @@ func (g *guest) list(st *yamux.Stream, req *request) {
 		return
 	}
 	watchHost(st)
+	ids := g.idNames()
 	batch := []byte{'['}
 	flush := func() error {
 		if len(batch) == 1 {
@@ -244,6 +248,7 @@ func (g *guest) list(st *yamux.Stream, req *request) {
 			if serr != nil {
 				continue // removed meanwhile
 			}
+			ids.name(info)
 			b, _ := json.Marshal(info)
 			if len(batch)+len(b)+1 > listBatch {
 				if flush() != nil {

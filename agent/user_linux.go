@@ -25,6 +25,34 @@ func canSwitchUsers() bool {
 	return data[0].Effective&want == want
 }
 
+// readSmall is the first MiB of file p of this root (nil if unreadable).
+func (g *guest) readSmall(p string) []byte {
+	fd, err := g.root.open(p, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 1<<20))
+	return b
+}
+
+// idNameMaps names file owners and groups as this root's /etc/passwd and
+// /etc/group do.
+type idNameMaps struct{ users, groups map[int]string }
+
+// idNames reads the databases anew (a stat or a listing reads them once):
+// the sandbox may change them at any time.
+func (g *guest) idNames() idNameMaps {
+	u, gr := userspec.Names(bytes.NewReader(g.readSmall("/etc/passwd")), bytes.NewReader(g.readSmall("/etc/group")))
+	return idNameMaps{u, gr}
+}
+
+// name sets info's owner and group names (empty when not in the databases).
+func (m idNameMaps) name(info *wireFileInfo) {
+	info.Owner, info.Group = m.users[int(info.UID)], m.groups[int(info.GID)]
+}
+
 // userCredential resolves an exec's user (USER[:GROUP]) with this root's
 // own /etc/passwd and /etc/group. A process can only run as a user the
 // sandbox is allowed to be: a sandbox whose processes hold no capability
@@ -32,17 +60,7 @@ func canSwitchUsers() bool {
 // its own id range) runs others' requests only when they name its own
 // user.
 func (g *guest) userCredential(spec string, def *syscall.Credential) (*syscall.Credential, error) {
-	read := func(p string) []byte {
-		fd, err := g.root.open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil
-		}
-		f := os.NewFile(uintptr(fd), p)
-		defer f.Close()
-		b, _ := io.ReadAll(io.LimitReader(f, 1<<20))
-		return b
-	}
-	u, err := userspec.Resolve(spec, bytes.NewReader(read("/etc/passwd")), bytes.NewReader(read("/etc/group")))
+	u, err := userspec.Resolve(spec, bytes.NewReader(g.readSmall("/etc/passwd")), bytes.NewReader(g.readSmall("/etc/group")))
 	if err != nil {
 		return nil, fmt.Errorf("exec as %q: %w", spec, err)
 	}

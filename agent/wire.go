@@ -134,6 +134,10 @@ type wireFileInfo struct {
 	Mode    uint32 `json:"mode"` // io/fs.FileMode bits
 	ModTime int64  `json:"mtime_ns"`
 	Link    string `json:"link,omitempty"`
+	UID     uint32 `json:"uid"`
+	GID     uint32 `json:"gid"`
+	Owner   string `json:"owner,omitempty"` // UID's name in the sandbox's /etc/passwd
+	Group   string `json:"group,omitempty"` // GID's name in its /etc/group
 }
 
 // errProtocol marks a peer that broke the protocol. The host ends the

@@ -244,6 +244,14 @@ type FileInfo struct {
 	ModTime time.Time   `json:"mod_time"`
 	IsDir   bool        `json:"is_dir"`
 	Link    string      `json:"link,omitempty"` // symlink target, not followed
+	// UID and GID own the file as the sandbox sees them; Owner and Group
+	// are their names in its /etc/passwd and /etc/group ("" when not
+	// there). All four are absent where the backend does not know them
+	// (wasm).
+	UID   *int   `json:"uid,omitempty"`
+	GID   *int   `json:"gid,omitempty"`
+	Owner string `json:"owner,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 // FileList is the answer of a directory listing.
@@ -349,6 +357,11 @@ type PortToken struct {
 	PreviewURL string    `json:"preview_url,omitempty"`
 	ExpiresAt  time.Time `json:"expires_at"`
 }
+
+// UploadTempPrefix begins the name of the hidden sibling a file upload
+// (PUT .../files) is written to before it is renamed into place: watches
+// see the upload as that file's create and write, then a rename.
+const UploadTempPrefix = ".airlock-upload-"
 
 // FileEvent is one change inside a sandbox (GET .../files/watch): op is
 // create, write, remove, rename (with from) or overflow (events were

@@ -28,6 +28,7 @@ type scope struct {
 	user  string // the user the call runs as
 	home  string
 	token string
+	kills *killSet // sandboxes the door is killing
 }
 
 type scopeKey struct{}
@@ -77,6 +78,9 @@ func userOfRequest(r *http.Request) string {
 // running reports whether sandbox sc.id runs (E2B's paused, /v1's frozen
 // or paused, and gone ones do not).
 func (sc *scope) running(ctx context.Context) (*api.Sandbox, bool) {
+	if sc.kills.has(sc.id) {
+		return nil, false // being killed: its streams may break before /v1 says so
+	}
 	sb, err := sc.c.Get(ctx, sc.id)
 	if err != nil || sb.State != "running" {
 		return sb, false
@@ -101,7 +105,7 @@ func (e *envd) serve(w http.ResponseWriter, r *http.Request, id, e2bID string) {
 		writeErr(w, http.StatusUnauthorized, "unauthorized access, please provide a valid access token or method signing if supported")
 		return
 	}
-	sc := &scope{c: e.h.client(tok), id: id, e2bID: e2bID, token: tok}
+	sc := &scope{c: e.h.client(tok), id: id, e2bID: e2bID, token: tok, kills: &e.h.kills}
 	if !known || si.token != tok {
 		sb, ok := sc.running(r.Context())
 		if !ok {

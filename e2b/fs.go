@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"strconv"
 	"sort"
 
 	"connectrpc.com/connect"
@@ -26,6 +27,7 @@ type fsSvc struct {
 func (f *fsSvc) entry(ctx context.Context, sc *scope, p string, fi *api.FileInfo) *envdpb.EntryInfo {
 	e := &envdpb.EntryInfo{Name: path.Base(p), Path: p, Size: fi.Size, Mode: uint32(fi.Mode.Perm()),
 		Permissions: fi.Mode.String(), ModifiedTime: timestamppb.New(fi.ModTime)}
+	e.Owner, e.Group = idName(fi.Owner, fi.UID), idName(fi.Group, fi.GID)
 	switch {
 	case fi.Mode&fs.ModeSymlink != 0:
 		target := fi.Link
@@ -41,6 +43,15 @@ func (f *fsSvc) entry(ctx context.Context, sc *scope, p string, fi *api.FileInfo
 		e.Type = typeOf(fi)
 	}
 	return e
+}
+
+// idName is a file owner's (or group's) name for envd: the sandbox's name
+// for the id, else the id as a number (as ls does), else "" (unknown).
+func idName(name string, id *int) string {
+	if name != "" || id == nil {
+		return name
+	}
+	return strconv.Itoa(*id)
 }
 
 func typeOf(fi *api.FileInfo) envdpb.FileType {

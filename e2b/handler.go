@@ -49,6 +49,7 @@ type Handler struct {
 	control http.Handler
 	envd    *envd
 	known   infoCache
+	kills   killSet
 	log     *slog.Logger
 }
 

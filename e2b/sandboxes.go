@@ -115,6 +115,12 @@ func (h *Handler) handleKill(w http.ResponseWriter, r *http.Request, c *client.C
 		writeFailure(w, err)
 		return
 	}
+	// While /v1 destroys it, its process and watch streams break (the
+	// agent's session closes) before /v1 stops listing it as running:
+	// the envd side must already see it as gone, so those streams end
+	// the way E2B's SDK reads as "the sandbox was killed" (abort).
+	h.kills.add(sb.ID)
+	defer h.kills.remove(sb.ID)
 	if err := c.Delete(r.Context(), sb.ID); err != nil {
 		writeFailure(w, err)
 		return

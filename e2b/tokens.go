@@ -47,3 +47,35 @@ func (c *infoCache) get(id string) (sandboxInfo, bool) {
 func (h *Handler) remember(sb *api.Sandbox, token string) {
 	h.known.put(sb.ID, sandboxInfo{token: token, private: sb.Labels[labelPrivate] == "true", maskHost: sb.Labels[labelMaskHost], user: userOf(sb)})
 }
+
+// killSet counts the kills in flight per sandbox.
+type killSet struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (k *killSet) add(id string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil {
+		k.m = map[string]int{}
+	}
+	k.m[id]++
+}
+
+func (k *killSet) remove(id string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m[id]--; k.m[id] <= 0 {
+		delete(k.m, id)
+	}
+}
+
+func (k *killSet) has(id string) bool {
+	if k == nil {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.m[id] > 0
+}

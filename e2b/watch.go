@@ -47,8 +47,13 @@ func (f *fsSvc) openWatch(ctx context.Context, sc *scope, dir string, recursive 
 // event is envd's event for /v1 event ev under dir (nil: none to send).
 func (f *fsSvc) event(ctx context.Context, sc *scope, dir string, ev api.FileEvent, withEntry bool) *envdpb.FilesystemEvent {
 	t, ok := opTypes[ev.Op]
-	if !ok || ev.Path == "" {
+	if !ok || ev.Path == "" || isUploadTemp(ev.Path) {
 		return nil
+	}
+	if t == envdpb.EventType_EVENT_TYPE_RENAME && isUploadTemp(ev.From) {
+		// /v1's upload writes a hidden sibling and renames it into place;
+		// envd writes the file itself, and its watchers see a write.
+		t = envdpb.EventType_EVENT_TYPE_WRITE
 	}
 	name := strings.TrimPrefix(strings.TrimPrefix(ev.Path, dir), "/")
 	out := &envdpb.FilesystemEvent{Name: name, Type: t}
@@ -58,6 +63,12 @@ func (f *fsSvc) event(ctx context.Context, sc *scope, dir string, ev api.FileEve
 		}
 	}
 	return out
+}
+
+// isUploadTemp reports whether p is the hidden sibling an upload (/files)
+// is written to before it is renamed into place.
+func isUploadTemp(p string) bool {
+	return p != "" && strings.HasPrefix(path.Base(p), api.UploadTempPrefix)
 }
 
 func (f *fsSvc) WatchDir(ctx context.Context, req *connect.Request[envdpb.WatchDirRequest], st *connect.ServerStream[envdpb.WatchDirResponse]) error {

@@ -266,6 +266,18 @@ type FileInfo struct {
 	ModTime time.Time   `json:"mod_time"`
 	IsDir   bool        `json:"is_dir"`
 	Link    string      `json:"link,omitempty"` // symlink target, not followed
+	// Owner, when the backend knows it (nil: it does not, as on wasm).
+	Owner *FileOwner `json:"owner,omitempty"`
+}
+
+// FileOwner is a file's owner and group as the sandbox sees them: ids
+// and their names in the sandbox's /etc/passwd and /etc/group (empty
+// when not there).
+type FileOwner struct {
+	UID   int    `json:"uid"`
+	GID   int    `json:"gid"`
+	User  string `json:"user,omitempty"`
+	Group string `json:"group,omitempty"`
 }
 
 // Stats is a sandbox's resource use.

@@ -27,11 +27,14 @@ if [ ! -d "$sdk/node_modules/vitest" ]; then
 	(cd "$sdk" && npm install --ignore-scripts --legacy-peer-deps --no-audit --no-fund --loglevel=error)
 fi
 
-# The base template: a Debian root filesystem as a docker-save tarball.
-rootfs=$cache/base-rootfs.tar
+# The base template: a Debian root filesystem as a docker-save tarball,
+# cached per package list. python-is-python3: E2B's base template has
+# `python` (its suite starts `python -m http.server`).
+pkgs=bash,coreutils,git,curl,ca-certificates,python3,python-is-python3,procps,sudo,nodejs,findutils,grep,sed,less
+rootfs=$cache/base-rootfs-$(echo "$pkgs" | sha256sum | cut -c1-12).tar
 if [ ! -s "$rootfs" ]; then
 	mmdebstrap --quiet --mode=root --variant=minbase --format=tar \
-		--include=bash,coreutils,git,curl,ca-certificates,python3,procps,sudo,nodejs,findutils,grep,sed,less \
+		--include="$pkgs" \
 		--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
 		--dpkgopt='path-exclude=/usr/share/locale/*' \
 		--customize-hook='chroot "$1" useradd -m -s /bin/bash -u 1000 user' \

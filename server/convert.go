@@ -19,7 +19,12 @@ func apiExitPtr(e sandbox.ExitStatus) *api.ExitStatus {
 }
 
 func apiFileInfo(f sandbox.FileInfo) api.FileInfo {
-	return api.FileInfo{Name: f.Name, Path: f.Path, Size: f.Size, Mode: f.Mode, ModTime: f.ModTime, IsDir: f.IsDir, Link: f.Link}
+	out := api.FileInfo{Name: f.Name, Path: f.Path, Size: f.Size, Mode: f.Mode, ModTime: f.ModTime, IsDir: f.IsDir, Link: f.Link}
+	if o := f.Owner; o != nil {
+		uid, gid := o.UID, o.GID
+		out.UID, out.GID, out.Owner, out.Group = &uid, &gid, o.User, o.Group
+	}
+	return out
 }
 
 func apiStats(s sandbox.Stats) *api.Stats {

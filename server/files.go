@@ -81,7 +81,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 	files := l.sb.Files()
 	// Write a hidden sibling and rename it into place: a broken or
 	// oversized upload never leaves a half-written file at path.
-	tmp := path.Join(path.Dir(p), ".airlock-upload-"+newID(""))
+	tmp := path.Join(path.Dir(p), api.UploadTempPrefix+newID(""))
 	body := &countingReader{r: http.MaxBytesReader(w, r.Body, s.cfg.MaxUpload)}
 	err = files.WriteFile(r.Context(), tmp, body, mode, q.Get("mkdirs") != "false")
 	if err == nil && body.err != nil {

@@ -24,6 +24,9 @@ type User struct {
 	Shell    string
 }
 
+// maxName bounds a user or group name Names returns.
+const maxName = 256
+
 // maxID is the largest id a user namespace can map.
 const maxID = 1<<31 - 2
 
@@ -144,4 +147,22 @@ func parse(r io.Reader, n int) [][]string {
 		out = append(out, f)
 	}
 	return out
+}
+
+// Names maps ids to names with the passwd and group databases (either may
+// be nil): what `ls -l` shows as a file's owner and group. The first
+// entry of an id wins; names longer than maxName are left out.
+func Names(passwd, group io.Reader) (users, groups map[int]string) {
+	users, groups = map[int]string{}, map[int]string{}
+	for _, f := range parse(passwd, 7) {
+		if id, ok := number(f[2]); ok && users[id] == "" && f[0] != "" && len(f[0]) <= maxName {
+			users[id] = f[0]
+		}
+	}
+	for _, f := range parse(group, 4) {
+		if id, ok := number(f[2]); ok && groups[id] == "" && f[0] != "" && len(f[0]) <= maxName {
+			groups[id] = f[0]
+		}
+	}
+	return users, groups
 }

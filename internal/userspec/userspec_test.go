@@ -59,3 +59,20 @@ func FuzzResolve(f *testing.F) {
 		}
 	})
 }
+
+func TestNames(t *testing.T) {
+	long := strings.Repeat("n", maxName+1)
+	users, groups := Names(strings.NewReader(passwd+"again:x:1000:1:dup:/:/bin/sh\n"+long+":x:7:7::/:/bin/sh\n"), strings.NewReader(group))
+	if users[0] != "root" || users[1000] != "user" || groups[50] != "staff" || groups[1000] != "user" {
+		t.Fatalf("users %v groups %v", users, groups)
+	}
+	if _, ok := users[7]; ok {
+		t.Errorf("a name longer than %d was kept", maxName)
+	}
+	if len(users) != 2 {
+		t.Errorf("malformed lines were kept: %v", users)
+	}
+	if u, g := Names(nil, nil); len(u)+len(g) != 0 {
+		t.Errorf("no databases: %v %v", u, g)
+	}
+}

@@ -169,6 +169,16 @@ func TestE2BSDK(t *testing.T) {
 		"tests/sandbox.test.mjs")
 }
 
+// TestE2BSuiteShapes: what E2B's own suite expects of file owners,
+// watches of files.write and a command killed with its sandbox
+// (tests/suite.test.mjs).
+func TestE2BSuiteShapes(t *testing.T) {
+	s, key := startServer(t, "--e2b-domain", "e2b.airlock.test")
+	url := "http://" + s.addr
+	nodeTests(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + key},
+		"tests/suite.test.mjs")
+}
+
 // TestE2BFork: fork, snapshots and create-from-snapshot through E2B's
 // SDK (tests/fork.test.mjs).
 func TestE2BFork(t *testing.T) {

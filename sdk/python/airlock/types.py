@@ -221,6 +221,11 @@ class FileInfo:
     mod_time: str = ""
     is_dir: bool = False
     link: str = ""
+    # The owner as the sandbox sees it (None where the backend does not know it).
+    uid: Optional[int] = None
+    gid: Optional[int] = None
+    owner: str = ""
+    group: str = ""
 
 
 @dataclass

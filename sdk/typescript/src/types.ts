@@ -199,6 +199,12 @@ export interface FileInfo {
   mod_time: string;
   is_dir: boolean;
   link?: string;
+  /** The owner as the sandbox sees it (absent where the backend does not know it). */
+  uid?: number;
+  gid?: number;
+  /** Names of uid and gid in the sandbox's /etc/passwd and /etc/group. */
+  owner?: string;
+  group?: string;
 }
 
 /** An exception a cell raised: its name, TimeoutError or KernelDied. */
