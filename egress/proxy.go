@@ -315,7 +315,7 @@ func (p *Proxy) ServeEgress(ctx context.Context, sandboxID string, conn io.ReadW
 		<-ctx.Done()
 		conn.Close()
 	}()
-	c := &client{rwc: conn, br: bufio.NewReaderSize(conn, maxHeaderBytes)}
+	c := &client{rwc: conn, br: bufio.NewReaderSize(conn, maxHeaderBytes), peer: sandbox.EgressPeerFrom(ctx)}
 	timer := time.AfterFunc(headerTimeout, func() { conn.Close() })
 	c.stopTimer = func() { timer.Stop() }
 	defer c.stopTimer()
@@ -341,6 +341,7 @@ type client struct {
 	rwc       io.ReadWriteCloser
 	br        *bufio.Reader
 	stopTimer func()
+	peer      sandbox.EgressPeer // the program behind it, as the agent verified it
 }
 
 var _ sandbox.EgressHandler = (*Proxy)(nil)
