@@ -259,6 +259,12 @@ func (p *Proxy) SetNetwork(n policy.Network) error {
 // caCovers reports whether the sandbox CA may name every host of e.
 func (p *Proxy) caCovers(e policy.NetworkEntry) bool {
 	for _, h := range p.caHosts {
+		if e.Host == "" {
+			if h.Host == "" && h.Prefix.IsValid() && h.Prefix.Contains(e.Prefix.Addr()) && e.Prefix.Bits() >= h.Prefix.Bits() && (h.Port == 0 || h.Port == e.Port) {
+				return true
+			}
+			continue
+		}
 		if h.Host == e.Host && h.Wildcard == e.Wildcard && (h.Port == 0 || h.Port == e.Port) {
 			return true
 		}

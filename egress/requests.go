@@ -49,7 +49,7 @@ func readRaw(block []byte) rawRequest {
 // hasRules reports whether requests to h:port are checked by request
 // rules (the host's TLS is then intercepted).
 func (c *compiled) hasRules(h policy.Host, port uint16) bool {
-	if h.IsIP() || c.req == nil {
+	if c.req == nil {
 		return false
 	}
 	return len(policy.For(c.req.Rules, h, int(port))) > 0 || len(policy.For(c.req.Bounds, h, int(port))) > 0

@@ -3,8 +3,10 @@ package policy
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
+	"strconv"
 	"slices"
 	"strings"
 )
@@ -14,8 +16,9 @@ import (
 // (deny). Rules for a host are tried in order; the first that matches
 // decides.
 type RequestRule struct {
-	// Host is a name or "*.name", with an optional ":port" (any port when
-	// absent). Addresses are not accepted: TLS is intercepted by name.
+	// Host is a name, "*.name" or one IP address (IPv6 in brackets when a
+	// port follows), with an optional ":port" (any port when absent).
+	// Ranges are not accepted.
 	Host string `yaml:"host" json:"host"`
 	// Methods are upper-case method names; empty or ["*"]: any method.
 	Methods []string `yaml:"methods,omitempty" json:"methods,omitempty"`
@@ -109,6 +112,11 @@ func ParseRequestRule(s string) (RequestRule, error) {
 	}
 	hostPart, rest, _ := strings.Cut(target, "/")
 	r.Host = hostPart
+	if seg, _, _ := strings.Cut(rest, "/"); isIPv4(hostPart) && isPrefixLen(seg) {
+		// "10.0.0.0/8/x" reads as a CIDR to a person and as host and
+		// path here: refuse rather than guess.
+		return r, invalidf("request rule %q: %s/%s looks like a CIDR; a request rule names one address", s, hostPart, seg)
+	}
 	path, query, hasQuery := strings.Cut("/"+rest, "?")
 	r.Path = path
 	if hasQuery {
@@ -128,6 +136,16 @@ func ParseRequestRule(s string) (RequestRule, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+func isIPv4(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Is4()
+}
+
+func isPrefixLen(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n <= 32
 }
 
 // String is the CLI form of r (deny rules prefixed with "deny ").
@@ -245,8 +263,8 @@ func compileRule(r RequestRule) (*CompiledRule, error) {
 	if err != nil {
 		return nil, invalidf("request rule host: %v", message(err))
 	}
-	if e.Host == "" {
-		return nil, invalidf("request rule host %q: request rules go to names, not addresses", r.Host)
+	if e.Host == "" && e.Prefix.Bits() != e.Prefix.Addr().BitLen() {
+		return nil, invalidf("request rule host %q: a request rule names one host or one address, not a range", r.Host)
 	}
 	c.Entry = e
 	switch r.Action {
