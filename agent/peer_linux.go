@@ -37,9 +37,12 @@ func peerProgram(proc string, conn net.Conn) (string, error) {
 	if !ok1 || !ok2 || la.IP.To4() == nil || ra.IP.To4() == nil {
 		return "", errors.New("not an IPv4 TCP connection")
 	}
-	ino, err := socketInode(filepath.Join(proc, "self/net/tcp"), ra, la)
+	ino, err := diagInode(ra, la)
 	if err != nil {
-		return "", err
+		// No sock_diag (gVisor's netstack): its /proc table is its own.
+		if ino, err = socketInode(filepath.Join(proc, "self/net/tcp"), ra, la); err != nil {
+			return "", err
+		}
 	}
 	holders, err := socketHolders(proc, ino)
 	if err != nil {

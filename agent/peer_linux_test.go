@@ -151,3 +151,33 @@ func copyFile(t *testing.T, src, dst string, mode os.FileMode) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// BenchmarkPeerProgram measures naming the program behind one connection
+// (what the agent adds to each accepted egress connection): go test
+// ./agent -run '^$' -bench BenchmarkPeerProgram.
+func BenchmarkPeerProgram(b *testing.B) {
+	testutil.RequireRoot(b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	cmd := exec.Command("/usr/bin/python3", "-c", "import socket,sys\ns=socket.create_connection(('127.0.0.1',int(sys.argv[1])))\ns.recv(1)", strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	conn, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := peerProgram("/proc", conn); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
