@@ -88,8 +88,8 @@ func socketInode(table string, local, remote *net.TCPAddr) (string, error) {
 }
 
 // socketHolders lists the processes (other than this one) with an open
-// descriptor for socket inode ino. A process whose descriptors cannot be
-// read is an error, never skipped: it could be holding the socket.
+// descriptor for socket inode ino. A process whose descriptor list cannot
+// be read is an error; one whose links cannot be read is passed over.
 func socketHolders(proc, ino string) ([]int, error) {
 	ents, err := os.ReadDir(proc)
 	if err != nil {
@@ -110,6 +110,9 @@ func socketHolders(proc, ino string) ([]int, error) {
 			return nil, fmt.Errorf("cannot inspect process %d: %w", pid, err)
 		}
 		for _, fd := range fds {
+			// A link that cannot be read (a non-dumpable process, or one
+			// in another user namespace) is not counted: see "What this
+			// proves" in docs/egress.md.
 			if l, _ := os.Readlink(filepath.Join(proc, e.Name(), "fd", fd.Name())); l == want {
 				out = append(out, pid)
 				break
