@@ -306,7 +306,11 @@ func (c *Client) serveGuestStream(st *yamux.Stream) {
 		c.log.Debug("refusing egress stream: no egress handler")
 		return
 	}
-	c.opts.Egress.ServeEgress(c.ctx, c.opts.SandboxID, st)
+	peer := sandbox.EgressPeer{Program: truncate(req.Program, 4096), Unverified: truncate(req.Unverified, 512)}
+	if peer.Program == "" && peer.Unverified == "" {
+		peer.Unverified = "the agent did not identify the program"
+	}
+	c.opts.Egress.ServeEgress(sandbox.WithEgressPeer(c.ctx, peer), c.opts.SandboxID, st)
 }
 
 func truncate(s string, n int) string {

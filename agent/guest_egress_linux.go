@@ -30,7 +30,10 @@ func (g *guest) tunnel(conn net.Conn) {
 		return
 	}
 	defer st.Close()
-	if err := writeHeader(st, &request{Op: opEgress, Remote: conn.RemoteAddr().String()}, MaxResponseHeader); err != nil {
+	// Identified before a byte is read: the holder now is who connected.
+	peer := identifyPeer(conn)
+	req := &request{Op: opEgress, Remote: conn.RemoteAddr().String(), Program: peer.Program, Unverified: truncate(peer.Unverified, 512)}
+	if err := writeHeader(st, req, MaxResponseHeader); err != nil {
 		return
 	}
 	done := make(chan struct{})

@@ -94,6 +94,10 @@ type request struct {
 	Recursive bool   `json:"recursive,omitempty"`
 
 	Remote string `json:"remote,omitempty"` // egress: peer address as seen by the guest
+	// egress: the peer's verified executable, or why there is none (the
+	// guest's claim; the host trusts it no more than the guest itself)
+	Program    string `json:"program,omitempty"`
+	Unverified string `json:"unverified,omitempty"`
 
 	Port int `json:"port,omitempty"` // dial: TCP port on the guest's 127.0.0.1
 }

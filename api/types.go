@@ -144,6 +144,22 @@ type NetworkRequest struct {
 	Mode  string   `json:"mode"`
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
+	// Requests, when present, replaces the sandbox's HTTP request rules
+	// (an empty list removes them); absent keeps them. The whole change is
+	// checked before any of it applies.
+	Requests *[]RequestRule `json:"requests,omitempty"`
+}
+
+// RequestRule is one HTTP request rule (policy network.requests; see
+// docs/egress.md, "Request rules").
+type RequestRule struct {
+	Host     string            `json:"host"`
+	Methods  []string          `json:"methods,omitempty"`
+	Path     string            `json:"path,omitempty"`
+	Query    map[string]string `json:"query,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	Action   string            `json:"action,omitempty"`
+	Programs []string          `json:"programs,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/sandboxes/{id}/exec.

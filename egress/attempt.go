@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // attempt is one connection attempt from the sandbox: one CONNECT, one
@@ -26,6 +27,7 @@ type attempt struct {
 	reason  string         // why denied, or "" when allowed
 	mitm    bool
 	start   time.Time
+	peer    sandbox.EgressPeer // the program that connected
 
 	sent, recv atomic.Int64
 	requests   atomic.Int64 // HTTP requests relayed (plain or intercepted)

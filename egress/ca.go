@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -47,8 +48,12 @@ func newAuthority(sandboxID string, hosts []policy.NetworkEntry) (*authority, er
 		return nil, fmt.Errorf("generate leaf key: %w", err)
 	}
 	var permitted []string
+	var permittedIPs []*net.IPNet
 	for _, h := range hosts {
 		switch {
+		case h.Host == "" && h.Prefix.IsValid() && h.Prefix.IsSingleIP():
+			a := h.Prefix.Addr()
+			permittedIPs = append(permittedIPs, &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(a.BitLen(), a.BitLen())})
 		case h.Host == "":
 		case h.Wildcard:
 			permitted = append(permitted, "."+h.Host)
@@ -72,10 +77,15 @@ func newAuthority(sandboxID string, hosts []policy.NetworkEntry) (*authority, er
 		MaxPathLenZero:              true,
 		PermittedDNSDomainsCritical: true,
 		PermittedDNSDomains:         permitted,
+		// No address at all, or exactly the addresses that have request
+		// rules.
 		ExcludedIPRanges: []*net.IPNet{
 			{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)},
 			{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)},
 		},
+	}
+	if len(permittedIPs) > 0 {
+		tmpl.ExcludedIPRanges, tmpl.PermittedIPRanges = nil, permittedIPs
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -104,11 +114,15 @@ func (a *authority) leaf(host string) (*tls.Certificate, error) {
 	tmpl := &x509.Certificate{
 		SerialNumber: randomSerial(),
 		Subject:      pkix.Name{CommonName: host},
-		DNSNames:     []string{host},
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     a.cert.NotAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		tmpl.IPAddresses = []net.IP{net.IP(ip.AsSlice())}
+	} else {
+		tmpl.DNSNames = []string{host}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &a.leafKey.PublicKey, a.key)
 	if err != nil {

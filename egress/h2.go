@@ -103,8 +103,11 @@ func (p *Proxy) relayH2(w http.ResponseWriter, r *http.Request, tr *http.Transpo
 			break
 		}
 	}
+	// Trailers the origin did not announce (gRPC's grpc-status usually)
+	// are known only now; TrailerPrefix sends those as well.
+	scrubHeaders(resp.Trailer, p.secrets)
 	for k, vs := range resp.Trailer {
-		w.Header()[k] = vs
+		w.Header()[http.TrailerPrefix+k] = vs
 	}
 }
 

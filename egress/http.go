@@ -65,7 +65,7 @@ func (p *Proxy) serveHTTP(ctx context.Context, c *client) {
 
 // serveConnect handles "CONNECT host:port".
 func (p *Proxy) serveConnect(ctx context.Context, c *client, req *http.Request, hosts []string) {
-	a := &attempt{proto: "connect", rawHost: quoteHost(req.RequestURI), start: time.Now()}
+	a := &attempt{proto: "connect", rawHost: quoteHost(req.RequestURI), start: time.Now(), peer: c.peer}
 	refuse := func(code int, why string) {
 		if a.reason == "" {
 			a.reason = why
@@ -131,7 +131,7 @@ func (u *upstream) close() {
 // servePlain forwards one absolute-URI request. It returns the upstream to
 // keep for the next request and whether the client connection goes on.
 func (p *Proxy) servePlain(ctx context.Context, c *client, req *http.Request, raw rawRequest, hosts []string, up *upstream) (*upstream, bool) {
-	a := &attempt{proto: "http", rawHost: quoteHost(req.URL.Host), start: time.Now()}
+	a := &attempt{proto: "http", rawHost: quoteHost(req.URL.Host), start: time.Now(), peer: c.peer}
 	refuse := func(code int, why string) (*upstream, bool) {
 		a.reason = why
 		p.deny(a)

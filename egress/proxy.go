@@ -259,6 +259,12 @@ func (p *Proxy) SetNetwork(n policy.Network) error {
 // caCovers reports whether the sandbox CA may name every host of e.
 func (p *Proxy) caCovers(e policy.NetworkEntry) bool {
 	for _, h := range p.caHosts {
+		if e.Host == "" {
+			if h.Host == "" && h.Prefix.IsValid() && h.Prefix.Contains(e.Prefix.Addr()) && e.Prefix.Bits() >= h.Prefix.Bits() && (h.Port == 0 || h.Port == e.Port) {
+				return true
+			}
+			continue
+		}
 		if h.Host == e.Host && h.Wildcard == e.Wildcard && (h.Port == 0 || h.Port == e.Port) {
 			return true
 		}
@@ -315,7 +321,7 @@ func (p *Proxy) ServeEgress(ctx context.Context, sandboxID string, conn io.ReadW
 		<-ctx.Done()
 		conn.Close()
 	}()
-	c := &client{rwc: conn, br: bufio.NewReaderSize(conn, maxHeaderBytes)}
+	c := &client{rwc: conn, br: bufio.NewReaderSize(conn, maxHeaderBytes), peer: sandbox.EgressPeerFrom(ctx)}
 	timer := time.AfterFunc(headerTimeout, func() { conn.Close() })
 	c.stopTimer = func() { timer.Stop() }
 	defer c.stopTimer()
@@ -341,6 +347,7 @@ type client struct {
 	rwc       io.ReadWriteCloser
 	br        *bufio.Reader
 	stopTimer func()
+	peer      sandbox.EgressPeer // the program behind it, as the agent verified it
 }
 
 var _ sandbox.EgressHandler = (*Proxy)(nil)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // rawRequest is what the proxy reads from a request's header block before
@@ -48,7 +49,7 @@ func readRaw(block []byte) rawRequest {
 // hasRules reports whether requests to h:port are checked by request
 // rules (the host's TLS is then intercepted).
 func (c *compiled) hasRules(h policy.Host, port uint16) bool {
-	if h.IsIP() || c.req == nil {
+	if c.req == nil {
 		return false
 	}
 	return len(policy.For(c.req.Rules, h, int(port))) > 0 || len(policy.For(c.req.Bounds, h, int(port))) > 0
@@ -98,8 +99,11 @@ func (p *Proxy) checkRequest(a *attempt, req *http.Request, raw rawRequest, orig
 		p.emitRequest(a, req, path, d)
 		return d
 	}
-	r := &policy.Request{Host: a.host, Port: int(a.port), Method: req.Method, Segments: segs, Query: q, Header: req.Header}
+	r := &policy.Request{Host: a.host, Port: int(a.port), Method: req.Method, Segments: segs, Query: q, Header: req.Header, Program: a.peer.Program}
 	d = decide(pol.req, r)
+	if d.why != "" && namesPrograms(pol.req, r) {
+		d.why += " for " + programLabel(a.peer)
+	}
 	if d.why != "" {
 		d.hint = fmt.Sprintf("--allow-request '%s %s%s'", req.Method, a.host.String(), path)
 	}
@@ -137,6 +141,26 @@ func decide(rs *policy.Requests, r *policy.Request) requestDecision {
 		}
 	}
 	return requestDecision{why: "no request rule for " + r.Host.String() + " matches"}
+}
+
+// namesPrograms reports whether a rule or bound for r's host names programs.
+func namesPrograms(rs *policy.Requests, r *policy.Request) bool {
+	for _, list := range [][]*policy.CompiledRule{rs.Rules, rs.Bounds} {
+		for _, c := range policy.For(list, r.Host, r.Port) {
+			if len(c.Rule.Programs) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// programLabel names the peer in a refusal.
+func programLabel(p sandbox.EgressPeer) string {
+	if p.Program != "" {
+		return "program " + p.Program
+	}
+	return "an unverified program (" + p.Unverified + ")"
 }
 
 // requestPath returns the path of the raw request-target (without query),
@@ -202,6 +226,11 @@ func (p *Proxy) emitRequest(a *attempt, req *http.Request, path string, d reques
 	f := map[string]any{
 		"action": "allow", "proto": a.proto, "host": a.host.String(), "port": int(a.port),
 		"method": req.Method, "path": path, "request": true,
+	}
+	if a.peer.Program != "" {
+		f["program"] = a.peer.Program
+	} else if a.peer.Unverified != "" {
+		f["program_unverified"] = a.peer.Unverified
 	}
 	msg := "egress request allowed " + req.Method + " " + a.host.String() + path
 	if d.why != "" {

@@ -196,7 +196,13 @@ func TestParseRequestRule(t *testing.T) {
 	if err != nil || r.Host != "example.com:8443" || r.Query["service"] != "git-*" {
 		t.Fatalf("%+v %v", r, err)
 	}
-	for _, bad := range []string{"GET", "get x.test/", "GET 10.0.0.1/x", "GET x.test/a*b", "GET x.test/../a", "GET x.test/a;b"} {
+	for _, good := range []string{"GET 10.0.0.1/x", "GET 10.0.0.1:8080/x", "GET [2001:db8::1]:8443/x", "GET [::ffff:10.0.0.1]/x", "GET 2001:db8::1/x"} {
+		if _, err := policy.ParseRequestRule(good); err != nil {
+			t.Errorf("%q: %v", good, err)
+		}
+	}
+	for _, bad := range []string{"GET", "get x.test/", "GET x.test/a*b", "GET x.test/../a", "GET x.test/a;b",
+		"GET 10.0.0.0/8/x", "GET 10.0.0.0/8", "GET 0177.0.0.1/x", "GET 2130706433/x", "GET 127.1/x", "GET [fe80::1%eth0]/x", "GET [2001:db8::1/x"} {
 		if _, err := policy.ParseRequestRule(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -135,7 +135,7 @@ func socksReply(w io.Writer, code byte) error {
 
 // serveSOCKS serves one SOCKS5 connection.
 func (p *Proxy) serveSOCKS(ctx context.Context, c *client) {
-	a := &attempt{proto: "socks5", start: time.Now()}
+	a := &attempt{proto: "socks5", start: time.Now(), peer: c.peer}
 	sr, err := readSOCKS(c.br, c.rwc)
 	if sr != nil {
 		a.rawHost = quoteHost(sr.raw)

@@ -222,7 +222,7 @@ func (p *Proxy) mitm(ctx context.Context, c *client, cconn net.Conn, a *attempt,
 	hctx, cancel := context.WithTimeout(ctx, headerTimeout)
 	defer cancel()
 	upTLS := tls.Client(raw, &tls.Config{
-		ServerName: a.host.Name,
+		ServerName: a.host.String(), // an address is checked against the certificate's IP SANs
 		RootCAs:    p.rootCAs,
 		NextProtos: protos(h2),
 		MinVersion: tls.VersionTLS12,
@@ -232,7 +232,7 @@ func (p *Proxy) mitm(ctx context.Context, c *client, cconn net.Conn, a *attempt,
 		p.log.Warn("egress: upstream TLS failed", "host", a.host.Name, "err", err)
 		return
 	}
-	leaf, err := p.ca.leaf(a.host.Name)
+	leaf, err := p.ca.leaf(a.host.String())
 	if err != nil {
 		a.reason = err.Error()
 		return

@@ -3,7 +3,10 @@ package policy
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
+	"path"
+	"strconv"
 	"slices"
 	"strings"
 )
@@ -13,8 +16,9 @@ import (
 // (deny). Rules for a host are tried in order; the first that matches
 // decides.
 type RequestRule struct {
-	// Host is a name or "*.name", with an optional ":port" (any port when
-	// absent). Addresses are not accepted: TLS is intercepted by name.
+	// Host is a name, "*.name" or one IP address (IPv6 in brackets when a
+	// port follows), with an optional ":port" (any port when absent).
+	// Ranges are not accepted.
 	Host string `yaml:"host" json:"host"`
 	// Methods are upper-case method names; empty or ["*"]: any method.
 	Methods []string `yaml:"methods,omitempty" json:"methods,omitempty"`
@@ -29,6 +33,11 @@ type RequestRule struct {
 	Headers map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
 	// Action is "allow" (default) or "deny".
 	Action string `yaml:"action,omitempty" json:"action,omitempty"`
+	// Programs, when set, limit the rule to requests made by these
+	// programs inside the sandbox: an absolute path is that executable, a
+	// bare name any verified executable of that name. A request whose
+	// program is not verified matches no rule that names programs.
+	Programs []string `yaml:"programs,omitempty" json:"programs,omitempty"`
 }
 
 // GitRules expand to request rules for git's smart HTTP protocol: Fetch
@@ -65,6 +74,7 @@ func cloneRules(rs []RequestRule) []RequestRule {
 	out := make([]RequestRule, 0, len(rs))
 	for _, r := range rs {
 		r.Methods = cloneStrings(r.Methods)
+		r.Programs = cloneStrings(r.Programs)
 		if r.Query != nil {
 			q := make(map[string]string, len(r.Query))
 			for k, v := range r.Query {
@@ -102,6 +112,11 @@ func ParseRequestRule(s string) (RequestRule, error) {
 	}
 	hostPart, rest, _ := strings.Cut(target, "/")
 	r.Host = hostPart
+	if seg, _, _ := strings.Cut(rest, "/"); isIPv4(hostPart) && isPrefixLen(seg) {
+		// "10.0.0.0/8/x" reads as a CIDR to a person and as host and
+		// path here: refuse rather than guess.
+		return r, invalidf("request rule %q: %s/%s looks like a CIDR; a request rule names one address", s, hostPart, seg)
+	}
 	path, query, hasQuery := strings.Cut("/"+rest, "?")
 	r.Path = path
 	if hasQuery {
@@ -121,6 +136,16 @@ func ParseRequestRule(s string) (RequestRule, error) {
 		return r, err
 	}
 	return r, nil
+}
+
+func isIPv4(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Is4()
+}
+
+func isPrefixLen(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n >= 0 && n <= 32
 }
 
 // String is the CLI form of r (deny rules prefixed with "deny ").
@@ -148,6 +173,9 @@ func (r RequestRule) String() string {
 	}
 	if len(r.Headers) > 0 {
 		s += " (with headers)"
+	}
+	if len(r.Programs) > 0 {
+		s += " (programs " + strings.Join(r.Programs, ",") + ")"
 	}
 	if r.Action == "deny" {
 		s = "deny " + s
@@ -235,8 +263,8 @@ func compileRule(r RequestRule) (*CompiledRule, error) {
 	if err != nil {
 		return nil, invalidf("request rule host: %v", message(err))
 	}
-	if e.Host == "" {
-		return nil, invalidf("request rule host %q: request rules go to names, not addresses", r.Host)
+	if e.Host == "" && e.Prefix.Bits() != e.Prefix.Addr().BitLen() {
+		return nil, invalidf("request rule host %q: a request rule names one host or one address, not a range", r.Host)
 	}
 	c.Entry = e
 	switch r.Action {
@@ -277,6 +305,11 @@ func compileRule(r RequestRule) (*CompiledRule, error) {
 			return nil, invalidf("request rule %s: bad header name %q", r.Host, k)
 		}
 	}
+	for _, p := range r.Programs {
+		if !validProgram(p) {
+			return nil, invalidf("request rule %s: program %q: want an absolute clean path (/usr/bin/git) or a bare name (git)", r.Host, p)
+		}
+	}
 	return c, nil
 }
 
@@ -291,6 +324,9 @@ type Request struct {
 	Segments []string
 	Query    url.Values
 	Header   http.Header
+	// Program is the verified executable that made the request ("" when
+	// not verified: no rule naming programs matches).
+	Program string
 }
 
 // For returns the rules (of list) whose host matches h:port.
@@ -327,7 +363,35 @@ func (c *CompiledRule) Match(req *Request) bool {
 			return false
 		}
 	}
-	return true
+	return c.MatchProgram(req.Program)
+}
+
+// MatchProgram reports whether program (a verified absolute path, or "")
+// is one c's Programs name; a rule without Programs matches any.
+func (c *CompiledRule) MatchProgram(program string) bool {
+	if len(c.Rule.Programs) == 0 {
+		return true
+	}
+	if program == "" {
+		return false
+	}
+	for _, p := range c.Rule.Programs {
+		if p == program || !strings.Contains(p, "/") && p == program[strings.LastIndexByte(program, '/')+1:] {
+			return true
+		}
+	}
+	return false
+}
+
+// validProgram: an absolute clean path or a bare file name.
+func validProgram(p string) bool {
+	if p == "" || p == "." || p == ".." || strings.ContainsAny(p, "\x00\n") {
+		return false
+	}
+	if strings.HasPrefix(p, "/") {
+		return path.Clean(p) == p && p != "/"
+	}
+	return !strings.Contains(p, "/")
 }
 
 // matchSegments matches path segments against a glob's segments.
@@ -390,6 +454,11 @@ func (b *CompiledRule) Covers(c *CompiledRule) bool {
 		if c.Rule.Headers[k] != v {
 			return false
 		}
+	}
+	// A bound naming programs covers only rules naming some of them.
+	if len(b.Rule.Programs) > 0 && (len(c.Rule.Programs) == 0 ||
+		slices.ContainsFunc(c.Rule.Programs, func(p string) bool { return !slices.Contains(b.Rule.Programs, p) })) {
+		return false
 	}
 	return true
 }

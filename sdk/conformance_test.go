@@ -92,7 +92,7 @@ type sdkSurface struct {
 // pairs maps each SDK type to the OpenAPI schema it mirrors.
 var pythonTypes = map[string]string{
 	"CreateSandboxRequest": "CreateSandboxRequest", "PatchSandboxRequest": "PatchSandboxRequest",
-	"NetworkRequest": "NetworkRequest", "ExecRequest": "ExecRequest", "CodeRequest": "CodeRequest",
+	"NetworkRequest": "NetworkRequest", "RequestRule": "RequestRule", "ExecRequest": "ExecRequest", "CodeRequest": "CodeRequest",
 	"SignalRequest": "SignalRequest", "RenameRequest": "RenameRequest", "MkdirRequest": "MkdirRequest",
 	"SandboxInfo": "Sandbox", "Stats": "Stats", "ExitStatus": "ExitStatus", "CommandResult": "ExecResult",
 	"ProcessInfo": "Process", "FileInfo": "FileInfo", "CodeResult": "CodeResult", "CodeError": "CodeError",
@@ -103,7 +103,7 @@ var pythonTypes = map[string]string{
 
 var typescriptTypes = map[string]string{
 	"CreateSandboxRequest": "CreateSandboxRequest", "PatchSandboxRequest": "PatchSandboxRequest",
-	"NetworkRequest": "NetworkRequest", "ExecRequest": "ExecRequest", "CodeRequest": "CodeRequest",
+	"NetworkRequest": "NetworkRequest", "RequestRule": "RequestRule", "ExecRequest": "ExecRequest", "CodeRequest": "CodeRequest",
 	"SignalRequest": "SignalRequest", "RenameRequest": "RenameRequest", "MkdirRequest": "MkdirRequest",
 	"SandboxInfo": "Sandbox", "Stats": "Stats", "ExitStatus": "ExitStatus", "ExecResult": "ExecResult",
 	"Process": "Process", "FileInfo": "FileInfo", "CodeResult": "CodeResult", "CodeError": "CodeError",

@@ -206,4 +206,13 @@ default:
 	if !strings.Contains(string(sb.Policy), `"bounds"`) || !strings.Contains(string(sb.Policy), "git-receive-pack") {
 		t.Errorf("sandbox policy lacks the ceiling's bounds: %s", sb.Policy)
 	}
+	// PUT .../network with request rules is held to the same ceiling.
+	wide := []api.RequestRule{{Host: "github.com", Methods: []string{"POST"}, Path: "/**"}}
+	if err := acme.SetNetwork(ctx, sb.ID, api.NetworkRequest{Mode: "allowlist", Requests: &wide}); !errors.Is(err, errdefs.ErrPermission) || !strings.Contains(err.Error(), "ceiling network.requests") {
+		t.Errorf("PUT widening request rules: got %v, want 403 naming ceiling network.requests", err)
+	}
+	narrow := []api.RequestRule{{Host: "github.com", Methods: []string{"GET"}, Path: "/acme/tool/**"}}
+	if err := acme.SetNetwork(ctx, sb.ID, api.NetworkRequest{Mode: "allowlist", Requests: &narrow}); err != nil {
+		t.Errorf("PUT narrower request rules: %v", err)
+	}
 }

@@ -613,11 +613,21 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, fmt.Errorf("set network of %q: created with network mode none, it has no egress path; create it with mode allowlist (and no allow entries) to change rules later: %w", l.sb.ID(), sandbox.ErrNotSupported))
 		return
 	}
+	if l.proxy == nil {
+		s.writeError(w, r, fmt.Errorf("set network of %q: the sandbox has no egress proxy: %w", l.sb.ID(), sandbox.ErrNotSupported))
+		return
+	}
 	n := policy.Network{Mode: req.Mode, Allow: req.Allow, Deny: req.Deny}
-	// The API changes hosts; request rules, the git preset and budgets stay.
-	if l.proxy != nil {
-		cur := l.proxy.Network()
-		n.Requests, n.Git, n.Budgets = cur.Requests, cur.Git, cur.Budgets
+	// Request rules change only when given; the git preset and budgets stay.
+	cur := l.proxy.Network()
+	n.Requests, n.Git, n.Budgets = cur.Requests, cur.Git, cur.Budgets
+	if req.Requests != nil {
+		rules, err := requestRulesOf(*req.Requests)
+		if err != nil {
+			s.writeError(w, r, fmt.Errorf("set network of %q: %w", l.sb.ID(), err))
+			return
+		}
+		n.Requests = rules
 	}
 	if err := s.checkNetworkRequest(c, n); err != nil {
 		s.writeError(w, r, fmt.Errorf("set network of %q: %w", l.sb.ID(), err))
@@ -628,8 +638,34 @@ func (s *Server) handleNetwork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypePolicy, Message: "network rules changed through the API",
-		Fields: map[string]any{"tenant": c.tenant, "mode": n.Mode, "allow": n.Allow, "deny": n.Deny}})
+		Fields: map[string]any{"tenant": c.tenant, "mode": n.Mode, "allow": n.Allow, "deny": n.Deny, "requests": ruleStrings(n.Requests)}})
 	writeJSON(w, http.StatusOK, req)
+}
+
+// requestRulesOf converts and checks the API's request rules one by one,
+// so a refusal names the rule (its index and CLI form).
+func requestRulesOf(in []api.RequestRule) ([]policy.RequestRule, error) {
+	if len(in) > 1024 {
+		return nil, errBadRequest("network: at most 1024 request rules")
+	}
+	out := make([]policy.RequestRule, 0, len(in))
+	for i, a := range in {
+		r := policy.RequestRule{Host: a.Host, Methods: a.Methods, Path: a.Path, Query: a.Query,
+			Headers: a.Headers, Action: a.Action, Programs: a.Programs}
+		if _, err := policy.CompileRequests(policy.Network{Requests: []policy.RequestRule{r}}); err != nil {
+			return nil, errBadRequest("network requests[%d] (%s): %v", i, r.String(), err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func ruleStrings(rs []policy.RequestRule) []string {
+	out := make([]string, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, r.String())
+	}
+	return out
 }
 
 // withVersion adds "version": 1 to an inline JSON policy object that has

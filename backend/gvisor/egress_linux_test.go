@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -121,6 +123,52 @@ func TestEgressRequestRules(t *testing.T) {
 		_, out := sh(t, sb, "curl -sS --max-time 20 -o /dev/null -w '%{http_code}' "+fmt.Sprintf(tc.args, port))
 		if out != tc.want {
 			t.Errorf("curl %s: %q, want %s", tc.args, out, tc.want)
+		}
+	}
+}
+
+// TestEgressProgramRules: inside gVisor the agent names the program behind
+// each proxy connection: a rule for curl lets curl through and refuses
+// python3, a copy of curl in the workspace and curl's name given by argv[0]
+// to another program.
+func TestEgressProgramRules(t *testing.T) {
+	b := testBackend(t)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "HELLO-FROM-HOST")
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	network := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{fmt.Sprintf("127.0.0.1/32:%d", port)},
+		Requests: []policy.RequestRule{{Host: "web.test", Methods: []string{"GET"}, Programs: []string{"curl"}}}}
+	ws := workspace(t)
+	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Network = network })
+	id := newID(t)
+	px, err := egress.New(egress.Config{SandboxID: id, Network: pol.Network, Audit: &auditLog{},
+		Resolver: egress.StaticResolver{"web.test": {netip.MustParseAddr("127.0.0.1")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := create(t, b, sandbox.Spec{ID: id, Policy: pol, Egress: px, Env: px.SandboxEnv()})
+	u := fmt.Sprintf("http://web.test:%d/x", port)
+	code := " -sS --max-time 20 -o /dev/null -w '%{http_code}' " + u
+	script := "import urllib.request as u\ntry: u.urlopen('" + u + "')\nexcept Exception as e: print(e.code, end='')\n"
+	if err := os.WriteFile(filepath.Join(ws, "get.py"), []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, script, want string }{
+		{"curl", "curl" + code, "200"},
+		{"python3", "python3 " + ws + "/get.py", "403"},
+		{"copy of curl", "cp $(command -v curl) " + ws + "/curl && " + ws + "/curl" + code, "403"},
+		{"argv0 curl", "python3 -c 'import os, sys; os.execv(sys.executable, [\"curl\", \"" + ws + "/get.py\"])'", "403"},
+	} {
+		_, out := sh(t, sb, tc.script)
+		if out != tc.want {
+			t.Errorf("%s: %q, want %s", tc.name, out, tc.want)
 		}
 	}
 }

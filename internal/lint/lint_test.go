@@ -138,6 +138,7 @@ var hostPathHomes = map[string]string{
 
 	// Programs that run inside a sandbox: their paths are the sandbox's.
 	"agent/serve_linux.go":               "the guest agent, inside the sandbox: /proc of its own namespace",
+	"agent/peer_linux.go":                "the guest agent, inside the sandbox: /proc of its own namespaces, naming the program behind an egress connection",
 	"internal/mountinfo/mountinfo.go":    "reads the /proc/PID/mountinfo file it is given, read-only; nothing else",
 	"backend/microvm/guest/":             "the microVM's init, inside the guest: its initramfs and the sandbox root it builds",
 	"backend/native/testdata/":           "an attack program run inside sandboxes",

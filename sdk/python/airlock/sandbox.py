@@ -470,13 +470,25 @@ class Sandbox:
         """Turns expiry off (or back on)."""
         return SandboxInfo.from_json(self._t.call("patch_sandbox", {"id": self.id}, body={"keep_alive": keep}))
 
-    def set_network(self, mode: str, allow: Optional[Iterable[str]] = None, deny: Optional[Iterable[str]] = None) -> None:
-        """Replaces the sandbox's egress rules (audited; only from outside)."""
+    def set_network(
+        self,
+        mode: str,
+        allow: Optional[Iterable[str]] = None,
+        deny: Optional[Iterable[str]] = None,
+        requests: Optional[Iterable[Dict[str, Any]]] = None,
+    ) -> None:
+        """Replaces the sandbox's egress rules (audited; only from outside).
+
+        requests, when given, replaces the HTTP request rules (an empty list
+        removes them); None keeps them. A bad rule is refused with its index.
+        """
         body: Dict[str, Any] = {"mode": mode}
         if allow:
             body["allow"] = list(allow)
         if deny:
             body["deny"] = list(deny)
+        if requests is not None:
+            body["requests"] = [dict(r) for r in requests]
         self._t.call("set_network", {"id": self.id}, body=body)
 
     def kill(self) -> None:

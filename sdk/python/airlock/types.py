@@ -42,10 +42,21 @@ class PatchSandboxRequest(TypedDict, total=False):
     keep_alive: bool
 
 
+class RequestRule(TypedDict, total=False):
+    host: str
+    methods: List[str]
+    path: str
+    query: Dict[str, str]
+    headers: Dict[str, str]
+    action: str
+    programs: List[str]
+
+
 class NetworkRequest(TypedDict, total=False):
     mode: str
     allow: List[str]
     deny: List[str]
+    requests: List[RequestRule]
 
 
 class ExecRequest(TypedDict, total=False):

@@ -42,10 +42,23 @@ export interface PatchSandboxRequest {
   keep_alive?: boolean;
 }
 
+export interface RequestRule {
+  host: string;
+  methods?: string[];
+  path?: string;
+  query?: Record<string, string>;
+  headers?: Record<string, string>;
+  action?: "allow" | "deny";
+  /** Programs inside the sandbox the rule is limited to (see docs/egress.md). */
+  programs?: string[];
+}
+
 export interface NetworkRequest {
   mode: "none" | "allowlist" | "open";
   allow?: string[];
   deny?: string[];
+  /** Replaces the HTTP request rules when present ([] removes them); absent keeps them. */
+  requests?: RequestRule[];
 }
 
 export interface ExecRequest {
