@@ -154,3 +154,22 @@ func onTerminal(t *testing.T, dir, input string, args ...string) (string, int) {
 	defer mu.Unlock()
 	return out.String(), code
 }
+
+// TestSessionImageRefused: a session with an image, by flag or by policy,
+// is refused before anything starts or is pulled, with exit 125 and a
+// message that names what to use instead.
+func TestSessionImageRefused(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	pol := filepath.Join(ws, "image.yaml")
+	os.WriteFile(pol, []byte("version: 1\nfilesystem:\n  image: 127.0.0.1:1/nothing:1\n"), 0o644)
+	for _, args := range [][]string{
+		{"run", "--session", "img", "--image", "127.0.0.1:1/nothing:1", "--", "true"},
+		{"run", "--session", "img", "--policy", pol, "--", "true"},
+	} {
+		_, errs, code := runIn(t, ws, "", args...)
+		if code != 125 || !strings.Contains(errs, "--session with an image") || !strings.Contains(errs, "airlock sandbox create --image") || strings.Contains(errs, "pull") {
+			t.Errorf("%v: %d %q", args, code, errs)
+		}
+	}
+}

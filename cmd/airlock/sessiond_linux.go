@@ -146,7 +146,7 @@ func startSessionSandbox(f *runFlags) (sandbox.Sandbox, *sessionRefusals, func()
 		return nil, nil, nil, err
 	}
 	if f.root != nil {
-		return nil, nil, nil, fmt.Errorf("--session with an image: not supported yet: %w", sandbox.ErrNotSupported)
+		return nil, nil, nil, fmt.Errorf("%s: %w", errSessionImage, sandbox.ErrInvalid)
 	}
 	log := newLogger()
 	sink, closeAudit, err := openAudit(pol.Audit.File)
