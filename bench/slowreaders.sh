@@ -7,5 +7,5 @@
 set -eu
 cd "$(dirname "$0")/.."
 make build >/dev/null
-AIRLOCK_BIN=$PWD/bin/airlock CI=1 go test ./test/escape -count=1 -v \
+AIRLOCK_BIN=$PWD/bin/airlock CI=1 go test ./test/escape/serve -count=1 -v \
 	-run 'TestServeAttacks/slow-readers$' 2>&1 | grep -E 'server RSS|^(--- )?(PASS|FAIL|ok)'

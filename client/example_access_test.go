@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/client"
@@ -21,7 +22,9 @@ func ExampleClient_URL() {
 	defer c.Delete(ctx, sb.ID)
 	c.WriteFile(ctx, sb.ID, "/tmp/site/index.html", strings.NewReader("hello from port 8000\n"), 0)
 	c.Start(ctx, sb.ID, client.ExecOptions{Args: []string{"python3", "-m", "http.server", "8000", "--bind", "127.0.0.1", "--directory", "/tmp/site"}})
-	for {
+	// The server in the sandbox takes a moment to listen: poll, within a
+	// deadline.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		// c.HTTPClient reaches the server (its unix socket too); a
 		// browser would use c.PortToken's URL instead.
 		resp, err := c.HTTPClient().Get(c.URL(sb.ID, 8000) + "index.html")
@@ -33,6 +36,9 @@ func ExampleClient_URL() {
 		if resp.StatusCode == 200 {
 			fmt.Print(string(b))
 			break
+		}
+		if time.Now().After(deadline) {
+			panic("the page did not answer within a minute: " + resp.Status)
 		}
 	}
 	// Output:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -506,7 +507,7 @@ func TestE2EFreeze(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Delete(ctx, sb.ID)
-	p, err := c.Start(ctx, sb.ID, client.ExecOptions{Args: []string{"sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /workspace/n.tmp; mv /workspace/n.tmp /workspace/n; sleep 0.02; done"}})
+	p, err := c.Start(ctx, sb.ID, client.ExecOptions{Args: []string{"sh", "-c", fmt.Sprintf(counterLoop, "/workspace")}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,7 +532,9 @@ func TestE2EFreeze(t *testing.T) {
 	_, err = c.Run(ctx, sb.ID, "true")
 	wantCode(t, "exec while frozen", err, 409, api.CodeConflict)
 	frozenAt := counter()
-	time.Sleep(500 * time.Millisecond) // generous: a running counter moves 25 times
+	// Not a pause: the same loop on the host is the witness; once it has
+	// counted 25 times, the frozen one would have moved were it running.
+	witness(t, counterLoop, 25)
 	if n := counter(); n != frozenAt {
 		t.Fatalf("frozen counter moved from %d to %d", frozenAt, n)
 	}
@@ -582,4 +585,25 @@ func TestE2EPauseKeepsVolumes(t *testing.T) {
 	if err := c.DeleteVolume(ctx, name); err != nil {
 		t.Errorf("delete the volume once its sandbox is gone: %v", err)
 	}
+}
+
+// counterLoop counts in DIR/n (fmt verb: DIR), 50 times a second.
+const counterLoop = "i=0; while :; do i=$((i+1)); echo $i > %[1]s/n.tmp; mv %[1]s/n.tmp %[1]s/n; sleep 0.02; done"
+
+// witness runs loop (counterLoop's form) on the host until it has counted
+// n times: the signal that the same loop, had it run, would have too.
+func witness(t *testing.T, loop string, n int) {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := exec.Command("sh", "-c", fmt.Sprintf(loop, dir))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	eventually(t, fmt.Sprintf("the witness loop on the host to count %d", n), func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "n"))
+		var i int
+		fmt.Sscan(string(b), &i)
+		return i >= n
+	})
 }

@@ -77,14 +77,29 @@ func (r *Rootfs) Apply(p *policy.Policy) error {
 }
 
 // User resolves spec ("" is root) against the image's /etc/passwd and
-// /etc/group.
+// /etc/group. Answers are kept for the lease: the layers never change, and
+// a warm pool's hand-out resolves its sandbox's policy again.
 func (r *Rootfs) User(spec string) (userspec.User, error) {
+	r.usersMu.Lock()
+	u, ok := r.users[spec]
+	r.usersMu.Unlock()
+	if ok {
+		return u, nil
+	}
 	pw, _ := r.ReadFile("/etc/passwd")
 	gr, _ := r.ReadFile("/etc/group")
 	u, err := userspec.Resolve(spec, bytes.NewReader(pw), bytes.NewReader(gr))
 	if err != nil {
 		return u, fmt.Errorf("image %s: %w", r.name(), err)
 	}
+	r.usersMu.Lock()
+	if r.users == nil {
+		r.users = map[string]userspec.User{}
+	}
+	if len(r.users) < 64 {
+		r.users[spec] = u
+	}
+	r.usersMu.Unlock()
 	return u, nil
 }
 

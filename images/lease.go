@@ -8,8 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/airlock-dev/airlock/errdefs"
+	"github.com/airlock-dev/airlock/internal/userspec"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -22,6 +24,9 @@ type Rootfs struct {
 	Layers []string // unpacked layer trees, lowest first
 	lease  *fileLock
 	path   string
+
+	usersMu sync.Mutex
+	users   map[string]userspec.User // User's answers
 }
 
 // Release lets the store collect the image again. Idempotent.

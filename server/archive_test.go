@@ -19,6 +19,7 @@ import (
 // A gzip upload is limited by its uncompressed size too: a small body
 // must not expand into more than the upload limit on the server's disk.
 func TestSpoolArchiveGzipLimit(t *testing.T) {
+	t.Parallel()
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
 	zw.Write(make([]byte, 1<<20))
@@ -40,6 +41,7 @@ func TestSpoolArchiveGzipLimit(t *testing.T) {
 // sandbox has a directory, which validation cannot know) removes the files
 // it created; files it replaced stay replaced, each write being whole.
 func TestArchiveFailedExtractionRemovesWhatItCreated(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()

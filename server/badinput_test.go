@@ -36,6 +36,7 @@ func rawDo(t *testing.T, ts *testServer, method, path, ctype string, body io.Rea
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	ctx := context.Background()
 	c := ts.local(t)

@@ -35,7 +35,7 @@ func BenchmarkCreatePooledFake(b *testing.B) {
 	p := func() *pool {
 		ts.srv.mu.Lock()
 		defer ts.srv.mu.Unlock()
-		return ts.srv.pools[poolKey{"fake", "default"}]
+		return ts.srv.pools[poolKey{backend: "fake", profile: "default"}]
 	}()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

@@ -14,6 +14,7 @@ import (
 // browser starts; a sandbox the server cannot dial into is 501. (The
 // browser itself runs in real sandboxes: backend/docker and the MCP test.)
 func TestBrowserBadInput(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()

@@ -17,6 +17,7 @@ import (
 // over an API key: each is refused with 403 naming the ceiling, and the
 // same request on the trusted socket (the operator) is not bounded.
 func TestCeilingRefusesWhatTheRedTeamAsked(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.tenant(t, "acme")
 	ctx := context.Background()
@@ -66,6 +67,7 @@ func TestCeilingRefusesWhatTheRedTeamAsked(t *testing.T) {
 }
 
 func TestCeilingsFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "ceilings.yaml")
 	os.WriteFile(file, []byte(`
@@ -135,6 +137,7 @@ tenants:
 // is not handed to it (a cold one within the ceiling is made instead),
 // while a tenant whose ceiling it fits gets it.
 func TestCeilingAppliesToPools(t *testing.T) {
+	t.Parallel()
 	ceil := &Ceilings{Default: DefaultCeiling(), Tenants: map[string]Ceiling{}}
 	small := DefaultCeiling()
 	small.Limits.Max.Memory = 256 << 20
@@ -167,6 +170,7 @@ func TestCeilingAppliesToPools(t *testing.T) {
 // rules but not widen them, and its sandboxes carry the ceiling's rules as
 // bounds the egress proxy enforces whatever the tenant's own rules say.
 func TestCeilingRequestRules(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "ceilings.yaml")
 	os.WriteFile(file, []byte(`

@@ -19,6 +19,7 @@ import (
 // interpreter starts; a missing interpreter is a 404 naming it. (Cells
 // themselves run in real sandboxes in client/code_test.go.)
 func TestCodeBadInput(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()

@@ -14,6 +14,7 @@ import (
 // a missing sandbox and a missing command are both 404, but only one of
 // them is a command not found.
 func TestErrorCodesDistinguishKinds(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -40,6 +41,7 @@ func TestErrorCodesDistinguishKinds(t *testing.T) {
 // Every code of the table round-trips: the server's code for a kind is
 // the one the client maps back to that kind.
 func TestCodeTableRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, kind := range []error{errdefs.ErrNotFound, errdefs.ErrInvalid, errdefs.ErrUnavailable, errdefs.ErrLimit,
 		errdefs.ErrExists, errdefs.ErrPermission, errdefs.ErrNotSupported, errdefs.ErrClosed, errdefs.ErrTimeout,
 		errdefs.ErrCommandNotFound, errdefs.ErrCannotExecute, context.Canceled} {

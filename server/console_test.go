@@ -50,6 +50,7 @@ func consoleLoginCookie(t *testing.T, ts *testServer, body string) string {
 // header, from another origin, after logout or the key's revocation it
 // is refused; a login link works once and only from the local socket.
 func TestConsoleSession(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	key := KeyPrefix + "t1-" + newID("")
 	id, err := ts.store.AddKey(context.Background(), "t1", "test", key)
@@ -119,6 +120,7 @@ func TestConsoleSession(t *testing.T) {
 
 // TestConsolePageHeaders: the console's pages carry the strict CSP.
 func TestConsolePageHeaders(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	for _, p := range []string{"/ui/", "/ui/app.js", "/ui/sandbox/x"} {
 		resp, code := consoleDo(t, "GET", ts.tcp+p, "", "", nil)

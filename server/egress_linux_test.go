@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,9 +36,21 @@ func TestNetworkChangeReachesRunningSandbox(t *testing.T) {
 	public := netip.MustParseAddr("93.184.216.34")
 
 	dir := t.TempDir()
+	// A cgroup parent of this process only: the server's start sweeps its
+	// parent (Cleanup), which killed the sandboxes of this same test run
+	// at once by another process (CI's run beside a developer's).
+	parent := fmt.Sprintf("airlock-servertest-%d", os.Getpid())
+	t.Cleanup(func() {
+		// backend.Open names the native backend's parent PARENT-native.
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/" + parent + "-*")
+		top, _ := filepath.Glob("/sys/fs/cgroup/" + parent + "-*")
+		for _, d := range append(dirs, top...) {
+			os.Remove(d) // empty once the server destroyed its sandboxes
+		}
+	})
 	b, err := backend.Open("native", backend.Options{
 		AgentBinary: testutil.AirlockBinary(t), StateDir: filepath.Join(dir, "backends"),
-		CgroupParent: "airlock-servertest", // only this test uses it
+		CgroupParent: parent,
 	})
 	if err != nil {
 		t.Fatal(err)

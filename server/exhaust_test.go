@@ -26,6 +26,7 @@ import (
 )
 
 func TestKeyForLocalTenantRefused(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	if _, err := ts.store.AddKey(context.Background(), LocalTenant, "x", KeyPrefix+"abc"); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("key for tenant local: %v, want ErrInvalid", err)
@@ -36,6 +37,7 @@ func TestKeyForLocalTenantRefused(t *testing.T) {
 // after the key is revoked (by another process: the store is the only
 // channel).
 func TestRevokedKeyEndsStream(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	key := KeyPrefix + "revoke-" + newID("")
 	id, err := ts.store.AddKey(context.Background(), "acme", "t", key)
@@ -48,13 +50,19 @@ func TestRevokedKeyEndsStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- c.FollowEvents(ctx, sb.ID, 0, func(api.Event) error { return nil }) }()
-	time.Sleep(200 * time.Millisecond)
+	// The stream is live once its first event (the create's) arrived:
+	// that is the signal to revoke, not a pause.
+	done, live := make(chan error, 1), make(chan struct{})
+	var once sync.Once
+	go func() {
+		done <- c.FollowEvents(ctx, sb.ID, 0, func(api.Event) error { once.Do(func() { close(live) }); return nil })
+	}()
 	select {
+	case <-live:
 	case err := <-done:
 		t.Fatalf("stream ended before the revocation: %v", err)
-	default:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stream delivered no event")
 	}
 	if err := ts.store.RevokeKey(ctx, id); err != nil {
 		t.Fatal(err)
@@ -111,6 +119,7 @@ func TestConnectionLimits(t *testing.T) {
 // TestSlowBodyIsCut: a client that stops sending its body loses the
 // connection after the I/O timeout, whoever it is.
 func TestSlowBodyIsCut(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.IOTimeout = 300 * time.Millisecond })
 	key := KeyPrefix + "slow-" + newID("")
 	if _, err := ts.store.AddKey(context.Background(), "acme", "t", key); err != nil {
@@ -134,6 +143,7 @@ func TestSlowBodyIsCut(t *testing.T) {
 }
 
 func TestStorageLowRefusesNewWork(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -169,6 +179,7 @@ func TestStorageLowRefusesNewWork(t *testing.T) {
 // about rate events a second plus one aggregate per second; every one of
 // them is counted in what is stored.
 func TestEventsAggregatedBeyondRate(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.EventRate = 50 })
 	clk := &stepClock{now: time.Unix(1_700_000_000, 0)}
 	ts.srv.events.clock = clk
@@ -203,6 +214,7 @@ func TestEventsAggregatedBeyondRate(t *testing.T) {
 // and PAX formats, as GNU tar writes them) is refused before anything is
 // written; the limit counts what extraction would write.
 func TestSparseArchiveCountedBySize(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.MaxExtract = 64 << 20 })
 	c := ts.local(t)
 	ctx := context.Background()
@@ -243,6 +255,7 @@ func TestSparseArchiveCountedBySize(t *testing.T) {
 // TestDownloadOverLimitIsAnError: a tree with more entries than an
 // archive may hold answers an error, never a 200 with a cut tar.
 func TestDownloadOverLimitIsAnError(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -267,6 +280,7 @@ func TestDownloadOverLimitIsAnError(t *testing.T) {
 // TestBackgroundProcessCapUnderLoad: 300 background execs at once never
 // get more than the per-sandbox cap running.
 func TestBackgroundProcessCapUnderLoad(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -294,6 +308,7 @@ func TestBackgroundProcessCapUnderLoad(t *testing.T) {
 // TestWasmMemoryBoundedInTotal: wasm sandboxes' memory is the server's
 // own, so their limits together are bounded, across tenants.
 func TestWasmMemoryBoundedInTotal(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) {
 		c.Backends["wasm"] = sandboxfake.New("wasm")
 		c.WasmMemory = 1 << 30

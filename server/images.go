@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/images"
@@ -109,6 +110,7 @@ func (s *Server) handleImagePull(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("image pulled", "ref", req.Ref, "id", im.ID)
+	s.sweepPools(time.Now()) // a name may stand for another image now
 	writeJSON(w, http.StatusCreated, apiImage(im))
 }
 
@@ -130,6 +132,7 @@ func (s *Server) handleImageImport(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.sweepPools(time.Now()) // a name may stand for another image now
 	writeJSON(w, http.StatusCreated, apiImages(ims))
 }
 
@@ -163,6 +166,7 @@ func (s *Server) handleImageDelete(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.sweepPools(time.Now()) // pooled sandboxes of it go (and their leases)
 	writeJSON(w, http.StatusOK, apiImage(im))
 }
 

@@ -42,6 +42,7 @@ func busyboxTarball(t *testing.T, tag string) []byte {
 }
 
 func TestImagesAPI(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, withImages(t))
 	ctx := context.Background()
 	local := ts.local(t)
@@ -100,6 +101,7 @@ func TestImagesAPI(t *testing.T) {
 }
 
 func TestCreateFromImage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, withImages(t))
 	ctx := context.Background()
 	local := ts.local(t)
@@ -158,6 +160,7 @@ func TestCreateFromImage(t *testing.T) {
 // /workspace, the policy shows sandbox paths (image sandboxes and the
 // others alike).
 func TestNoHostPathsForTenants(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, withImages(t))
 	ctx := context.Background()
 	if _, err := ts.local(t).ImportImage(ctx, bytes.NewReader(busyboxTarball(t, "bb:1")), ""); err != nil {

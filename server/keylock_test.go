@@ -6,6 +6,7 @@ import "testing"
 // lock of another key (another tenant's rollback) is had at once; the
 // held key's second locker waits until it is released.
 func TestKeyLocksAreIndependent(t *testing.T) {
+	t.Parallel()
 	var k keyLocks
 	unlockA := k.lock("sb-a")
 	got := make(chan struct{})

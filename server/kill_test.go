@@ -13,6 +13,7 @@ import (
 // a signal to the top process alone (which left `sleep 100` of
 // `sh -c "sleep 100; echo"` running).
 func TestEndingAProcessKillsItsGroup(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()

@@ -273,13 +273,17 @@ func (s *Server) reapLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.ReapInterval)
 	defer t.Stop()
-	var lastPrune, lastPaused time.Time
+	var lastPrune, lastPaused, lastPools time.Time
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case now := <-t.C:
 			s.reap(now)
+			if now.Sub(lastPools) >= 5*time.Second {
+				lastPools = now
+				s.sweepPools(now)
+			}
 			if now.Sub(lastPaused) >= min(time.Minute, s.cfg.PausedRetention/4) {
 				lastPaused = now
 				s.expirePaused(now)

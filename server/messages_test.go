@@ -16,6 +16,7 @@ import (
 
 // Answers that name the real problem, with the kind that fits it.
 func TestMessagesSayWhatIsWrong(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()

@@ -27,6 +27,7 @@ type openapiOp struct {
 // status is one the document lists for it (so every documented route
 // exists and answers as documented).
 func TestOpenAPIMatchesServer(t *testing.T) {
+	t.Parallel()
 	var doc openapiDoc
 	if err := yaml.Unmarshal(api.OpenAPI, &doc); err != nil {
 		t.Fatal(err)
@@ -169,6 +170,7 @@ func truncate(b []byte) string {
 // TestServerRoutesAreDocumented: the other direction, every endpoint the
 // server routes is in the document.
 func TestServerRoutesAreDocumented(t *testing.T) {
+	t.Parallel()
 	var doc openapiDoc
 	if err := yaml.Unmarshal(api.OpenAPI, &doc); err != nil {
 		t.Fatal(err)
@@ -188,6 +190,7 @@ func TestServerRoutesAreDocumented(t *testing.T) {
 
 // The document's error codes are api's code table, all of them.
 func TestOpenAPIErrorCodes(t *testing.T) {
+	t.Parallel()
 	var doc struct {
 		Components struct {
 			Schemas struct {

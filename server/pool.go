@@ -9,16 +9,22 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-type poolKey struct{ backend, profile string }
+// poolKey is what makes two creates interchangeable: backend, profile,
+// and for image pools the image's name and the shape of the inline
+// policy (its JSON with the network's mode and hosts left out: those are
+// set at hand-out, see imagepool.go).
+type poolKey struct{ backend, profile, image, shape string }
 
-// pool keeps ready sandboxes of one (backend, profile). A pooled sandbox is
-// fresh: it has never been handed out, and once taken it is never returned
-// (destroyed after use like any other), so no state crosses tenants.
+// pool keeps ready sandboxes of one key. A pooled sandbox is fresh: it has
+// never been handed out, and once taken it is never returned (destroyed
+// after use like any other), so no state crosses tenants.
 type pool struct {
 	s       *Server
 	key     poolKey
 	size    int
 	backend sandbox.Backend
+	img     imagePool // image pools only
+	stop    chan struct{}
 
 	mu       sync.Mutex
 	ready    []pooled
@@ -32,10 +38,14 @@ type pool struct {
 type pooled struct {
 	l       *live
 	polJSON []byte
-	out     chan struct{} // closed when taken or drained
+	pol     *policy.Policy // its resolved policy
+	out     chan struct{}  // closed when taken or drained
 }
 
 func (s *Server) startPool(pc PoolConfig) error {
+	if pc.Backend == "" {
+		pc.Backend = s.cfg.DefaultBackend
+	}
 	b, ok := s.cfg.Backends[pc.Backend]
 	if !ok {
 		return fmt.Errorf("warm pool %s/%s: unknown backend: %w", pc.Backend, pc.Profile, sandbox.ErrInvalid)
@@ -46,7 +56,12 @@ func (s *Server) startPool(pc PoolConfig) error {
 	if pc.Size <= 0 {
 		return nil
 	}
-	p := &pool{s: s, key: poolKey{pc.Backend, pc.Profile}, size: pc.Size, backend: b, kick: make(chan struct{}, 1)}
+	p := newPool(s, poolKey{backend: pc.Backend, profile: pc.Profile}, pc.Size, b)
+	if pc.Image != "" {
+		if err := s.templatePool(p, pc.Image); err != nil {
+			return err
+		}
+	}
 	s.mu.Lock()
 	if s.pools[p.key] != nil {
 		s.mu.Unlock()
@@ -54,10 +69,19 @@ func (s *Server) startPool(pc PoolConfig) error {
 	}
 	s.pools[p.key] = p
 	s.mu.Unlock()
-	s.wg.Add(1)
+	p.start()
+	return nil
+}
+
+func newPool(s *Server, key poolKey, size int, b sandbox.Backend) *pool {
+	return &pool{s: s, key: key, size: size, backend: b, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+}
+
+// start runs the pool's filler; the caller registered it in s.pools.
+func (p *pool) start() {
+	p.s.wg.Add(1)
 	go p.fill()
 	p.kick <- struct{}{}
-	return nil
 }
 
 // memory reports the memory limit of this pool's sandboxes once known.
@@ -76,11 +100,15 @@ func (p *pool) fits(check func(*policy.Policy) error) bool {
 	return pol != nil && check(pol) == nil
 }
 
-// take removes and returns one ready sandbox, or nil. Under p.mu, so no
-// sandbox is ever handed out twice.
-func (p *pool) take() (*live, []byte) {
+// take removes and returns one ready sandbox, or false. Under p.mu, so no
+// sandbox is ever handed out twice. imageID, for an image pool, is the
+// image its name stands for now: a sandbox of another (a replaced image)
+// is destroyed, never handed out.
+func (p *pool) take(imageID string) (pooled, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	defer p.wake()
+	p.img.used = time.Now()
 	for len(p.ready) > 0 {
 		it := p.ready[0]
 		p.ready = p.ready[1:]
@@ -91,17 +119,21 @@ func (p *pool) take() (*live, []byte) {
 			continue
 		default:
 		}
-		select {
-		case p.kick <- struct{}{}:
-		default:
+		if p.img.name != "" && (it.l.image == nil || it.l.image.Image.ID != imageID) {
+			go p.s.destroy(it.l, "pooled sandbox of a replaced image")
+			continue
 		}
-		return it.l, it.polJSON
+		return it, true
 	}
+	return pooled{}, false
+}
+
+// wake asks the filler to top the pool up.
+func (p *pool) wake() {
 	select {
 	case p.kick <- struct{}{}:
 	default:
 	}
-	return nil, nil
 }
 
 // drain removes every ready sandbox (at shutdown); the caller destroys them.
@@ -125,6 +157,8 @@ func (p *pool) fill() {
 		select {
 		case <-p.s.ctx.Done():
 			return
+		case <-p.stop:
+			return
 		case <-p.kick:
 		}
 		for {
@@ -139,6 +173,8 @@ func (p *pool) fill() {
 				select {
 				case <-p.s.ctx.Done():
 					return
+				case <-p.stop:
+					return
 				case <-time.After(backoff):
 				}
 				backoff = min(backoff*2, 30*time.Second)
@@ -151,6 +187,13 @@ func (p *pool) fill() {
 
 func (p *pool) addOne() error {
 	id := newID("sb-")
+	if p.img.name != "" {
+		l, polJSON, pol, err := p.makeImage(id)
+		if err != nil {
+			return err
+		}
+		return p.add(l, polJSON, pol)
+	}
 	var raw *policy.Policy
 	if d := &p.s.cfg.Ceilings.Default; d.hasDefaults() {
 		raw = d.withDefaults(nil)
@@ -165,6 +208,11 @@ func (p *pool) addOne() error {
 	if err != nil {
 		return err
 	}
+	return p.add(l, polJSON, pol)
+}
+
+// add puts a new sandbox in the pool (destroys it if the pool closed).
+func (p *pool) add(l *live, polJSON []byte, pol *policy.Policy) error {
 	l.pooled = true
 	p.mu.Lock()
 	if p.closed {
@@ -173,7 +221,7 @@ func (p *pool) addOne() error {
 		return nil
 	}
 	p.mem, p.memKnown, p.pol = l.memory, true, pol
-	it := pooled{l, polJSON, make(chan struct{})}
+	it := pooled{l, polJSON, pol, make(chan struct{})}
 	p.ready = append(p.ready, it)
 	p.mu.Unlock()
 	p.s.wg.Add(1)
@@ -206,10 +254,7 @@ func (p *pool) watch(it pooled) {
 		return // taken or drained meanwhile: its new owner handles it
 	}
 	p.s.destroy(it.l, "pooled sandbox ended")
-	select {
-	case p.kick <- struct{}{}:
-	default:
-	}
+	p.wake()
 }
 
 // readyCount is for metrics.

@@ -19,6 +19,7 @@ import (
 )
 
 func TestWarmPool(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) {
 		c.Pools = []PoolConfig{{Backend: "fake", Profile: "default", Size: 3}}
 	})
@@ -78,7 +79,7 @@ func TestWarmPool(t *testing.T) {
 	wg.Wait()
 	// Replenished in the background.
 	eventually(t, "pool replenished", func() bool {
-		return ts.srv.pools[poolKey{"fake", "default"}].readyCount() == 3
+		return ts.srv.pools[poolKey{backend: "fake", profile: "default"}].readyCount() == 3
 	})
 	// An inline policy never comes from the pool.
 	sc, err := b.Create(ctx, api.CreateSandboxRequest{Policy: []byte(`{"limits":{"pids":64}}`)})
@@ -91,6 +92,7 @@ func TestWarmPool(t *testing.T) {
 }
 
 func TestReconcileAfterCrash(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	st, err := OpenStore(ctx, dir)
@@ -118,6 +120,7 @@ func TestReconcileAfterCrash(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -159,6 +162,7 @@ func TestMetrics(t *testing.T) {
 }
 
 func TestShutdownDestroysEverything(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	st, err := OpenStore(ctx, dir)
@@ -195,6 +199,7 @@ func TestShutdownDestroysEverything(t *testing.T) {
 }
 
 func TestPoolReplacesDeadSandbox(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.Pools = []PoolConfig{{Backend: "fake", Size: 2}} })
 	eventually(t, "pool filled", func() bool { return len(ts.fake.Live()) == 2 })
 	dead := ts.fake.Live()[0]
@@ -210,6 +215,7 @@ func TestPoolReplacesDeadSandbox(t *testing.T) {
 }
 
 func TestRetentionPrunesStoppedSandboxes(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.Retention = time.Hour })
 	c := ts.local(t)
 	ctx := context.Background()

@@ -11,6 +11,7 @@ import (
 )
 
 func TestPortToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ps, err := loadPortSigner(dir)
 	if err != nil {
@@ -57,6 +58,7 @@ func TestPortToken(t *testing.T) {
 }
 
 func TestPreviewTarget(t *testing.T) {
+	t.Parallel()
 	s := &Server{cfg: Config{PreviewDomain: "Preview.Example"}}
 	for host, want := range map[string]string{
 		"8000-sb-12ab.preview.example":      "sb-12ab:8000",

@@ -19,6 +19,7 @@ import (
 // A PTY session ends when its input does (CloseWrite: the process reads
 // end of file) and when its context does (the process group is killed).
 func TestPTYEndOfInputAndCancel(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -65,6 +66,7 @@ func TestPTYEndOfInputAndCancel(t *testing.T) {
 // request exec refuses) gets an "error" message with the error's code,
 // then a policy-violation close.
 func TestPTYBadStartMessage(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()

@@ -369,22 +369,11 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 	if profile == "" {
 		profile = "default"
 	}
-	if plan.raw == nil && plan.image == "" && plan.dockerImage == "" && len(plan.req.Volumes) == 0 {
-		s.mu.Lock()
-		pl := s.pools[poolKey{plan.backend.Name(), profile}]
-		s.mu.Unlock()
-		if pl != nil && pl.fits(func(pol *policy.Policy) error { return s.fit(plan.ceil, c.tenant, pol, pol.Clone()) }) {
-			if mem, ok := pl.memory(); ok {
-				release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), mem, "")
-				if err != nil {
-					return nil, nil, nil, err
-				}
-				if l, polJSON := pl.take(); l != nil {
-					return l, polJSON, release, nil
-				}
-				release()
-			}
-		}
+	if l, polJSON, release, err := s.fromProfilePool(ctx, c, plan, profile); l != nil || err != nil {
+		return l, polJSON, release, err
+	}
+	if l, polJSON, release, err := s.fromImagePool(ctx, c, plan, profile); l != nil || err != nil {
+		return l, polJSON, release, err
 	}
 	id := newID("sb-")
 	var root *images.Rootfs
@@ -425,7 +414,35 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 		return nil, nil, nil, err
 	}
 	l.volumes = unmount
+	s.noteDemand(c, plan, profile)
 	return l, polJSON, release, nil
+}
+
+// fromProfilePool hands out a sandbox of a profile pool (--pool) to a
+// create naming no image, policy or volume; nil when none fits.
+func (s *Server) fromProfilePool(ctx context.Context, c caller, plan *createPlan, profile string) (*live, []byte, func(), error) {
+	if plan.raw != nil || plan.image != "" || plan.dockerImage != "" || len(plan.req.Volumes) > 0 {
+		return nil, nil, nil, nil
+	}
+	s.mu.Lock()
+	pl := s.pools[poolKey{backend: plan.backend.Name(), profile: profile}]
+	s.mu.Unlock()
+	if pl == nil || !pl.fits(func(pol *policy.Policy) error { return s.fit(plan.ceil, c.tenant, pol, pol.Clone()) }) {
+		return nil, nil, nil, nil
+	}
+	mem, ok := pl.memory()
+	if !ok {
+		return nil, nil, nil, nil
+	}
+	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), mem, "")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if it, ok := pl.take(""); ok {
+		return it.l, it.polJSON, release, nil
+	}
+	release()
+	return nil, nil, nil, nil
 }
 
 // view renders l (or a stored record) for the API.

@@ -30,10 +30,12 @@ type Policies interface {
 	Resolve(raw *policy.Policy, profile, workspace, rootfs string) (*policy.Policy, error)
 }
 
-// PoolConfig asks for Size ready sandboxes of (Backend, Profile).
+// PoolConfig asks for Size ready sandboxes of (Backend, Profile), of
+// Image (a store image's name: a template) when set.
 type PoolConfig struct {
 	Backend string
 	Profile string
+	Image   string
 	Size    int
 }
 
@@ -75,6 +77,16 @@ type Config struct {
 	PausedRetention time.Duration
 	DefaultQuota    Quota // per tenant when the store has none; zero fields: unlimited
 	Pools           []PoolConfig
+	// PoolDemand is the size of the image pool a create of an image (a
+	// template) starts for its kind of create when none exists (0: none).
+	// PoolMax bounds the sandboxes of all such pools, PoolTenantMax those
+	// one tenant's creates started; PoolIdle retires a pool not taken from
+	// for that long (10 min). See imagepool.go.
+	PoolDemand, PoolMax, PoolTenantMax int
+	PoolIdle                           time.Duration
+	// applyNetwork sets a pooled sandbox's network at hand-out (setNetwork;
+	// a test makes it fail to see the sandbox destroyed, not handed out).
+	applyNetwork func(*live, policy.Network) error
 	// ProcessBuffer bounds the output kept per background process (1 MiB).
 	ProcessBuffer int
 	// MaxUpload bounds a file or archive upload (1 GiB).
@@ -255,6 +267,16 @@ func (cfg *Config) setDefaults() {
 	def(&cfg.UploadTimeout, 10*time.Minute)
 	def(&cfg.CreateTimeout, 60*time.Second)
 	def(&cfg.IOTimeout, defaultIOTimeout)
+	def(&cfg.PoolIdle, 10*time.Minute)
+	if cfg.applyNetwork == nil {
+		cfg.applyNetwork = setNetwork
+	}
+	if cfg.PoolMax <= 0 {
+		cfg.PoolMax = 8
+	}
+	if cfg.PoolTenantMax <= 0 {
+		cfg.PoolTenantMax = 4
+	}
 	def(&cfg.HeadTimeout, DefaultHeadTimeout)
 	if cfg.RunDir == "" {
 		cfg.RunDir = cfg.DataDir

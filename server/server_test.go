@@ -17,6 +17,7 @@ import (
 )
 
 func TestLifecycleWithFake(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -216,6 +217,7 @@ func TestLifecycleWithFake(t *testing.T) {
 }
 
 func TestTenantIsolation(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	a, b := ts.tenant(t, "alice"), ts.tenant(t, "bob")
 	ctx := context.Background()
@@ -279,6 +281,7 @@ func TestTenantIsolation(t *testing.T) {
 }
 
 func TestRevokedKey(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	ctx := context.Background()
 	key := KeyPrefix + "revoke-me-0123456789"
@@ -299,6 +302,7 @@ func TestRevokedKey(t *testing.T) {
 }
 
 func TestQuota(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.DefaultQuota = Quota{MaxSandboxes: 2} })
 	ctx := context.Background()
 	a := ts.tenant(t, "alice")
@@ -343,6 +347,7 @@ func TestQuota(t *testing.T) {
 }
 
 func TestExpiryAndKeepAlive(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -380,6 +385,7 @@ func TestExpiryAndKeepAlive(t *testing.T) {
 }
 
 func TestIdleReaping(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.IdleTimeout = 200e6 })
 	c := ts.local(t)
 	ctx := context.Background()
@@ -402,6 +408,7 @@ func TestIdleReaping(t *testing.T) {
 }
 
 func TestSandboxDiedIsMarkedStopped(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -417,6 +424,7 @@ func TestSandboxDiedIsMarkedStopped(t *testing.T) {
 }
 
 func TestArchiveRefusesLinksAndTraversal(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -458,6 +466,7 @@ func TestArchiveRefusesLinksAndTraversal(t *testing.T) {
 }
 
 func TestNetworkChangeIsAudited(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -502,6 +511,7 @@ func TestNetworkChangeIsAudited(t *testing.T) {
 }
 
 func TestEventsFollowUntilDestroyed(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -562,6 +572,7 @@ func TestEventsFollowUntilDestroyed(t *testing.T) {
 }
 
 func TestOutputBufferDropsOldest(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.ProcessBuffer = 1000; c.MaxUpload = 4096 })
 	c := ts.local(t)
 	ctx := context.Background()
@@ -603,6 +614,7 @@ func TestOutputBufferDropsOldest(t *testing.T) {
 }
 
 func TestFinishedProcessesAreBounded(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()
@@ -628,6 +640,7 @@ func TestFinishedProcessesAreBounded(t *testing.T) {
 }
 
 func TestExecSSE(t *testing.T) {
+	t.Parallel()
 	ts := newTestServer(t, nil)
 	c := ts.local(t)
 	ctx := context.Background()

@@ -12,6 +12,7 @@ import (
 // others are being inserted: a SELECT then an UPDATE outside one
 // transaction stopped rows it never reported.
 func TestMarkAllStoppedIsAtomic(t *testing.T) {
+	t.Parallel()
 	st, err := OpenStore(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +68,7 @@ func TestMarkAllStoppedIsAtomic(t *testing.T) {
 // A row whose JSON columns do not decode is an error, not a sandbox with
 // its labels silently dropped.
 func TestStoreDecodeErrors(t *testing.T) {
+	t.Parallel()
 	st, err := OpenStore(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestCheckVolumeMounts(t *testing.T) {
+	t.Parallel()
 	pol := &policy.Policy{Filesystem: policy.Filesystem{Workspace: "/srv/ws/sb-1", WorkspaceMount: "/workspace"}}
 	ceil := &Ceiling{VolumePaths: []string{"/data"}}
 	m := func(name, p string) []api.VolumeMount { return []api.VolumeMount{{Name: name, Path: p}} }

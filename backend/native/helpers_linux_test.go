@@ -26,7 +26,18 @@ func testBackend(t testing.TB) *Backend {
 	t.Helper()
 	testutil.RequireLinux(t)
 	testutil.RequireRoot(t)
-	return New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir()})
+	// A cgroup parent of its own: Cleanup sweeps every cgroup under its
+	// parent that its state directory does not know, so under the default
+	// parent it killed the sandboxes of whatever package go test ran
+	// beside this one (server, gvisor's CPython comparison, airlock run).
+	b := New(Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(),
+		CgroupParent: fmt.Sprintf("airlock-nt-%d-%d", os.Getpid(), idSeq.Add(1))})
+	t.Cleanup(func() {
+		for _, p := range b.cgroupParents() {
+			os.Remove(p) // empty once its sandboxes are gone
+		}
+	})
+	return b
 }
 
 // testPolicy resolves the default profile with ws as workspace and applies

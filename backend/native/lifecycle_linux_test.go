@@ -224,7 +224,7 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	lock.Close() // the process "died": the kernel dropped its lock
-	if _, _, err := newCgroup(hostCgroups(), "", id, cgroupLimits{Pids: 10}); err != nil {
+	if _, _, err := newCgroup(hostCgroups(), b.cfg.CgroupParent, id, cgroupLimits{Pids: 10}); err != nil {
 		t.Fatal(err)
 	}
 	// A live sandbox of another process (its lock held) must survive.
@@ -234,7 +234,7 @@ func TestCleanupRemovesLeftovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.unlockState(liveID, live)
-	liveCg, _, err := newCgroup(hostCgroups(), "", liveID, cgroupLimits{Pids: 10})
+	liveCg, _, err := newCgroup(hostCgroups(), b.cfg.CgroupParent, liveID, cgroupLimits{Pids: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestCreateReclaimsDeadRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	lock.Close()
-	if _, _, err := newCgroup(hostCgroups(), "", id, cgroupLimits{Pids: 10}); err != nil {
+	if _, _, err := newCgroup(hostCgroups(), b.cfg.CgroupParent, id, cgroupLimits{Pids: 10}); err != nil {
 		t.Fatal(err)
 	}
 	ws := workspace(t)

@@ -1,8 +1,12 @@
 // Sandbox create + run `true`, p50 and p90, alternating between E2B's SDK
 // through `airlock serve --e2b-listen` and the same through /v1 (plain
 // fetch, the TypeScript SDK's calls): pooled (profile default, the warm
-// pool) and with the E2B door's own request (image base + inline policy).
-// Run by bench/e2b.sh, which starts the server.
+// pool) and with the E2B door's own request (image base + inline policy,
+// served by the template's warm pool too). Before each round the pools are
+// full again (the server's airlock_sandboxes gauge, not timed): each
+// create is measured from a warm pool. Run by bench/e2b.sh, which starts
+// the server.
+import http from 'node:http'
 import { Sandbox } from '../../test/e2b/node_modules/e2b/dist/index.mjs'
 
 const v1 = process.env.AIRLOCK_URL
@@ -23,6 +27,8 @@ const ways = {
     const r = await sbx.commands.run('true')
     const ms = performance.now() - t0
     if (r.exitCode !== 0) throw new Error('true failed')
+    const v = await call('GET', `/v1/sandboxes/sb-${sbx.sandboxId.slice(2)}`)
+    if (!v.pooled) throw new Error(`E2B create ${sbx.sandboxId} not pooled`)
     await sbx.kill()
     return ms
   },
@@ -40,15 +46,41 @@ const ways = {
     const sb = await call('POST', '/v1/sandboxes', { image: 'base', policy: { network: { mode: 'open' } } })
     const r = await call('POST', `/v1/sandboxes/${sb.id}/exec`, { args: ['true'] })
     const ms = performance.now() - t0
-    if (r.exit_code !== 0) throw new Error('true failed')
+    if (r.exit_code !== 0 || !sb.pooled) throw new Error(`true failed or not pooled: ${JSON.stringify(r)} ${sb.pooled}`)
     await call('DELETE', `/v1/sandboxes/${sb.id}`)
     return ms
   },
 }
 
+// pooled: the pooled sandboxes the server holds (its /metrics, unix socket).
+function pooled() {
+  return new Promise((resolve, reject) => {
+    http.get({ socketPath: process.env.AIRLOCK_SOCKET, path: '/metrics' }, (res) => {
+      let body = ''
+      res.on('data', (c) => (body += c))
+      res.on('end', () => {
+        let n = 0
+        for (const m of body.matchAll(/^airlock_sandboxes\{[^}]*state="pooled"[^}]*\} (\d+)$/gm)) n += Number(m[1])
+        resolve(n)
+      })
+    }).on('error', reject)
+  })
+}
+const full = Number(process.env.POOLED || 0)
+async function untilFull() {
+  const end = Date.now() + 120_000
+  while ((await pooled()) < full) {
+    if (Date.now() > end) throw new Error(`pools not refilled to ${full} in 2 minutes`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+}
+
 const times = Object.fromEntries(Object.keys(ways).map((k) => [k, []]))
 for (const w of Object.keys(ways)) await ways[w]() // warm-up
-for (let i = 0; i < n; i++) for (const w of Object.keys(ways)) times[w].push(await ways[w]())
+for (let i = 0; i < n; i++) {
+  await untilFull()
+  for (const w of Object.keys(ways)) times[w].push(await ways[w]())
+}
 const q = (a, p) => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.floor(a.length * p))]
 const out = {}
 for (const [w, a] of Object.entries(times)) out[w] = { p50: +q(a, 0.5).toFixed(1), p90: +q(a, 0.9).toFixed(1) }

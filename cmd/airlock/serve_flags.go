@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/airlock-dev/airlock/backend"
@@ -21,7 +23,8 @@ import (
 type serveFlags struct {
 	socket, socketGroup, listen, tlsCert, tlsKey string
 	data, imageDir, imageStore                   string
-	backends, pools, allowCIDR                   stringList
+	backends, pools, allowCIDR, templatePools    stringList
+	poolDemand, poolMax, poolTenantMax           int
 	defBackend                                   string
 	defTimeout, maxTimeout, idle, retention      time.Duration
 	pausedRetention, scanTimeout, uploadTimeout  time.Duration
@@ -50,6 +53,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.backends, "backend", "backend to offer (repeatable; default: every available one)")
 	fs.StringVar(&f.defBackend, "default-backend", "", "backend for requests that name none (default: native, else the first)")
 	fs.Var(&f.pools, "pool", "warm pool BACKEND/PROFILE=N (repeatable), e.g. native/default=4")
+	fs.Var(&f.templatePools, "pool-template", "warm pool of an image (an E2B template) NAME=N for creates that name it with only a network policy, as E2B's door does (repeatable), e.g. base=4")
+	fs.IntVar(&f.poolDemand, "pool-demand", 2, "warm sandboxes kept for a kind of image create (image, backend, profile, policy but the network) after its first create (0: none)")
+	fs.IntVar(&f.poolMax, "pool-max", 8, "warm sandboxes all --pool-demand pools hold together")
+	fs.IntVar(&f.poolTenantMax, "pool-tenant-max", 4, "warm sandboxes the --pool-demand pools one tenant's creates started hold together")
 	fs.DurationVar(&f.defTimeout, "default-timeout", 10*time.Minute, "sandbox lifetime when a request gives none")
 	fs.DurationVar(&f.maxTimeout, "max-timeout", 24*time.Hour, "longest lifetime a request may ask")
 	fs.DurationVar(&f.idle, "idle-timeout", 0, "destroy sandboxes unused through the API this long (0: never)")
@@ -151,7 +158,7 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	if cfg.Ceilings, err = serveCeilings(f.ceilFile, f.allowCIDR, f.netModes); err != nil {
 		return cfg, err
 	}
-	if cfg.Pools, err = parsePools(f.pools); err != nil {
+	if err := f.poolConfig(&cfg); err != nil {
 		return cfg, err
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
@@ -230,5 +237,26 @@ func (f *serveFlags) settleDiskQuota(log *slog.Logger) error {
 	default:
 		return fmt.Errorf("--disk-quota %q: want auto, volume or none: %w", f.diskQuota, sandbox.ErrInvalid)
 	}
+	return nil
+}
+
+// poolConfig sets the warm pools: --pool, --pool-template, --pool-demand.
+func (f *serveFlags) poolConfig(cfg *server.Config) error {
+	var err error
+	if cfg.Pools, err = parsePools(f.pools); err != nil {
+		return err
+	}
+	for _, t := range f.templatePools {
+		name, n, ok := strings.Cut(t, "=")
+		size, err := strconv.Atoi(n)
+		if !ok || name == "" || err != nil || size < 0 || size > 1000 {
+			return fmt.Errorf("--pool-template %q: want NAME=N (N from 0 to 1000): %w", t, sandbox.ErrInvalid)
+		}
+		cfg.Pools = append(cfg.Pools, server.PoolConfig{Image: name, Size: size}) // on the default backend
+	}
+	if f.poolDemand < 0 || f.poolMax < 0 || f.poolTenantMax < 0 {
+		return fmt.Errorf("--pool-demand, --pool-max and --pool-tenant-max must not be negative: %w", sandbox.ErrInvalid)
+	}
+	cfg.PoolDemand, cfg.PoolMax, cfg.PoolTenantMax = f.poolDemand, f.poolMax, f.poolTenantMax
 	return nil
 }

@@ -5,17 +5,10 @@ package main
 // (session_linux.go).
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"flag"
-	"os"
-	"sort"
 	"time"
-)
 
-// sessionFlags are the flags that choose how a session is reached, not
-// what its sandbox is: they never change the session's key.
-var sessionFlags = map[string]bool{"session": true, "end": true, "session-idle": true, "json": true, "result": true, "verbose": true}
+	"github.com/airlock-dev/airlock/cmd/airlock/internal/sessclient"
+)
 
 // errSessionImage is why `--session` refuses an image (docs/sessions.md):
 // with what to use instead.
@@ -26,36 +19,11 @@ const errSessionImage = "--session with an image (--image or filesystem.image) i
 // defaultSessionIdle ends a session nobody used for this long.
 const defaultSessionIdle = 15 * time.Minute
 
-// sessionKey names one warm sandbox: the user, the working directory (the
-// workspace by default), NAME, every flag that shapes the sandbox, and the
-// policy file's content, so a changed policy or flag gets a new sandbox
-// instead of reusing one made under the old rules.
-func sessionKey(fs *flag.FlagSet, f *runFlags) string {
-	h := sha256.New()
-	cwd, _ := os.Getwd()
-	write := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
-	write("airlock-session-v1")
-	write(itoa(os.Getuid()))
-	write(cwd)
-	write(f.session)
-	var set []string
-	fs.Visit(func(fl *flag.Flag) {
-		if !sessionFlags[fl.Name] {
-			set = append(set, fl.Name+"="+fl.Value.String())
-		}
-	})
-	sort.Strings(set)
-	for _, s := range set {
-		write(s)
-	}
-	if f.policyFile != "" {
-		b, err := os.ReadFile(f.policyFile)
-		if err != nil {
-			write("unreadable:" + err.Error())
-		}
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil)[:12])
+// sessionKey names one warm sandbox from run's flag arguments (those
+// before the command): sessclient.Key, the same key its fast path dials.
+func sessionKey(flagArgs []string) string {
+	flags, _, _ := sessclient.ParseFlags(flagArgs)
+	return sessclient.Key(flags)
 }
 
 func itoa(n int) string {

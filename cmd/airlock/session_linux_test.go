@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/airlock-dev/airlock/cmd/airlock/internal/sessclient"
 	"github.com/airlock-dev/airlock/internal/testutil"
 )
 
@@ -211,17 +213,11 @@ func TestSessionTwoCallersAtOnce(t *testing.T) {
 func sessionSocket(t *testing.T, ws, name string) string {
 	t.Helper()
 	t.Chdir(ws)
-	var f runFlags
-	fs := newFlagSet("run")
-	f.register(fs)
-	if err := fs.Parse([]string{"--session", name, "--"}); err != nil {
-		t.Fatal(err)
-	}
 	dir, err := sessionDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(dir, sessionKey(fs, &f)+".sock")
+	return filepath.Join(dir, sessionKey([]string{"--session", name, "--"})+".sock")
 }
 
 // attachScript speaks the session protocol as a foreign client would:
@@ -257,7 +253,7 @@ func TestSessionOtherUserCannotAttach(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	if out, err := attach(0, "by-owner"); err != nil || !strings.Contains(out, `"code":0`) {
+	if out, err := attach(0, "by-owner"); err != nil || !strings.HasPrefix(out, `0 ""`) {
 		t.Fatalf("the owner's own client: %v %s", err, out)
 	}
 	if _, err := os.Stat(filepath.Join(ws, "by-owner")); err != nil {
@@ -423,17 +419,69 @@ func TestSessionStartFailureLeavesNothing(t *testing.T) {
 		t.Fatalf("exit %d stderr %q, want 125 naming the bad value", code, e)
 	}
 	t.Chdir(ws)
-	var f runFlags
-	fs := newFlagSet("run")
-	f.register(fs)
-	if err := fs.Parse([]string{"--policy", bad, "--session", "bad", "--"}); err != nil {
-		t.Fatal(err)
-	}
 	dir, err := sessionDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := filepath.Glob(filepath.Join(dir, sessionKey(fs, &f)+".*")); len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, sessionKey([]string{"--policy", bad, "--session", "bad", "--"})+".*")); len(left) > 0 {
 		t.Fatalf("a failed start left %v", left)
+	}
+}
+
+// RunFlags (what the session fast path parses) lists exactly run's flags,
+// with the same boolean ones.
+func TestSessionFastPathKnowsRunFlags(t *testing.T) {
+	var f runFlags
+	fs := newFlagSet("run")
+	f.register(fs)
+	seen := map[string]bool{}
+	fs.VisitAll(func(fl *flag.Flag) {
+		seen[fl.Name] = true
+		b, ok := fl.Value.(interface{ IsBoolFlag() bool })
+		isBool := ok && b.IsBoolFlag()
+		if got, known := sessclient.RunFlags[fl.Name]; !known || got != isBool {
+			t.Errorf("flag %s (bool %v): sessclient.RunFlags has %v, %v", fl.Name, isBool, got, known)
+		}
+	})
+	for name := range sessclient.RunFlags {
+		if !seen[name] {
+			t.Errorf("sessclient.RunFlags has %s, run has no such flag", name)
+		}
+	}
+}
+
+// A command in a running session is served from sessclient's init: none
+// of the binary's other package inits run (main's is the last of them),
+// while the first call, which starts the daemon, goes through main.
+func TestSessionCommandSkipsInits(t *testing.T) {
+	testutil.RequireRoot(t)
+	ws := t.TempDir()
+	call := func(args ...string) (string, int) {
+		cmd := exec.Command(testutil.AirlockBinary(t), append([]string{"run", "--session", "inits", "--"}, args...)...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return errb.String(), code
+	}
+	t.Cleanup(func() { runIn(t, ws, "", "run", "--session", "inits", "--end") })
+	if e, code := call("true"); code != 0 || !strings.Contains(e, "init main @") {
+		t.Fatalf("first call: exit %d, main's init ran: %v (stderr %q)", code, strings.Contains(e, "init main @"), e)
+	}
+	e, code := call("sh", "-c", "exit 7")
+	if code != 7 {
+		t.Fatalf("exit %d, want 7 (stderr %q)", code, e)
+	}
+	for _, heavy := range []string{"init main @", "init github.com/airlock-dev/airlock/server @", "init google.golang.org/protobuf/internal/filedesc @", "init github.com/tetratelabs/wazero"} {
+		if strings.Contains(e, heavy) {
+			t.Errorf("a session command ran %q...: the fast path was not taken", heavy)
+		}
 	}
 }

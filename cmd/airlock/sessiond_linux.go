@@ -24,6 +24,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/cmd/airlock/internal/sessclient"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -106,7 +107,7 @@ func runSessionDaemon(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
-	d := &sessionDaemon{base: filepath.Join(dir, sessionKey(fs, &f)), idle: f.sessionIdle, end: make(chan struct{})}
+	d := &sessionDaemon{base: filepath.Join(dir, sessionKey(args)), idle: f.sessionIdle, end: make(chan struct{})}
 	if d.idle <= 0 {
 		d.idle = defaultSessionIdle
 	}
@@ -222,8 +223,7 @@ func (d *sessionDaemon) handle(c *net.UnixConn) {
 		if err != nil {
 			rep.Error = err.Error()
 		}
-		b, _ := json.Marshal(rep)
-		_, _ = c.Write(append(b, '\n'))
+		_, _ = c.Write(sessclient.FormatReply(rep))
 	}
 	if err := sessionConnOwner(c); err != nil {
 		reply(exitAirlock, err)

@@ -71,6 +71,11 @@ func AirlockBinary(t testing.TB) string {
 	}
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "airlock-test-bin-")
+		if err == nil {
+			// MkdirTemp makes it 0700: a sandbox whose init runs as
+			// another uid (a host id range, a policy uid) must exec it.
+			err = os.Chmod(dir, 0o755)
+		}
 		if err != nil {
 			buildErr = err
 			return

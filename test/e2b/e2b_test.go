@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +37,25 @@ import (
 type server struct {
 	bin, dir, data, socket, addr string
 	cmd                          *exec.Cmd
-	log                          *bytes.Buffer
+	log                          *logBuffer
+}
+
+// logBuffer is the server's output, read while the server writes it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func freePort(t *testing.T) string {
@@ -56,7 +75,7 @@ func startServer(t *testing.T, extra ...string) (*server, string) {
 	t.Helper()
 	testutil.RequireLinux(t)
 	testutil.RequireRoot(t)
-	s := &server{bin: testutil.AirlockBinary(t), dir: t.TempDir(), log: &bytes.Buffer{}}
+	s := &server{bin: testutil.AirlockBinary(t), dir: t.TempDir(), log: &logBuffer{}}
 	s.data, s.socket, s.addr = filepath.Join(s.dir, "data"), filepath.Join(s.dir, "airlock.sock"), freePort(t)
 	img, err := mutate.Config(imagestest.DebianPython(t), v1.Config{Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}})
 	if err != nil {

@@ -133,8 +133,6 @@ func TestEscape(t *testing.T) {
 	}
 }
 
-func haveRunsc() bool { _, err := exec.LookPath("runsc"); return err == nil }
-
 func clip(s string, n int) string {
 	if len(s) > n {
 		return s[:n] + "..."

@@ -305,8 +305,7 @@ func TestHostMountIsMediated(t *testing.T) {
 	if !strings.Contains(string(audit), `"rule":"git-config"`) {
 		t.Errorf("no audit event for the refusal: %s", audit)
 	}
-	r.must("kill", m1, "9")
-	time.Sleep(50 * time.Millisecond)
+	r.must("kill", m1, "9") // delete --force waits until it is gone
 	r.must("delete", "--force", m1)
 }
 
@@ -403,8 +402,7 @@ func TestHostMountNonRootUser(t *testing.T) {
 	r.must("create", "--bundle", r.bundle, id)
 	r.must("start", id)
 	defer func() {
-		r.must("kill", id, "9")
-		time.Sleep(50 * time.Millisecond)
+		r.must("kill", id, "9") // delete --force waits until it is gone
 		r.must("delete", "--force", id)
 	}()
 	var log []byte

@@ -1,4 +1,4 @@
-package escape
+package serve
 
 // Issue 24, findings 1–7: what a keyed tenant can make the server hold
 // (paused sandboxes, checkpoint scans, locks, upload spools, output) is

@@ -1,4 +1,4 @@
-package escape
+package serve
 
 // Issue 24, finding 8: connection limits that hold against many source
 // addresses. The attacker holds slow request heads (one byte at a time)

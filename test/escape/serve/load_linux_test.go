@@ -1,4 +1,4 @@
-package escape
+package serve
 
 // The server load test (issue 11): against a real `airlock serve` over
 // loopback, 200 execs at once from four keyed tenants, then N sandboxes
@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -244,4 +245,24 @@ func (h *serveHarness) fdKinds() map[string]int {
 		out[l]++
 	}
 	return out
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// agentBinary is the airlock binary the server runs.
+func agentBinary(t *testing.T) string { return testutil.AirlockBinary(t) }
+
+func haveRunsc() bool { _, err := exec.LookPath("runsc"); return err == nil }
+
+func copyFile(from, to string, mode os.FileMode) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, mode)
 }
