@@ -15,18 +15,19 @@ import (
 
 // Rule IDs, as audit events and the run summary name them.
 const (
-	RuleGitConfig     = "git-config"     // config and config.* of a git directory
-	RuleGitHooks      = "git-hooks"      // hooks/ of a git directory, and everything in it
-	RuleGitAttributes = "git-attributes" // info/attributes of a git directory
-	RuleGitNewRepo    = "git-new-repo"   // making a directory that holds config or hooks into a git directory
-	RuleGitDirRename  = "git-dir-rename" // moving a directory into a git directory
-	RuleAnchor        = "config-dir"     // a directory or symlink moved or linked to a config directory's name
-	RuleEnvrc         = "envrc"          // .envrc
-	RuleEditor        = "editor"         // .vscode settings/tasks/launch/mcp, .idea, .devcontainer
-	RuleAgent         = "agent-settings" // agent hooks and MCP servers
-	RuleShell         = "home-config"    // shell rc files, ~/.ssh, git and fish config in a home directory
-	RulePinned        = "pinned"         // the sandbox's own policy, secret files, the airlock binary
-	RuleSetID         = "set-id"         // set-uid/set-gid bits on a host file
+	RuleGitConfig     = "git-config"      // config and config.* of a git directory
+	RuleGitHooks      = "git-hooks"       // hooks/ of a git directory, and everything in it
+	RuleGitAttributes = "git-attributes"  // info/attributes of a git directory
+	RuleGitNewRepo    = "git-new-repo"    // making a directory that holds config or hooks into a git directory
+	RuleGitDirRename  = "git-dir-rename"  // moving a directory into a git directory
+	RuleAnchor        = "config-dir"      // a directory or symlink moved or linked to a config directory's name
+	RuleAnchorAway    = "config-dir-away" // a config directory (or a symlink so named) moved away from its name
+	RuleEnvrc         = "envrc"           // .envrc
+	RuleEditor        = "editor"          // .vscode settings/tasks/launch/mcp, .idea, .devcontainer
+	RuleAgent         = "agent-settings"  // agent hooks and MCP servers
+	RuleShell         = "home-config"     // shell rc files, ~/.ssh, git and fish config in a home directory
+	RulePinned        = "pinned"          // the sandbox's own policy, secret files, the airlock binary
+	RuleSetID         = "set-id"          // set-uid/set-gid bits on a host file
 )
 
 // GuardRule describes one rule for documentation and messages.
@@ -46,6 +47,8 @@ var guardRules = []GuardRule{
 	{RuleGitDirRename, "a directory moved into a git directory", "it could bring a config or hooks written elsewhere"},
 	{RuleAnchor, "a directory or symlink moved or linked to `.git`, `.vscode`, `.idea`, `.claude`, `.codex`, `.cursor`, `.gemini`, `.devcontainer`",
 		"it could bring settings written under another name"},
+	{RuleAnchorAway, "a directory or symlink named `.git`, `.vscode`, `.idea`, `.claude`, `.codex`, `.cursor`, `.gemini`, `.devcontainer` moved to another name",
+		"moving it back would be refused (config-dir), so the repository or settings would be lost to the host for good: renames that cannot be undone are refused both ways"},
 	{RuleEnvrc, "`.envrc`", "direnv runs it when you `cd` into the directory"},
 	{RuleEditor, "`.vscode/{settings,tasks,launch,mcp}.json`, `.idea/`, `.devcontainer/`, `.devcontainer.json`",
 		"editors run interpreters, tasks on folder open, debug pre-launch tasks, dev-container `initializeCommand` and MCP servers from them"},
@@ -84,9 +87,10 @@ const (
 	OpRenameDir                 // a directory renamed (or exchanged) to this name
 	OpWrite                     // an existing file opened for writing or truncated
 	OpChmodExec                 // execute bits set on an existing entry
+	OpMoveAway                  // a directory or symlink renamed (or exchanged) away from this name
 )
 
-var opNames = [...]string{"create", "mkdir", "symlink", "link", "link from", "rename", "rename directory", "write", "chmod +x"}
+var opNames = [...]string{"create", "mkdir", "symlink", "link", "link from", "rename", "rename directory", "write", "chmod +x", "rename away"}
 
 func (o GuardOp) String() string {
 	if int(o) < len(opNames) {
@@ -172,6 +176,13 @@ var homeLeaves = []string{".bashrc", ".bash_profile", ".bash_login", ".bash_logo
 func (g *ConfigGuard) Check(op GuardOp, d GuardDir, name string) *Denial {
 	full := path.Join(d.Path(), name)
 	deny := func(rule string) *Denial { return &Denial{Rule: rule, Path: full, Op: op.String()} }
+	if op == OpMoveAway {
+		// The mirror of RuleAnchor: what could not come back may not go.
+		if g.Config && !underAny(full, g.Writable) && slices.Contains(anchors, name) {
+			return deny(RuleAnchorAway)
+		}
+		return nil
+	}
 	dirMove := op == OpRenameDir || op == OpSymlink
 	if g.pinned(full, op, dirMove) {
 		return deny(RulePinned)

@@ -83,6 +83,10 @@ func TestConfigGuard(t *testing.T) {
 		{OpWrite, "/ws/plain", "config", ""},
 		// anchors
 		{OpRenameDir, "/ws", ".git", RuleAnchor},
+		{OpMoveAway, "/ws/vendor/sub", ".git", RuleAnchorAway}, // could not come back
+		{OpMoveAway, "/ws", ".vscode", RuleAnchorAway},
+		{OpMoveAway, "/ws", ".git2", ""},
+		{OpMoveAway, "/ws/allowed", ".git", ""},
 		{OpSymlink, "/ws/a/b", ".vscode", RuleAnchor},
 		{OpRenameFile, "/ws/a", ".git", ""},
 		{OpMkdir, "/ws/a", ".vscode", ""},

@@ -100,6 +100,11 @@ func (pr *protection) checkRename(from, to string) error {
 			op = policy.OpSymlink
 		}
 	}
+	if op != policy.OpRenameFile {
+		if err := pr.check("rename away", policy.OpMoveAway, from); err != nil {
+			return err
+		}
+	}
 	return pr.check("rename onto", op, to)
 }
 

@@ -42,6 +42,55 @@ func (m cgroupMissing) String() string {
 	return fmt.Sprintf("cgroup %s controller not writable (%s): to run without that limit, pass %s 0 (policy %s: 0), or --allow-degraded", m.Controller, m.Why, flag, m.Field)
 }
 
+// missingCgroupError names every controller of ms in one message, with the
+// flags that run without those limits and what would let this caller have
+// them (the same advice doctor prints).
+func missingCgroupError(h cgroupHost, ms []cgroupMissing) string {
+	var ctrls, fields, flags []string
+	for _, m := range ms {
+		ctrls = append(ctrls, m.Controller)
+		fields = append(fields, m.Field)
+		flags = append(flags, "--"+strings.TrimPrefix(m.Field, "limits.")+" 0")
+	}
+	msg := fmt.Sprintf("cgroup controller(s) %s not writable for uid %d (%s), so %s cannot be enforced: to run without %s, pass %s (policy %s: 0), or --allow-degraded",
+		strings.Join(ctrls, ", "), os.Geteuid(), ms[0].Why, strings.Join(fields, ", "), plural(len(ms), "that limit", "those limits"), strings.Join(flags, " "), strings.Join(fields, ", "))
+	if how := cgroupDelegation(h, ctrls); how != "" {
+		msg += "; to enforce them, " + how
+	}
+	return msg
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// cgroupDelegation says what gives a caller without root the controllers
+// ctrls ("" for root or a host without cgroups).
+func cgroupDelegation(h cgroupHost, ctrls []string) string {
+	uid := os.Geteuid()
+	if uid == 0 {
+		return ""
+	}
+	var dirs []string
+	for _, c := range ctrls {
+		if d := h.v1Parent(c, ""); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) == len(ctrls) {
+		// cgroup v1: a directory root gives this user (only the directory:
+		// limits root writes in it stay root's and bound the sandboxes).
+		return fmt.Sprintf("have root delegate a cgroup per controller: `mkdir -p %s && chown %d %s`", strings.Join(dirs, " "), uid, strings.Join(dirs, " "))
+	}
+	if h.v2Mount != "" {
+		return "run airlock in a systemd scope with delegation: `systemd-run --user --scope -p Delegate=yes airlock run ...`"
+	}
+	return ""
+}
+
 // newCgroup makes the sandbox's cgroup and applies lim. It returns the
 // controllers it could not provide; on error nothing is left behind.
 func newCgroup(h cgroupHost, parent, id string, lim cgroupLimits) (*sandboxCgroup, []cgroupMissing, error) {
@@ -348,4 +397,27 @@ func (cg *sandboxCgroup) stats() cgroupStats {
 		s.CPUNanos = cgroupfs.ReadKey(cg.v2Dir, "cpu.stat", "usage_usec") * 1000
 	}
 	return s
+}
+
+// probeLimits tries, as a run would, to make a cgroup enforcing a memory,
+// pids and CPU limit under parent, removes it, and returns what could not
+// be enforced for this caller: doctor reports the run path's own verdict,
+// not a guess from permissions.
+func probeLimits(parent string) []cgroupMissing {
+	h := hostCgroups()
+	cg, missing, err := newCgroup(h, parent, "doctor-"+strconv.Itoa(os.Getpid()), cgroupLimits{Memory: 64 << 20, Pids: 64, CPUs: 1})
+	if err != nil {
+		return []cgroupMissing{{Controller: "memory, pids, cpu", Why: err.Error(), Field: "limits.memory"}}
+	}
+	_ = cg.remove()
+	return missing
+}
+
+// limitsVerdict is doctor's line on the limits for this caller.
+func limitsVerdict(parent, version string) (string, bool) {
+	missing := probeLimits(parent)
+	if len(missing) == 0 {
+		return fmt.Sprintf("memory, pids and cpus limits enforced for uid %d (cgroup %s)", os.Geteuid(), version), true
+	}
+	return "NOT ENFORCED: every run with a limit fails (the coding-agent and default policies set all three): " + missingCgroupError(hostCgroups(), missing), false
 }

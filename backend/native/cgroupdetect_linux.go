@@ -3,6 +3,7 @@ package native
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -82,15 +83,27 @@ func (h cgroupHost) v2Parent(configured string) string {
 }
 
 // v1Parent is the directory for controller c under which sandbox cgroups go.
+// A caller without root gets a parent of its own, airlock-UID: cgroup v1 has
+// no delegation of its own, so root delegates by making that directory and
+// giving it to the user (only the directory: the limits root writes in it
+// bound everything under it and stay root's).
 func (h cgroupHost) v1Parent(c, configured string) string {
 	mp, ok := h.v1Mount[c]
 	if !ok {
 		return ""
 	}
 	if configured == "" {
-		configured = "airlock"
+		configured = v1DefaultParent(os.Geteuid())
 	}
 	return filepath.Join(mp, configured)
+}
+
+// v1DefaultParent names the v1 parent of a caller with euid uid.
+func v1DefaultParent(uid int) string {
+	if uid == 0 {
+		return "airlock"
+	}
+	return "airlock-" + strconv.Itoa(uid)
 }
 
 // v2Controllers lists controllers the cgroup2 hierarchy offers at dir.

@@ -465,10 +465,10 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: %v: %w", err, sandbox.ErrUnavailable)
 	}
+	if len(missing) > 0 && !p.pol.AllowDegraded {
+		return nil, fmt.Errorf("%s: %w", missingCgroupError(hostCgroups(), missing), sandbox.ErrUnavailable)
+	}
 	for _, m := range missing {
-		if !p.pol.AllowDegraded {
-			return nil, fmt.Errorf("%s: %w", m, sandbox.ErrUnavailable)
-		}
 		p.degraded = append(p.degraded, m.String())
 	}
 	if err := st.cg.joinV1(st.cmd.Process.Pid); err != nil {

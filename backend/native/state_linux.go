@@ -236,10 +236,29 @@ func (b *Backend) Probe(ctx context.Context) sandbox.Probe {
 		p.Reason = strings.Join(why, "; ")
 	}
 	if p.Available && f.CgroupReason != "" {
-		p.Details["cgroup_note"] = "limits need cgroup controllers: " + f.CgroupReason
+		p.Details["cgroup_note"] = "limits need cgroup controllers: " + f.CgroupReason + " (airlock doctor tries them)"
 	}
 	if hint := cgroupTuningHint(f.CgroupVersion); hint != "" {
 		p.Details["cgroup_tuning"] = hint
+	}
+	return p
+}
+
+// Diagnose is Probe plus what only doctor pays for: whether this caller's
+// runs can enforce limits, found by making a cgroup the way a run does
+// (Probe stays cheap: `--backend auto` calls it on every run).
+func (b *Backend) Diagnose(ctx context.Context) sandbox.Probe {
+	p := b.Probe(ctx)
+	if !p.Available {
+		return p
+	}
+	delete(p.Details, "cgroup_note")
+	var enforced bool
+	p.Details["limits"], enforced = limitsVerdict(b.cfg.CgroupParent, HostFeatures().CgroupVersion)
+	if !enforced {
+		// Available (a run without limits works), with the caveat
+		// first: it is what every default run trips on.
+		p.Reason = "memory, pids and cpus limits cannot be enforced for this user: see limits"
 	}
 	return p
 }

@@ -252,7 +252,7 @@ func (f *files) Rename(ctx context.Context, from, to string) error {
 	}
 	fi, err := mf.root.Lstat(relFrom)
 	if err == nil {
-		err = mf.rules.guarded(mf.root, relTo, renameOp(fi), func() error { return mf.root.Rename(relFrom, relTo) })
+		err = mf.rules.guardedRename(mf.root, relFrom, relTo, fi, func() error { return mf.root.Rename(relFrom, relTo) })
 	}
 	if err != nil {
 		return f.kindErr("rename", from, err)

@@ -146,6 +146,20 @@ func writeOp(root *os.Root, rel string) policy.GuardOp {
 	return policy.OpCreate
 }
 
+// guardedRename runs act, the rename of fi from fromRel to toRel, when the
+// guard allows the entry to arrive at toRel and, for a directory or a
+// symlink, to leave fromRel (a config directory moved away could not be
+// moved back: both directions are refused alike).
+func (r *mountRules) guardedRename(root *os.Root, fromRel, toRel string, fi fs.FileInfo, act func() error) error {
+	op := renameOp(fi)
+	if op == policy.OpRenameDir || op == policy.OpSymlink {
+		if err := r.guarded(root, fromRel, policy.OpMoveAway, func() error { return nil }); err != nil {
+			return err
+		}
+	}
+	return r.guarded(root, toRel, op, act)
+}
+
 // renameOp is how an entry arrives under a new name.
 func renameOp(fi fs.FileInfo) policy.GuardOp {
 	switch {

@@ -249,7 +249,7 @@ func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
 		if err != nil {
 			return err
 		}
-		return r.m.rules.guarded(r.m.root, toRel, renameOp(fi), func() error { return r.m.root.Rename(rel, toRel) })
+		return r.m.rules.guardedRename(r.m.root, rel, toRel, fi, func() error { return r.m.root.Rename(rel, toRel) })
 	})
 }
 

@@ -27,6 +27,12 @@ type doctorReport struct {
 	OCIRuntimes []ociRuntimeCheck `json:"oci_runtimes,omitempty"`
 }
 
+// diagnoser is a backend with checks too costly for Probe (which `--backend
+// auto` runs every time): doctor runs them.
+type diagnoser interface {
+	Diagnose(ctx context.Context) sandbox.Probe
+}
+
 func runDoctor(args []string) int {
 	fs := newFlagSet("doctor")
 	jsonOut := fs.Bool("json", false, "print the report as JSON")
@@ -67,6 +73,10 @@ func runDoctor(args []string) int {
 			rep.Backends[name] = sandbox.Probe{Reason: err.Error()}
 			continue
 		}
+		if d, ok := b.(diagnoser); ok {
+			rep.Backends[name] = d.Diagnose(ctx)
+			continue
+		}
 		rep.Backends[name] = b.Probe(ctx)
 	}
 	rep.OCIRuntimes = append(rep.OCIRuntimes, checkDockerRuntime(ctx, *dockerHost))
@@ -81,6 +91,9 @@ func runDoctor(args []string) int {
 	for _, name := range backendNames() {
 		p := rep.Backends[name]
 		state := "available"
+		if p.Available && p.Reason != "" {
+			state = "available, but " + p.Reason
+		}
 		if !p.Available {
 			state = "UNAVAILABLE: " + p.Reason
 		}

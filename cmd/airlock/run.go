@@ -93,6 +93,11 @@ func runRun(args []string) int {
 			fmt.Fprintln(os.Stderr, "airlock run: --end needs --session NAME")
 			return exitAirlock
 		}
+		if f.image != "" && !f.endSession {
+			// Before a daemon starts (or the image is pulled for nothing).
+			fmt.Fprintln(os.Stderr, "airlock run: "+errSessionImage)
+			return exitAirlock
+		}
 		return runSession(fs, &f, argv, args[:len(args)-len(argv)])
 	}
 	if len(argv) == 0 && f.image == "" {
@@ -217,6 +222,9 @@ func (f *runFlags) policy() (*policy.Policy, error) {
 	}
 	if ref := p.Filesystem.Image; ref != "" {
 		f.image = ref
+		if f.session != "" {
+			return nil, fmt.Errorf("%s: %w", errSessionImage, sandbox.ErrInvalid)
+		}
 		if f.root, err = holdImage(context.Background(), ref, f.id); err != nil {
 			return nil, err
 		}

@@ -10,6 +10,12 @@ import (
 	"github.com/airlock-dev/airlock/cmd/airlock/internal/sessclient"
 )
 
+// errSessionImage is why `--session` refuses an image (docs/sessions.md):
+// with what to use instead.
+const errSessionImage = "--session with an image (--image or filesystem.image) is not supported: a session keeps one sandbox over your workspace; " +
+	"for one image sandbox kept across commands use `airlock sandbox create --image REF` and `airlock sandbox exec ID -- CMD` (airlock serve), " +
+	"or run each command with `airlock run --image REF -- CMD`"
+
 // defaultSessionIdle ends a session nobody used for this long.
 const defaultSessionIdle = 15 * time.Minute
 

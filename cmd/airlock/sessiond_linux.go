@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +45,42 @@ type sessionDaemon struct {
 	timer  *time.Timer
 	end    chan struct{}
 	once   sync.Once
+	// refusals hands what the sandbox refused to the commands running
+	// when it happened.
+	refusals *sessionRefusals
+}
+
+// sessionRefusals is the session sandbox's audit sink: every event goes on
+// to the session's sink and to the denial log of each running command, so
+// each command, as with `airlock run`, hears on its stderr what airlock
+// refused while it ran and why (with commands at once, each hears all).
+type sessionRefusals struct {
+	next audit.Sink
+	mu   sync.Mutex
+	cmds map[*denialLog]bool
+}
+
+func (r *sessionRefusals) Emit(e audit.Event) {
+	r.next.Emit(e)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for d := range r.cmds {
+		d.Emit(e)
+	}
+}
+
+// watch gives a command its own denial log (live notices to live, nil
+// for none) until the returned stop is called.
+func (r *sessionRefusals) watch(live io.Writer) (*denialLog, func()) {
+	d := newDenialLog(nil, live)
+	r.mu.Lock()
+	r.cmds[d] = true
+	r.mu.Unlock()
+	return d, func() {
+		r.mu.Lock()
+		delete(r.cmds, d)
+		r.mu.Unlock()
+	}
 }
 
 // runSessionDaemon is `airlock __session [run flags]`: fd 3 is the pipe
@@ -74,10 +111,11 @@ func runSessionDaemon(args []string) int {
 	if d.idle <= 0 {
 		d.idle = defaultSessionIdle
 	}
-	sb, closeAudit, err := startSessionSandbox(&f)
+	sb, refusals, closeAudit, err := startSessionSandbox(&f)
 	if err != nil {
 		return fail(err)
 	}
+	d.refusals = refusals
 	defer closeAudit()
 	d.sb = sb
 	defer sb.Destroy(context.Background())
@@ -103,35 +141,36 @@ func runSessionDaemon(args []string) int {
 
 // startSessionSandbox creates the session's sandbox under the run's
 // policy and flags, as `airlock run` would for one command.
-func startSessionSandbox(f *runFlags) (sandbox.Sandbox, func() error, error) {
+func startSessionSandbox(f *runFlags) (sandbox.Sandbox, *sessionRefusals, func() error, error) {
 	pol, err := f.policy()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if f.root != nil {
-		return nil, nil, fmt.Errorf("--session with an image: not supported yet: %w", sandbox.ErrNotSupported)
+		return nil, nil, nil, fmt.Errorf("%s: %w", errSessionImage, sandbox.ErrInvalid)
 	}
 	log := newLogger()
 	sink, closeAudit, err := openAudit(pol.Audit.File)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	b, err := openPolicyBackend(pol.Backend, pol.Isolation, nil, log)
 	if err != nil {
 		closeAudit()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	spec, _, err := f.spec(f.id, pol, &audit.Counter{Next: sink}, log)
+	refusals := &sessionRefusals{next: sink, cmds: map[*denialLog]bool{}}
+	spec, _, err := f.spec(f.id, pol, &audit.Counter{Next: refusals}, log)
 	if err != nil {
 		closeAudit()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	sb, err := b.Create(context.Background(), spec)
 	if err != nil {
 		closeAudit()
-		return nil, nil, fmt.Errorf("create sandbox: %w", err)
+		return nil, nil, nil, fmt.Errorf("create sandbox: %w", err)
 	}
-	return sb, closeAudit, nil
+	return sb, refusals, closeAudit, nil
 }
 
 func (d *sessionDaemon) stop() {
@@ -284,9 +323,20 @@ func ownStdin(f *os.File) *os.File {
 func (d *sessionDaemon) exec(c *net.UnixConn, req sessionRequest, files []*os.File) (int, error) {
 	ctx := context.Background()
 	er := sandbox.ExecRequest{Args: req.Args, Stdin: files[0], Stdout: files[1], Stderr: files[2], TTY: req.TTY, Rows: req.Rows, Cols: req.Cols}
+	var live io.Writer = files[2]
 	if req.TTY {
-		er.Stderr = nil
+		er.Stderr, live = nil, nil // as run: no live notices on a terminal the command draws on
 	}
+	denials, unwatch := d.refusals.watch(live)
+	defer func() {
+		unwatch()
+		if sum := denials.summary(); sum != "" {
+			if req.TTY {
+				sum = strings.ReplaceAll(sum, "\n", "\r\n") // the caller's terminal is still raw
+			}
+			_, _ = files[2].WriteString(sum)
+		}
+	}()
 	p, err := d.sb.Exec(ctx, er)
 	if err != nil {
 		_, _ = files[2].WriteString(outsideViewHints(ctx, d.sb, req.Args))

@@ -681,14 +681,14 @@ func (c *call) rename(olddir int32, oldArg int, newdir int32, newArg int, flags 
 	if err := unix.Fstatat(oe.dir.fd, oe.name, &ost, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return errResult(err)
 	}
-	if d := c.check(renameOp(ost.Mode), ne); d != nil {
+	if d := c.checkMove(ost.Mode, oe, ne); d != nil {
 		return c.deny(d)
 	}
 	if flags&unix.RENAME_EXCHANGE != 0 {
 		if err := unix.Fstatat(ne.dir.fd, ne.name, &nst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return errResult(err)
 		}
-		if d := c.check(renameOp(nst.Mode), oe); d != nil {
+		if d := c.checkMove(nst.Mode, ne, oe); d != nil {
 			return c.deny(d)
 		}
 	}
@@ -696,6 +696,20 @@ func (c *call) rename(olddir int32, oldArg int, newdir int32, newArg int, flags 
 		return errResult(err)
 	}
 	return result{}
+}
+
+// checkMove checks an entry of this mode leaving from and arriving at to:
+// a directory or symlink may neither arrive at nor leave a config
+// directory's name (the guard refuses both directions alike).
+func (c *call) checkMove(mode uint32, from, to entry) *policy.Denial {
+	op := renameOp(mode)
+	if d := c.check(op, to); d != nil {
+		return d
+	}
+	if op == policy.OpRenameDir || op == policy.OpSymlink {
+		return c.check(policy.OpMoveAway, from)
+	}
+	return nil
 }
 
 // renameOp is how an entry of this mode arrives under its new name: a
