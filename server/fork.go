@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // cloneSource is what new sandboxes are made from (a fork's running
@@ -219,9 +220,9 @@ func (s *Server) registerCopies(ctx context.Context, src *cloneSource, copies []
 	for i, c := range copies {
 		l, plan := c.l, c.plan
 		now := time.Now().UTC()
-		rec := &Record{
+		rec := &store.Record{
 			ID: c.id, Tenant: src.tenant, Backend: l.backend, Profile: l.profile, Image: plan.req.Image,
-			Spec: c.polJSON, Labels: plan.req.Labels, Env: plan.req.Env, State: StateRunning,
+			Spec: c.polJSON, Labels: plan.req.Labels, Env: plan.req.Env, State: store.StateRunning,
 			Memory: l.memory, KeepAlive: plan.req.KeepAlive, CreatedAt: now, ExpiresAt: now.Add(plan.timeout),
 		}
 		err := s.store.InsertSandbox(ctx, rec)

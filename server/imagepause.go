@@ -12,6 +12,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // heldImages are the image leases of paused image sandboxes, by sandbox
@@ -98,7 +99,7 @@ func (d *disk) removeLayer() error {
 // imageFor holds paused image sandbox id's image again for its resume:
 // the lease kept since its pause, else (a restarted server's) its image
 // by ID. nil for a sandbox without an image.
-func (s *Server) imageFor(ctx context.Context, id string, lr *lifeRow) (*images.Rootfs, error) {
+func (s *Server) imageFor(ctx context.Context, id string, lr *store.LifeRow) (*images.Rootfs, error) {
 	if r := s.held.take(id); r != nil {
 		return r, nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 
 	"github.com/airlock-dev/airlock/images"
 )
@@ -29,7 +30,7 @@ type live struct {
 	volumes   func()         // releases its named volumes (nil: none), at destroy
 
 	mu        sync.Mutex
-	rec       *Record // nil while pooled
+	rec       *store.Record // nil while pooled
 	procs     map[string]*proc
 	nextProc  int
 	starting  int // background processes being started (counted against the limit)

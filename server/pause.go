@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // lifeState is what pause, resume, checkpoints and keep-alive-while know
@@ -79,7 +80,7 @@ func (s *Server) recordLife(ctx context.Context, l *live, c caller, req api.Crea
 	if req.KeepAliveWhile != nil {
 		ls.keepWhile, ls.keepIdle = req.KeepAliveWhile.While, req.KeepAliveWhile.Idle.D()
 	}
-	row := &lifeRow{Trusted: c.trusted, AutoResume: ls.autoResume, KeepWhile: ls.keepWhile, KeepIdle: ls.keepIdle,
+	row := &store.LifeRow{Trusted: c.trusted, AutoResume: ls.autoResume, KeepWhile: ls.keepWhile, KeepIdle: ls.keepIdle,
 		OwnerUID: ls.owner.UID, OwnerGID: ls.owner.GID}
 	if l.image != nil {
 		row.Image = l.image.Image.ID
@@ -129,7 +130,7 @@ func (s *Server) lookupResuming(ctx context.Context, tenant, id string) (*live, 
 		return l, err
 	}
 	rec, gerr := s.store.GetSandbox(ctx, tenant, id)
-	if gerr != nil || rec.State != StatePaused {
+	if gerr != nil || rec.State != store.StatePaused {
 		return nil, err
 	}
 	lr, lerr := s.store.GetLifecycle(ctx, id)
@@ -185,7 +186,7 @@ func (s *Server) expirePaused(now time.Time) {
 			continue
 		}
 		rec, err := s.store.GetSandbox(ctx, p.Tenant, p.ID)
-		if err != nil || rec.State != StatePaused {
+		if err != nil || rec.State != store.StatePaused {
 			continue
 		}
 		why := fmt.Sprintf("expired: paused longer than the server's paused retention (%s)", s.cfg.PausedRetention)
@@ -305,7 +306,7 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 
 // pauseFailed ends l, whose processes are gone (or may be), as stopped
 // with its files removed: the record says what is true, nothing is left.
-func (s *Server) pauseFailed(l *live, rec *Record, cause error) error {
+func (s *Server) pauseFailed(l *live, rec *store.Record, cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v): ended", cause)); err != nil {
@@ -329,7 +330,7 @@ func (s *Server) recordPause(ctx context.Context, id string, d *disk, base owner
 }
 
 // finishDestroy is destroy's end for a sandbox whose processes are gone.
-func (s *Server) finishDestroy(ctx context.Context, l *live, rec *Record, reason string) error {
+func (s *Server) finishDestroy(ctx context.Context, l *live, rec *store.Record, reason string) error {
 	id := l.sb.ID()
 	l.image.Release()
 	err := s.releaseDisk(l.disk)
@@ -355,9 +356,9 @@ func (s *Server) forgetLife(ctx context.Context, id string) error {
 }
 
 // destroyPaused removes a paused sandbox's files and marks it stopped.
-func (s *Server) destroyPaused(ctx context.Context, rec *Record, reason string) error {
+func (s *Server) destroyPaused(ctx context.Context, rec *store.Record, reason string) error {
 	defer s.resumes.lock(rec.ID)()
-	if now, err := s.store.GetSandbox(ctx, rec.Tenant, rec.ID); err != nil || now.State != StatePaused {
+	if now, err := s.store.GetSandbox(ctx, rec.Tenant, rec.ID); err != nil || now.State != store.StatePaused {
 		return &httpError{api.CodeConflict, fmt.Errorf("destroy paused sandbox %q: no longer paused: %w", rec.ID, sandbox.ErrClosed)}
 	}
 	errs := []error{
@@ -394,7 +395,7 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		// Pausing a paused sandbox is a no-op.
-		if rec, gerr := s.store.GetSandbox(r.Context(), c.tenant, id); gerr == nil && rec.State == StatePaused {
+		if rec, gerr := s.store.GetSandbox(r.Context(), c.tenant, id); gerr == nil && rec.State == store.StatePaused {
 			writeJSON(w, http.StatusOK, s.view(nil, rec, false))
 			return
 		}

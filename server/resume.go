@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // idRangeWidth is a leased host id range's width (ids 0..65535 inside).
@@ -31,14 +32,14 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == StateRunning {
+	if rec.State == store.StateRunning {
 		l, err := s.lookupAny(tenant, id)
 		if err == nil && l.isFrozen() {
 			err = s.thaw(ctx, l)
 		}
 		return l, err
 	}
-	if rec.State != StatePaused {
+	if rec.State != store.StatePaused {
 		return nil, &httpError{api.CodeConflict, fmt.Errorf("resume sandbox %q: it is %s (%s): %w", id, rec.State, rec.Reason, sandbox.ErrClosed)}
 	}
 	lr, err := s.store.GetLifecycle(ctx, id)
@@ -156,9 +157,9 @@ func (s *Server) prepareFiles(ctx context.Context, id string, d *disk, base owne
 }
 
 // register makes a resumed sandbox live again.
-func (s *Server) register(ctx context.Context, l *live, rec *Record, lr *lifeRow, plan *createPlan, verified bool) (*live, error) {
+func (s *Server) register(ctx context.Context, l *live, rec *store.Record, lr *store.LifeRow, plan *createPlan, verified bool) (*live, error) {
 	now := time.Now().UTC()
-	rec.State, rec.Reason, rec.EndedAt, rec.ExpiresAt = StateRunning, "", time.Time{}, now.Add(plan.timeout)
+	rec.State, rec.Reason, rec.EndedAt, rec.ExpiresAt = store.StateRunning, "", time.Time{}, now.Add(plan.timeout)
 	l.mu.Lock()
 	l.rec = rec
 	l.expires, l.keepAlive = rec.ExpiresAt, rec.KeepAlive

@@ -7,11 +7,8 @@ import (
 	"strings"
 
 	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/server/store"
 )
-
-// LocalTenant is the tenant of requests on the trusted unix socket that
-// carry no API key.
-const LocalTenant = "local"
 
 type ctxKey int
 
@@ -82,7 +79,7 @@ func (s *Server) requestCaller(r *http.Request, trusted bool) (caller, string, e
 		return caller{tenant: tenant}, key, nil
 	}
 	if trusted {
-		return caller{tenant: LocalTenant, trusted: true}, "", nil
+		return caller{tenant: store.LocalTenant, trusted: true}, "", nil
 	}
 	tenant, key, ok, err := s.consoleCaller(r)
 	switch {

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 func newID(prefix string) string {
@@ -316,9 +317,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now().UTC()
-	rec := &Record{
+	rec := &store.Record{
 		ID: l.sb.ID(), Tenant: c.tenant, Backend: l.backend, Profile: l.profile, Image: plan.req.Image,
-		Spec: polJSON, Labels: plan.req.Labels, Env: plan.req.Env, State: StateRunning,
+		Spec: polJSON, Labels: plan.req.Labels, Env: plan.req.Env, State: store.StateRunning,
 		Memory: l.memory, KeepAlive: plan.req.KeepAlive, CreatedAt: now, ExpiresAt: now.Add(plan.timeout),
 	}
 	if err := s.store.InsertSandbox(r.Context(), rec); err != nil {
@@ -429,7 +430,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 }
 
 // view renders l (or a stored record) for the API.
-func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
+func (s *Server) view(l *live, rec *store.Record, withStats bool) api.Sandbox {
 	v := api.Sandbox{
 		ID: rec.ID, Backend: rec.Backend, Profile: rec.Profile, Image: rec.Image, State: rec.State,
 		Reason: rec.Reason, Labels: rec.Labels, KeepAlive: rec.KeepAlive, MemoryMax: rec.Memory,
@@ -463,9 +464,9 @@ func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
 	q := r.URL.Query()
-	f := ListFilter{Tenant: c.tenant, State: q.Get("state"), Labels: map[string]string{}}
+	f := store.ListFilter{Tenant: c.tenant, State: q.Get("state"), Labels: map[string]string{}}
 	switch f.State {
-	case "", StateRunning, StateStopped, StatePaused:
+	case "", store.StateRunning, store.StateStopped, store.StatePaused:
 	default:
 		s.writeError(w, r, errBadRequest("state %q: want running, paused or stopped", f.State))
 		return
@@ -483,7 +484,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		f.Labels[k] = v
 	}
 	if f.State == "" && q.Get("all") != "true" {
-		f.State = StateRunning
+		f.State = store.StateRunning
 	}
 	recs, err := s.store.ListSandboxes(r.Context(), f)
 	if err != nil {
@@ -515,7 +516,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// A stopped sandbox of this tenant: deleting it again is a no-op.
 		rec, gerr := s.store.GetSandbox(r.Context(), c.tenant, id)
-		if gerr == nil && rec.State == StatePaused {
+		if gerr == nil && rec.State == store.StatePaused {
 			if err := s.destroyPaused(r.Context(), rec, "deleted through the API"); err != nil {
 				s.writeError(w, r, err)
 				return

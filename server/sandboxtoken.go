@@ -12,6 +12,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // Sandbox access tokens are credentials for one sandbox, for adapters
@@ -117,7 +118,7 @@ func (s *Server) handleAccessToken(w http.ResponseWriter, r *http.Request) {
 	if rec == nil {
 		return
 	}
-	if rec.State == StateStopped {
+	if rec.State == store.StateStopped {
 		s.writeError(w, r, fmt.Errorf("sandbox %q: stopped: %w", rec.ID, sandbox.ErrNotFound))
 		return
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // Policies turns create requests into resolved policies. The server calls
@@ -43,7 +44,7 @@ type Config struct {
 	Backends map[string]sandbox.Backend
 	// DefaultBackend is used when a request names none ("native").
 	DefaultBackend string
-	Store          *Store
+	Store          *store.Store
 	Policies       Policies
 	// DataDir holds the store, volume images and, without volumes,
 	// per-sandbox workspaces (DataDir/workspaces/ID).
@@ -73,7 +74,7 @@ type Config struct {
 	// PausedRetention is how long a sandbox stays paused before it is
 	// destroyed, its files removed (0: 7 days; <0: forever).
 	PausedRetention time.Duration
-	DefaultQuota    Quota // per tenant when the store has none; zero fields: unlimited
+	DefaultQuota    store.Quota // per tenant when the store has none; zero fields: unlimited
 	Pools           []PoolConfig
 	// ProcessBuffer bounds the output kept per background process (1 MiB).
 	ProcessBuffer int
@@ -139,7 +140,7 @@ const DefaultPausedRetention = 7 * 24 * time.Hour
 // Shutdown.
 type Server struct {
 	cfg     Config
-	store   *Store
+	store   *store.Store
 	log     *slog.Logger
 	metrics *serverMetrics
 	events  *eventWriter

@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/mcptools"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 func init() {
@@ -194,7 +195,7 @@ func requireToken(token string, h http.Handler) http.Handler {
 // embedded is an `airlock serve` inside this process, on a private socket.
 type embedded struct {
 	srv     *server.Server
-	store   *server.Store
+	store   *store.Store
 	client  *client.Client
 	dir     string // removed at stop when we made it
 	data    string
@@ -235,7 +236,7 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 			def = sortedKeys(bs)[0]
 		}
 	}
-	if e.store, err = server.OpenStore(ctx, data); err != nil {
+	if e.store, err = store.Open(ctx, data); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}

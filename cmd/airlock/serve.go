@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 func init() {
@@ -90,7 +91,7 @@ func runServe(args []string) int {
 	cfg.DefaultBackend = defaultBackend(f.defBackend, cfg.Backends)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if cfg.Store, err = server.OpenStore(ctx, f.data); err != nil {
+	if cfg.Store, err = store.Open(ctx, f.data); err != nil {
 		return fail("serve", err)
 	}
 	defer cfg.Store.Close()
@@ -387,8 +388,8 @@ func listenUnix(path, group string) (net.Listener, error) {
 // key and quota commands, which must never create one: a key written to a
 // store no server reads (a mistyped or forgotten --data) would look like
 // it worked.
-func openExistingStore(ctx context.Context, fs *flag.FlagSet, data string) (*server.Store, error) {
-	if _, err := os.Stat(filepath.Join(data, server.StoreFile)); err != nil {
+func openExistingStore(ctx context.Context, fs *flag.FlagSet, data string) (*store.Store, error) {
+	if _, err := os.Stat(filepath.Join(data, store.File)); err != nil {
 		given := false
 		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "data" })
 		hint := "name the server's data directory with --data DIR"
@@ -397,7 +398,7 @@ func openExistingStore(ctx context.Context, fs *flag.FlagSet, data string) (*ser
 		}
 		return nil, fmt.Errorf("no store in %q: %s: %w", data, hint, sandbox.ErrNotFound)
 	}
-	return server.OpenStore(ctx, data)
+	return store.Open(ctx, data)
 }
 
 // runServeKey manages API keys in the store: create prints the key once.
@@ -428,19 +429,19 @@ func serveKey(sub string, rest []string) int {
 	}
 	ids = append(ids, fs.Args()...)
 	ctx := context.Background()
-	store, err := openExistingStore(ctx, fs, *data)
+	st, err := openExistingStore(ctx, fs, *data)
 	if err != nil {
 		return fail("serve key", err)
 	}
-	defer store.Close()
+	defer st.Close()
 	switch sub {
 	case "create":
 		var b [32]byte
 		if _, err := rand.Read(b[:]); err != nil {
 			return fail("serve key", err)
 		}
-		key := server.KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
-		id, err := store.AddKey(ctx, *tenant, *name, key)
+		key := store.KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+		id, err := st.AddKey(ctx, *tenant, *name, key)
 		if err != nil {
 			return fail("serve key", err)
 		}
@@ -452,7 +453,7 @@ func serveKey(sub string, rest []string) int {
 		}
 		return 0
 	case "list":
-		keys, err := store.ListKeys(ctx)
+		keys, err := st.ListKeys(ctx)
 		if err != nil {
 			return fail("serve key", err)
 		}
@@ -472,7 +473,7 @@ func serveKey(sub string, rest []string) int {
 		if len(ids) != 1 {
 			return fail("serve key", fmt.Errorf("revoke: want one key ID: %w", sandbox.ErrInvalid))
 		}
-		if err := store.RevokeKey(ctx, ids[0]); err != nil {
+		if err := st.RevokeKey(ctx, ids[0]); err != nil {
 			return fail("serve key", err)
 		}
 		return 0
@@ -504,14 +505,14 @@ func serveQuota(sub string, args []string) int {
 		return fail("serve quota", fmt.Errorf("--tenant is required: %w", sandbox.ErrInvalid))
 	}
 	ctx := context.Background()
-	store, err := openExistingStore(ctx, fs, *data)
+	st, err := openExistingStore(ctx, fs, *data)
 	if err != nil {
 		return fail("serve quota", err)
 	}
-	defer store.Close()
+	defer st.Close()
 	switch sub {
 	case "set":
-		q := server.Quota{MaxSandboxes: *maxSandboxes}
+		q := store.Quota{MaxSandboxes: *maxSandboxes}
 		if *maxMemory != "" {
 			b, err := policy.ParseByteSize(*maxMemory)
 			if err != nil {
@@ -519,12 +520,12 @@ func serveQuota(sub string, args []string) int {
 			}
 			q.MaxMemory = int64(b)
 		}
-		if err := store.SetQuota(ctx, *tenant, q); err != nil {
+		if err := st.SetQuota(ctx, *tenant, q); err != nil {
 			return fail("serve quota", err)
 		}
 		return 0
 	case "get":
-		q, err := store.GetQuota(ctx, *tenant)
+		q, err := st.GetQuota(ctx, *tenant)
 		if err != nil {
 			return fail("serve quota", err)
 		}

@@ -180,7 +180,7 @@ var hostPathHomes = map[string]string{
 	"internal/volume/":                  "the volume images and mount points the server makes below its data directory, named by it",
 	"server/images.go":                  "uploads (archives, images) spooled in the server's data directory under names it makes",
 	"server/server.go":                  "the server's data directory (workspaces), named by the operator",
-	"server/store.go":                   "the store's directory, named by the operator",
+	"server/store/store.go":             "the store's directory, named by the operator",
 	"server/checkpoint.go":              "a sandbox's workspace and its rollback siblings, at paths the server made (RemoveAll and Rename never follow links inside)",
 	"server/manifest.go":                "manifests the server writes in its own checkpoint directory (the workspace itself is walked through os.Root)",
 	"server/objects.go":                 "the content-addressed checkpoint objects, named by their sha256 in the server's directory",

@@ -1,4 +1,4 @@
-package server
+package store
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // others are being inserted: a SELECT then an UPDATE outside one
 // transaction stopped rows it never reported.
 func TestMarkAllStoppedIsAtomic(t *testing.T) {
-	st, err := OpenStore(context.Background(), t.TempDir())
+	st, err := Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestMarkAllStoppedIsAtomic(t *testing.T) {
 // A row whose JSON columns do not decode is an error, not a sandbox with
 // its labels silently dropped.
 func TestStoreDecodeErrors(t *testing.T) {
-	st, err := OpenStore(context.Background(), t.TempDir())
+	st, err := Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
