@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/objstore"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -24,10 +25,10 @@ type cloneSource struct {
 	tenant  string
 	req     api.CreateSandboxRequest
 	trusted bool
-	imageID string // "" without an image
-	owner   owner  // host id range base of the workspace's files
-	ws      string // its workspace
-	upper   string // an image sandbox's writable layer's upper directory ("" none)
+	imageID string         // "" without an image
+	owner   objstore.Owner // host id range base of the workspace's files
+	ws      string         // its workspace
+	upper   string         // an image sandbox's writable layer's upper directory ("" none)
 	// still holds the source still while it is read (a running
 	// sandbox's processes frozen, one checkpoint at a time); it returns
 	// what lets go.

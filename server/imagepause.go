@@ -12,6 +12,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/objstore"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -72,7 +73,7 @@ func (s *Server) writableLayer(id string, d *disk, pol *policy.Policy, resume bo
 	dir := s.layerPath(id, d)
 	if resume {
 		if _, err := imageroot.Use(dir); err != nil {
-			return "", errCorrupt("its writable layer is gone (%v)", err)
+			return "", objstore.Corrupt("its writable layer is gone (%v)", err)
 		}
 		d.layer = dir
 		return dir, nil
@@ -142,16 +143,16 @@ const layerPrefix = "/layer/"
 // upper directory of its writable layer (owners as stored: its inside
 // ids). Whiteouts and overlay xattrs are not in it (scanTree skips
 // devices and reads no xattrs).
-func pausedManifest(ctx context.Context, d *disk, base owner, version int) (*manifest, error) {
-	sc := newScan(ctx, "manifest of a paused sandbox", version)
-	m, _, _, err := scanTree(d.workspace, base, nil, sc)
+func pausedManifest(ctx context.Context, d *disk, base objstore.Owner, version int) (*objstore.Manifest, error) {
+	sc := objstore.NewScan(ctx, "manifest of a paused sandbox", version)
+	m, _, _, err := objstore.ScanTree(d.workspace, base, nil, sc)
 	if err != nil {
 		return nil, fmt.Errorf("manifest of the workspace: %w", err)
 	}
 	if d.layer == "" {
 		return m, nil
 	}
-	up, _, _, err := scanTree(filepath.Join(d.layer, "upper"), owner{}, nil, sc)
+	up, _, _, err := objstore.ScanTree(filepath.Join(d.layer, "upper"), objstore.Owner{}, nil, sc)
 	if err != nil {
 		return nil, fmt.Errorf("manifest of the writable layer: %w", err)
 	}

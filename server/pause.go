@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/objstore"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -28,8 +29,8 @@ type lifeState struct {
 	// backend, no image, a workspace on a disk volume or in the data
 	// directory): pause, checkpoints and rollback work.
 	pausable   bool
-	why        string // why not pausable
-	owner      owner  // host id range base of its files
+	why        string         // why not pausable
+	owner      objstore.Owner // host id range base of its files
 	autoResume bool
 	keepWhile  string        // api.KeepAliveWhileProcesses or ""
 	keepIdle   time.Duration // idle time after the last process (0: the server's)
@@ -62,7 +63,7 @@ func (s *Server) lifeOf(l *live, pol *policy.Policy, root *images.Rootfs, docker
 		uid, gid := hi.HostIDs()
 		in, ing, err := pol.Process.Credentials(os.Getuid(), os.Getgid())
 		if err == nil {
-			ls.owner = owner{uid - in, gid - ing}
+			ls.owner = objstore.Owner{UID: uid - in, GID: gid - ing}
 		}
 	}
 	return ls
@@ -317,8 +318,8 @@ func (s *Server) pauseFailed(l *live, rec *store.Record, cause error) error {
 
 // recordPause writes the manifest of a stopped sandbox's workspace and
 // returns its sha256.
-func (s *Server) recordPause(ctx context.Context, id string, d *disk, base owner) (string, error) {
-	m, err := pausedManifest(ctx, d, base, manifestVersion)
+func (s *Server) recordPause(ctx context.Context, id string, d *disk, base objstore.Owner) (string, error) {
+	m, err := pausedManifest(ctx, d, base, objstore.Version)
 	if err != nil {
 		return "", err
 	}
@@ -326,7 +327,7 @@ func (s *Server) recordPause(ctx context.Context, id string, d *disk, base owner
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
-	return writeManifest(filepath.Join(dir, "pause.json"), m)
+	return objstore.WriteManifest(filepath.Join(dir, "pause.json"), m)
 }
 
 // finishDestroy is destroy's end for a sandbox whose processes are gone.

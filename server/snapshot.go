@@ -13,6 +13,7 @@ import (
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/objstore"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -112,7 +113,7 @@ func (s *Server) snapshotSource(ctx context.Context, tenant, ref string) (*clone
 	}
 	what := fmt.Sprintf("create from snapshot %q", row.ID)
 	src := &cloneSource{what: what, tenant: tenant, trusted: row.Trusted, imageID: row.ImageID,
-		owner: owner{row.OwnerUID, row.OwnerGID}, ws: filepath.Join(s.snapshotDir(row.ID), "workspace")}
+		owner: objstore.Owner{UID: row.OwnerUID, GID: row.OwnerGID}, ws: filepath.Join(s.snapshotDir(row.ID), "workspace")}
 	if err := json.Unmarshal(row.Request, &src.req); err != nil {
 		return nil, fmt.Errorf("%s: stored request: %w", what, err)
 	}
