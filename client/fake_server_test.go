@@ -10,6 +10,7 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/sandbox/sandboxfake"
 	"github.com/airlock-dev/airlock/server"
+	"github.com/airlock-dev/airlock/server/admission"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -31,7 +32,7 @@ func startFake(dir string, tcp bool) (*fakeServe, error) {
 		Backends:       map[string]sandbox.Backend{"fake": sandboxfake.New("fake")},
 		DefaultBackend: "fake",
 		Store:          st,
-		Policies:       server.HostPolicies{},
+		Policies:       admission.HostPolicies{},
 		DataDir:        filepath.Join(dir, "data"),
 		CABundle:       []byte{},
 	})

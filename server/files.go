@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/server/guestpath"
 )
 
 func parseMode(v string, def fs.FileMode) (fs.FileMode, error) {
@@ -206,12 +207,12 @@ func (s *Server) handleFileRename(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req) {
 		return
 	}
-	from, err := cleanPath(req.From)
+	from, err := guestpath.Clean(req.From)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	to, err := cleanPath(req.To)
+	to, err := guestpath.Clean(req.To)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -239,7 +240,7 @@ func (s *Server) handleFileMkdir(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req) {
 		return
 	}
-	p, err := cleanPath(req.Path)
+	p, err := guestpath.Clean(req.Path)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -158,7 +158,7 @@ func (s *Server) prepareCopy(ctx context.Context, src *cloneSource, creq api.Cre
 	if c.pol, c.ws, err = s.resolve(c.id, c.plan.backend, c.profile, c.plan.raw, c.root); err != nil {
 		return fail(err)
 	}
-	if err = s.fit(c.plan.ceil, src.tenant, c.plan.asked, c.pol); err != nil {
+	if err = c.plan.ceil.Fit(src.tenant, c.plan.asked, c.pol); err != nil {
 		return fail(err)
 	}
 	if c.release, err = s.reserve(ctx, src.tenant, c.plan.backend.Name(), int64(c.pol.Limits.Memory), ""); err != nil {

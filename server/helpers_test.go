@@ -11,6 +11,7 @@ import (
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/sandbox/sandboxfake"
+	"github.com/airlock-dev/airlock/server/admission"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -19,11 +20,11 @@ import (
 type testPolicies struct{}
 
 func (testPolicies) ParseRaw(data []byte) (*policy.Policy, error) {
-	return HostPolicies{}.ParseRaw(data)
+	return admission.HostPolicies{}.ParseRaw(data)
 }
 
 func (testPolicies) Resolve(raw *policy.Policy, profile, workspace, rootfs string) (*policy.Policy, error) {
-	return HostPolicies{}.Resolve(raw, profile, workspace, rootfs)
+	return admission.HostPolicies{}.Resolve(raw, profile, workspace, rootfs)
 }
 
 type testServer struct {

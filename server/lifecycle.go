@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/server/guestpath"
 	"github.com/airlock-dev/airlock/server/store"
 
 	"github.com/airlock-dev/airlock/audit"
@@ -63,7 +64,7 @@ func (s *Server) acquireFile(w http.ResponseWriter, r *http.Request) (*live, str
 	l, err := s.lookupResuming(r.Context(), callerOf(r).tenant, r.PathValue("id"))
 	if err == nil {
 		var p string
-		if p, err = cleanPath(r.URL.Query().Get("path")); err == nil {
+		if p, err = guestpath.Clean(r.URL.Query().Get("path")); err == nil {
 			return l, p, l.use()
 		}
 	}

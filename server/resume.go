@@ -67,7 +67,7 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 	keepImage := func() { s.held.put(id, root) }
 	pol, ws, err := s.resolve(id, plan.backend, profile, plan.raw, root)
 	if err == nil {
-		err = s.fit(plan.ceil, tenant, plan.asked, pol)
+		err = plan.ceil.Fit(tenant, plan.asked, pol)
 	}
 	if err != nil {
 		keepImage()

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/admission"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -31,7 +32,7 @@ func newID(prefix string) string {
 // checkInline refuses, for callers with an API key, inline policy fields
 // that name host resources: a tenant must not mount host paths, read host
 // secrets or environment, or write audit files on the server's host.
-func checkInline(p *policy.Policy, trusted bool, ceil *Ceiling) error {
+func checkInline(p *policy.Policy, trusted bool, ceil *admission.Ceiling) error {
 	if trusted {
 		return nil
 	}
@@ -108,8 +109,8 @@ type createPlan struct {
 	image       string         // a store image reference or ""
 	dockerImage string         // a docker daemon image reference (docker backend only)
 	timeout     time.Duration
-	ceil        *Ceiling       // nil for the trusted socket
-	asked       *policy.Policy // the inline policy as the request sent it (nil: none)
+	ceil        *admission.Ceiling // nil for the trusted socket
+	asked       *policy.Policy     // the inline policy as the request sent it (nil: none)
 }
 
 func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan, error) {
@@ -125,7 +126,7 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 	p.backend = b
 	ceil := s.ceiling(c)
 	if ceil != nil {
-		if err := ceil.checkRequest(c.tenant, req.Backend, req.Image, req.Profile); err != nil {
+		if err := ceil.CheckRequest(c.tenant, req.Backend, req.Image, req.Profile); err != nil {
 			return nil, err
 		}
 	}
@@ -151,7 +152,7 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 			return nil, err
 		}
 		if !c.trusted {
-			if err := ceil.checkHostPaths(c.tenant, raw); err != nil {
+			if err := ceil.CheckHostPaths(c.tenant, raw); err != nil {
 				return nil, err
 			}
 		}
@@ -164,8 +165,8 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 	// that is refused beyond the ceiling; defaults and the profile's
 	// values are lowered to it.
 	p.asked = p.raw
-	if ceil != nil && ceil.hasDefaults() {
-		p.raw = ceil.withDefaults(p.raw)
+	if ceil != nil && ceil.HasDefaults() {
+		p.raw = ceil.WithDefaults(p.raw)
 	}
 	p.ceil = ceil
 	if (b.Name() == "docker" || b.Name() == "kubernetes") && req.Image != "" {
@@ -374,7 +375,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 		s.mu.Lock()
 		pl := s.pools[poolKey{plan.backend.Name(), profile}]
 		s.mu.Unlock()
-		if pl != nil && pl.fits(func(pol *policy.Policy) error { return s.fit(plan.ceil, c.tenant, pol, pol.Clone()) }) {
+		if pl != nil && pl.fits(func(pol *policy.Policy) error { return plan.ceil.Fit(c.tenant, pol, pol.Clone()) }) {
 			if mem, ok := pl.memory(); ok {
 				release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), mem, "")
 				if err != nil {
@@ -400,7 +401,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 		root.Release()
 		return nil, nil, nil, err
 	}
-	if err := s.fit(plan.ceil, c.tenant, plan.asked, pol); err != nil {
+	if err := plan.ceil.Fit(c.tenant, plan.asked, pol); err != nil {
 		return nil, nil, nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	if err := checkVolumeMounts(plan.req.Volumes, plan.backend.Name(), pol, plan.ceil, c.tenant); err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/admission"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -99,7 +100,7 @@ type Config struct {
 	ExecTimeout time.Duration
 	// Ceilings bound what keyed tenants may ask for (nil: DefaultCeiling
 	// for every tenant).
-	Ceilings *Ceilings
+	Ceilings *admission.Ceilings
 	// IOTimeout bounds each wait for a client's next request-body bytes
 	// and for it to take the next response bytes (0: 30s).
 	IOTimeout time.Duration
@@ -227,9 +228,9 @@ func (cfg *Config) complete() error {
 	}
 	cfg.setDefaults()
 	if cfg.Ceilings == nil {
-		cfg.Ceilings = &Ceilings{Default: DefaultCeiling()}
+		cfg.Ceilings = &admission.Ceilings{Default: admission.DefaultCeiling()}
 	}
-	return cfg.Ceilings.compile()
+	return cfg.Ceilings.Compile()
 }
 
 // setDefaults fills in the zero (or, for sizes, non-positive) fields that

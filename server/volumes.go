@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/admission"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -233,7 +234,7 @@ func (s *Server) handleVolumeDelete(w http.ResponseWriter, r *http.Request) {
 // checkVolumeMounts checks a create request's volumes against the
 // sandbox's resolved policy: names, mount points (the workspace's rules,
 // clean, not over the workspace or one another), backend.
-func checkVolumeMounts(reqs []api.VolumeMount, backend string, pol *policy.Policy, ceil *Ceiling, tenant string) error {
+func checkVolumeMounts(reqs []api.VolumeMount, backend string, pol *policy.Policy, ceil *admission.Ceiling, tenant string) error {
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -262,8 +263,8 @@ func checkVolumeMounts(reqs []api.VolumeMount, backend string, pol *policy.Polic
 		if path.Clean(m.Path) != m.Path {
 			return errBadRequest("create sandbox: volumes[%d].path %q: not clean (no .., //, trailing /)", i, m.Path)
 		}
-		if ceil != nil && len(ceil.VolumePaths) > 0 && !underAny(m.Path, ceil.VolumePaths) {
-			return errCeiling(tenant, "volume_paths", "volumes[%d].path %q not below an allowed path (allowed: %s)", i, m.Path, strings.Join(ceil.VolumePaths, ", "))
+		if err := ceil.CheckVolumePath(tenant, i, m.Path); err != nil {
+			return err
 		}
 		for _, t := range taken {
 			if m.Path == t || strings.HasPrefix(m.Path, t+"/") || strings.HasPrefix(t, m.Path+"/") {

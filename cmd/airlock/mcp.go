@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/mcptools"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server"
+	"github.com/airlock-dev/airlock/server/admission"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -246,7 +247,7 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
 	e.srv, err = server.New(ctx, server.Config{Backends: bs, DefaultBackend: def, Store: e.store,
-		Policies: server.HostPolicies{}, DataDir: data, RunDir: runDirFor(data), DiskQuota: autoDiskQuota(),
+		Policies: admission.HostPolicies{}, DataDir: data, RunDir: runDirFor(data), DiskQuota: autoDiskQuota(),
 		Log: log, DefaultTimeout: 30 * time.Minute})
 	if err != nil {
 		e.store.Close()

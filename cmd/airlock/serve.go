@@ -27,6 +27,7 @@ import (
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server"
+	"github.com/airlock-dev/airlock/server/admission"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -186,11 +187,11 @@ func (f *serveFlags) serveListeners(srv *server.Server, errc chan<- error, log *
 
 // serveCeilings loads the ceilings file (if any) and applies the flags
 // to its default ceiling.
-func serveCeilings(file string, allowCIDR []string, modes string) (*server.Ceilings, error) {
-	c := &server.Ceilings{Default: server.DefaultCeiling()}
+func serveCeilings(file string, allowCIDR []string, modes string) (*admission.Ceilings, error) {
+	c := &admission.Ceilings{Default: admission.DefaultCeiling()}
 	if file != "" {
 		var err error
-		if c, err = server.LoadCeilings(file); err != nil {
+		if c, err = admission.LoadCeilings(file); err != nil {
 			return nil, err
 		}
 	}

@@ -175,7 +175,7 @@ var hostPathHomes = map[string]string{
 	"egress/env.go":                     "the host's CA bundle at its fixed system paths",
 	"server/archive_put.go":             "an upload spooled in the server's data directory under a name it makes",
 	"server/spill.go":                   "buffered exec output spilled to an unlinked temp file the server makes in a sandbox volume's root (outside its workspace) or the data directory",
-	"server/ceiling.go":                 "the ceilings file the operator names",
+	"server/admission/ceiling.go":       "the ceilings file the operator names",
 	"server/disk.go":                    "a sandbox's volume and workspace under the data directory, named by the ID the server made",
 	"internal/volume/":                  "the volume images and mount points the server makes below its data directory, named by it",
 	"server/images.go":                  "uploads (archives, images) spooled in the server's data directory under names it makes",
