@@ -86,27 +86,24 @@ func runServe(args []string) int {
 			return fail("serve", err)
 		}
 	}
-	if cfg.Backends, err = openServeBackends(f.backends, f.data, f.hostIDs, cfg.Images, log); err != nil {
+	if cfg.Backends, cfg.DefaultBackend, err = openBackends(f.backends, f.defBackend, f.data, f.hostIDs, cfg.Images, log); err != nil {
 		return fail("serve", err)
 	}
-	cfg.DefaultBackend = defaultBackend(f.defBackend, cfg.Backends)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if cfg.Store, err = store.Open(ctx, f.data); err != nil {
-		return fail("serve", err)
-	}
-	defer cfg.Store.Close()
-	srv, err := server.New(ctx, cfg)
+	b, err := bootServer(ctx, cfg)
 	if err != nil {
 		return fail("serve", err)
 	}
 	errc := make(chan error, 2)
-	if err := f.serveListeners(srv, errc, log, sortedKeys(cfg.Backends)); err != nil {
-		srv.Shutdown(context.Background())
+	if err := f.serveListeners(b.srv, errc, log, sortedKeys(cfg.Backends)); err != nil {
+		b.srv.Shutdown(context.Background())
+		b.store.Close()
 		return fail("serve", err)
 	}
-	if err := f.serveE2B(ctx, srv, errc, log, cfg.RunDir); err != nil {
-		srv.Shutdown(context.Background())
+	if err := f.serveE2B(ctx, b.srv, errc, log, cfg.RunDir); err != nil {
+		b.srv.Shutdown(context.Background())
+		b.store.Close()
 		os.Remove(f.socket)
 		return fail("serve", err)
 	}
@@ -117,10 +114,7 @@ func runServe(args []string) int {
 	case err = <-errc:
 		log.Error("listener failed; shutting down", "err", err)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	srv.Shutdown(sctx)
-	removeCgroupParents(cgroupParentFor(f.data))
+	b.stop()
 	if err != nil {
 		return fail("serve", err)
 	}
