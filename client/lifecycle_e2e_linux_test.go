@@ -418,6 +418,45 @@ func TestE2ETenantCannotPauseOthers(t *testing.T) {
 	}
 }
 
+// TestE2EPausedAnswers409: a paused sandbox without auto_resume exists:
+// what it cannot serve (exec, files, processes) answers 409 conflict
+// naming the pause and the resume, not 404; another tenant still gets 404
+// (nothing says the sandbox exists); after resume it serves again.
+func TestE2EPausedAnswers409(t *testing.T) {
+	requireNative(t)
+	s := newServer(t, true)
+	ctx := context.Background()
+	a, _ := client.New(s.tcpURL(), client.WithAPIKey(s.newKey(t, "alice")))
+	b, _ := client.New(s.tcpURL(), client.WithAPIKey(s.newKey(t, "bob")))
+	sb, err := a.Create(ctx, api.CreateSandboxRequest{Policy: diskPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Delete(ctx, sb.ID)
+	if p, err := a.Pause(ctx, sb.ID); err != nil || p.State != api.StatePaused {
+		t.Fatalf("pause: %v %+v", err, p)
+	}
+	_, err = a.Run(ctx, sb.ID, "true")
+	ce := wantCode(t, "exec on a paused sandbox", err, 409, api.CodeConflict)
+	if !strings.Contains(ce.Message, "is paused; resume it") || !strings.Contains(ce.Message, "/resume") {
+		t.Fatalf("the 409 does not say to resume: %s", ce.Message)
+	}
+	_, err = a.ReadFile(ctx, sb.ID, "/etc/hostname")
+	wantCode(t, "file read on a paused sandbox", err, 409, api.CodeConflict)
+	_, err = a.Processes(ctx, sb.ID)
+	wantCode(t, "process list of a paused sandbox", err, 409, api.CodeConflict)
+	_, err = b.Run(ctx, sb.ID, "true")
+	wantCode(t, "bob's exec on alice's paused sandbox", err, 404, api.CodeNotFound)
+	_, err = b.Processes(ctx, sb.ID)
+	wantCode(t, "bob's process list of alice's paused sandbox", err, 404, api.CodeNotFound)
+	if r, err := a.Resume(ctx, sb.ID); err != nil || r.State != "running" {
+		t.Fatalf("resume: %v %+v", err, r)
+	}
+	if res, err := a.Run(ctx, sb.ID, "true"); err != nil || res.Code != 0 {
+		t.Fatalf("exec after resume: %v %+v", err, res)
+	}
+}
+
 // TestE2ECheckpointQuota: a tenant's checkpoints are bounded in count and
 // in the bytes they record (429), and deleting one makes room.
 func TestE2ECheckpointQuota(t *testing.T) {

@@ -1,21 +1,28 @@
 package server
 
 import (
+	"container/list"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // Connection bounds: what any client, authenticated or not, can hold.
 const (
-	// headerTimeout bounds reading a request's headers.
-	headerTimeout = 10 * time.Second
+	// DefaultHeadTimeout bounds reading a request's head (request line
+	// and headers) from its first byte: a client that sends its headers
+	// one byte at a time (a slowloris) loses its connection after it
+	// (Config.HeadTimeout).
+	DefaultHeadTimeout = 5 * time.Second
 	// defaultIOTimeout bounds each wait for a request body's next bytes
 	// and for a client to take the next bytes of a response: a client
 	// that stops reading or sending for this long loses its connection
@@ -26,27 +33,42 @@ const (
 	// drainTimeout bounds reading what is left of a body after the
 	// handler answered (a refused request with a trickling body).
 	drainTimeout = 5 * time.Second
+	// refuseWrite bounds writing the short refusal a connection over a
+	// limit gets before it is closed.
+	refuseWrite = 100 * time.Millisecond
 )
 
-// ConnLimits bound the connections of one listener.
+// ConnLimits bound the connections of one listener. A connection is
+// anonymous until a request on it authenticates (an API key, a console
+// session, a sandbox token); from then on it is its tenant's.
 type ConnLimits struct {
-	// PerClient is the most connections one client address may hold
-	// (before authentication); 0: none (the unix socket has no address).
-	PerClient int
-	// Total is the most connections the listener holds; 0: none.
+	// PerPrefix is the most connections one client network may hold:
+	// its /24 for IPv4, its /64 for IPv6 (one host usually holds a whole
+	// /64, and a /24 is what one attacker gets cheaply); 0: none (behind a
+	// reverse proxy every client has the proxy's address; the unix socket
+	// has no address).
+	PerPrefix int
+	// PerTenant is the most connections one tenant's requests may hold;
+	// 0: none.
+	PerTenant int
+	// Total is the most connections the listener holds; 0: none. When it
+	// is reached, a new connection takes the place of the oldest anonymous
+	// one (a legitimate client is anonymous only while it sends its first
+	// request's head), and is refused only when every connection held is
+	// a tenant's.
 	Total int
 }
 
 // DefaultTCPLimits are the limits of a TCP listener.
-var DefaultTCPLimits = ConnLimits{PerClient: 64, Total: 4096}
+var DefaultTCPLimits = ConnLimits{PerPrefix: 64, PerTenant: 256, Total: 4096}
 
 // DefaultUnixLimits are the limits of the unix socket: its own budget, so
 // a flood on TCP never locks the operator out.
 var DefaultUnixLimits = ConnLimits{Total: 1024}
 
 // limitListener accepts connections and closes at once those beyond its
-// limits, so that descriptors never pile up in the accept queue or in
-// the server: the client sees its connection closed.
+// limits (after a short JSON refusal), so that descriptors never pile up
+// in the accept queue or in the server.
 type limitListener struct {
 	net.Listener
 	lim     ConnLimits
@@ -54,24 +76,26 @@ type limitListener struct {
 
 	mu     sync.Mutex
 	total  int
-	client map[string]int
+	prefix map[string]int
+	tenant map[string]int
+	anon   list.List // *limitedConn not yet a tenant's, oldest first
 }
 
 func newLimitListener(ln net.Listener, lim ConnLimits, m *serverMetrics) *limitListener {
-	return &limitListener{Listener: ln, lim: lim, metrics: m, client: map[string]int{}}
+	return &limitListener{Listener: ln, lim: lim, metrics: m, prefix: map[string]int{}, tenant: map[string]int{}}
 }
 
-// clientOf is the address a per-client limit counts by (the host, not
-// the port).
-func clientOf(c net.Conn) string {
-	a := c.RemoteAddr()
-	if a == nil {
+// prefixOf is the network a per-prefix limit counts by: the /24 of an
+// IPv4 address (IPv4-mapped IPv6 included), the /64 of an IPv6 one.
+func prefixOf(c net.Conn) string {
+	ta, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok || ta == nil {
 		return ""
 	}
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
+	if v4 := ta.IP.To4(); v4 != nil {
+		return (&net.IPNet{IP: v4.Mask(net.CIDRMask(24, 32)), Mask: net.CIDRMask(24, 32)}).String()
 	}
-	return ""
+	return (&net.IPNet{IP: ta.IP.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -80,48 +104,150 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		who := clientOf(c)
-		l.mu.Lock()
-		over := l.lim.Total > 0 && l.total >= l.lim.Total ||
-			l.lim.PerClient > 0 && who != "" && l.client[who] >= l.lim.PerClient
-		if !over {
-			l.total++
-			if who != "" {
-				l.client[who]++
-			}
+		lc, evicted, refusal := l.admit(c)
+		if evicted != nil {
+			l.metrics.connEvicted.Inc()
+			evicted.Conn.Close()
 		}
-		l.mu.Unlock()
-		if over {
+		if lc == nil {
 			l.metrics.connRefused.Inc()
-			c.Close()
+			refuse(c, refusal)
 			continue
 		}
-		return &limitedConn{Conn: c, l: l, who: who}, nil
+		return lc, nil
 	}
 }
 
-func (l *limitListener) release(who string) {
+// admit counts c in, or says why not (a JSON error body). When the total
+// is reached it evicts the oldest anonymous connection, which the caller
+// closes.
+func (l *limitListener) admit(c net.Conn) (lc, evicted *limitedConn, refusal []byte) {
+	who := prefixOf(c)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.total--
-	if who != "" {
-		if l.client[who]--; l.client[who] <= 0 {
-			delete(l.client, who)
+	if l.lim.PerPrefix > 0 && who != "" && l.prefix[who] >= l.lim.PerPrefix {
+		return nil, nil, refusalBody(http.StatusTooManyRequests, api.CodeLimitExceeded,
+			fmt.Sprintf("too many connections from network %s (limit %d per client network): close some and retry", who, l.lim.PerPrefix))
+	}
+	if l.lim.Total > 0 && l.total >= l.lim.Total {
+		if l.anon.Len() == 0 {
+			return nil, nil, refusalBody(http.StatusServiceUnavailable, api.CodeUnavailable,
+				fmt.Sprintf("the server holds its most connections (%d): retry later", l.lim.Total))
 		}
+		evicted = l.anon.Front().Value.(*limitedConn)
+		l.releaseLocked(evicted)
+	}
+	lc = &limitedConn{Conn: c, l: l, prefix: who}
+	l.total++
+	if who != "" {
+		l.prefix[who]++
+	}
+	lc.anon = l.anon.PushBack(lc)
+	return lc, evicted, nil
+}
+
+// refusalBody is a whole HTTP/1.1 answer with an API error.
+func refusalBody(status int, code, msg string) []byte {
+	body, _ := json.Marshal(api.ErrorBody{Error: api.ErrorInfo{Code: code, Message: msg}})
+	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\nRetry-After: 1\r\n\r\n%s",
+		status, http.StatusText(status), len(body), body)
+}
+
+// refuse gives c its refusal if it takes it at once, and closes it. The
+// answer is written before the request is read: a client whose request
+// is still unread may see its connection reset instead.
+func refuse(c net.Conn, answer []byte) {
+	_ = c.SetWriteDeadline(time.Now().Add(refuseWrite))
+	_, _ = c.Write(answer)
+	c.Close()
+}
+
+// bind makes c a connection of tenant, within the per-tenant limit.
+func (l *limitListener) bind(c *limitedConn, tenant string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c.released || c.tenant == tenant {
+		return nil
+	}
+	if l.lim.PerTenant > 0 && l.tenant[tenant] >= l.lim.PerTenant {
+		return fmt.Errorf("too many connections of tenant %s (limit %d per tenant): close some and retry: %w", tenant, l.lim.PerTenant, sandbox.ErrLimit)
+	}
+	l.unbindLocked(c)
+	c.tenant = tenant
+	l.tenant[tenant]++
+	if c.anon != nil {
+		l.anon.Remove(c.anon)
+		c.anon = nil
+	}
+	return nil
+}
+
+func (l *limitListener) unbindLocked(c *limitedConn) {
+	if c.tenant == "" {
+		return
+	}
+	if l.tenant[c.tenant]--; l.tenant[c.tenant] <= 0 {
+		delete(l.tenant, c.tenant)
+	}
+	c.tenant = ""
+}
+
+// releaseLocked stops counting c (once).
+func (l *limitListener) releaseLocked(c *limitedConn) {
+	if c.released {
+		return
+	}
+	c.released = true
+	l.total--
+	if c.prefix != "" {
+		if l.prefix[c.prefix]--; l.prefix[c.prefix] <= 0 {
+			delete(l.prefix, c.prefix)
+		}
+	}
+	l.unbindLocked(c)
+	if c.anon != nil {
+		l.anon.Remove(c.anon)
+		c.anon = nil
 	}
 }
 
+// limitedConn is a counted connection; its fields are the listener's
+// (under its mu).
 type limitedConn struct {
 	net.Conn
-	l    *limitListener
-	who  string
-	once sync.Once
+	l        *limitListener
+	prefix   string
+	tenant   string
+	anon     *list.Element
+	released bool
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.release(c.who) })
+	c.l.mu.Lock()
+	c.l.releaseLocked(c)
+	c.l.mu.Unlock()
 	return err
+}
+
+type connKey struct{}
+
+// withConn is the http.Server's ConnContext: handlers find their
+// connection's limits.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	if lc, ok := c.(*limitedConn); ok {
+		return context.WithValue(ctx, connKey{}, lc)
+	}
+	return ctx
+}
+
+// bindConn makes r's connection its tenant's (a per-tenant limit).
+func bindConn(r *http.Request, tenant string) error {
+	lc, _ := r.Context().Value(connKey{}).(*limitedConn)
+	if lc == nil {
+		return nil
+	}
+	return lc.l.bind(lc, tenant)
 }
 
 // withDeadlines gives every request progress deadlines: each read of its

@@ -22,6 +22,7 @@ type serverMetrics struct {
 	errors        *metrics.CounterVec
 	requests      *metrics.CounterVec
 	connRefused   *metrics.Counter
+	connEvicted   *metrics.Counter
 	eventsDropped *metrics.CounterVec
 }
 
@@ -52,7 +53,8 @@ func newMetrics(s *Server) (*serverMetrics, error) {
 		requests:      counter("airlock_api_requests_total", "API requests by route and status.", "route", "status"),
 		eventsDropped: counter("airlock_events_aggregated_total", "Audit events over a sandbox's rate, stored as one aggregate each second.", "type"),
 	}
-	m.connRefused = counter("airlock_connections_refused_total", "Connections closed at accept: over the per-client or total limit.").WithLabelValues()
+	m.connRefused = counter("airlock_connections_refused_total", "Connections closed at accept: over the per-network limit, or the total one with no anonymous connection to evict.").WithLabelValues()
+	m.connEvicted = counter("airlock_connections_evicted_total", "Anonymous connections closed to make room for a new one at the total limit.").WithLabelValues()
 	errs = append(errs,
 		r.NewGaugeFunc("airlock_sandboxes", "Sandboxes held by this server, by state and backend.", s.sandboxCounts, "backend", "state"),
 		r.RegisterRuntime())

@@ -136,9 +136,27 @@ func (s *Server) lookupResuming(ctx context.Context, tenant, id string) (*live, 
 	}
 	lr, lerr := s.store.GetLifecycle(ctx, id)
 	if lerr != nil || !lr.AutoResume {
-		return nil, fmt.Errorf("sandbox %q: paused (POST /v1/sandboxes/%s/resume, or create it with auto_resume): %w", id, id, sandbox.ErrNotFound)
+		return nil, errPaused(id)
 	}
 	return s.resume(ctx, tenant, id, nil, nil)
+}
+
+// errPaused answers a request a paused sandbox cannot serve: 409, the
+// sandbox exists (it is not 404) but must be resumed first.
+func errPaused(id string) error {
+	return &httpError{api.CodeConflict, fmt.Errorf("sandbox %q is paused; resume it (POST /v1/sandboxes/%s/resume, or create it with auto_resume): %w", id, id, sandbox.ErrClosed)}
+}
+
+// lookupLive is lookup that tells a paused sandbox (409) from none (404),
+// for requests that never resume one (process listings, port routes).
+func (s *Server) lookupLive(ctx context.Context, tenant, id string) (*live, error) {
+	l, err := s.lookup(tenant, id)
+	if err != nil && errors.Is(err, sandbox.ErrNotFound) {
+		if rec, gerr := s.store.GetSandbox(ctx, tenant, id); gerr == nil && rec.State == store.StatePaused {
+			return nil, errPaused(id)
+		}
+	}
+	return l, err
 }
 
 // checkpointDir is where sandbox id keeps its checkpoints and its pause

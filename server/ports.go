@@ -233,7 +233,7 @@ func (s *Server) portCaller(w http.ResponseWriter, r *http.Request, id string, p
 	}
 	if tok == "" || r.Header.Get("Authorization") != "" {
 		s.authenticate(func(w http.ResponseWriter, r *http.Request) {
-			l, err := s.lookup(callerOf(r).tenant, id)
+			l, err := s.lookupLive(r.Context(), callerOf(r).tenant, id)
 			if err != nil {
 				s.writeError(w, r, err)
 				return

@@ -132,7 +132,7 @@ func (s *Server) startBackground(l *live, req sandbox.ExecRequest, stdinStream b
 }
 
 func (s *Server) procOf(r *http.Request) (*live, *proc, error) {
-	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
+	l, err := s.lookupLive(r.Context(), callerOf(r).tenant, r.PathValue("id"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -147,7 +147,7 @@ func (s *Server) procOf(r *http.Request) (*live, *proc, error) {
 }
 
 func (s *Server) handleProcList(w http.ResponseWriter, r *http.Request) {
-	l, err := s.lookup(callerOf(r).tenant, r.PathValue("id"))
+	l, err := s.lookupLive(r.Context(), callerOf(r).tenant, r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -2,11 +2,13 @@ package server
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server/store"
 )
 
@@ -41,7 +43,13 @@ func (s *Server) authenticate(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		trusted, _ := r.Context().Value(keyTrusted).(bool)
 		c, key, err := s.requestCaller(r, trusted)
+		if err == nil && !c.trusted {
+			err = bindConn(r, c.tenant)
+		}
 		if err != nil {
+			if errors.Is(err, sandbox.ErrLimit) {
+				w.Header().Set("Connection", "close")
+			}
 			s.writeError(w, r, err)
 			return
 		}

@@ -104,6 +104,8 @@ type Config struct {
 	// IOTimeout bounds each wait for a client's next request-body bytes
 	// and for it to take the next response bytes (0: 30s).
 	IOTimeout time.Duration
+	// HeadTimeout bounds reading a request's head (0: DefaultHeadTimeout).
+	HeadTimeout time.Duration
 	// PublicMetrics serves /metrics over TCP too (else the unix socket only).
 	PublicMetrics bool
 	// MinFree is the free space the data directory's filesystem keeps:
@@ -255,6 +257,7 @@ func (cfg *Config) setDefaults() {
 	def(&cfg.UploadTimeout, 10*time.Minute)
 	def(&cfg.CreateTimeout, 60*time.Second)
 	def(&cfg.IOTimeout, defaultIOTimeout)
+	def(&cfg.HeadTimeout, DefaultHeadTimeout)
 	if cfg.RunDir == "" {
 		cfg.RunDir = cfg.DataDir
 	}
@@ -403,7 +406,8 @@ func (s *Server) Serve(ln net.Listener, trusted bool) error {
 	ln = newLimitListener(ln, lim, s.metrics)
 	hs := &http.Server{
 		Handler:           withDeadlines(s.cfg.IOTimeout, s.withTrust(trusted, s.handler)),
-		ReadHeaderTimeout: headerTimeout,
+		ReadHeaderTimeout: s.cfg.HeadTimeout,
+		ConnContext:       withConn,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),

@@ -15,7 +15,9 @@ import (
 // (recursive=true: its whole tree) as NDJSON lines, or SSE events with
 // Accept: text/event-stream, until the client goes away, the sandbox ends
 // or the watched path does. The guest watches (inotify) and bounds what
-// it holds; a client that does not read is the guest's overflow.
+// it holds; a client that pauses reading gets an overflow event, one that
+// stops reading for longer than the write timeout (Config.IOTimeout) is
+// cut off like every silent client.
 func (s *Server) handleFileWatch(w http.ResponseWriter, r *http.Request) {
 	l, p, release := s.acquireFile(w, r)
 	if l == nil {

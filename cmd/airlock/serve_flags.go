@@ -26,7 +26,9 @@ type serveFlags struct {
 	defBackend                                   string
 	defTimeout, maxTimeout, idle, retention      time.Duration
 	pausedRetention, scanTimeout, uploadTimeout  time.Duration
-	maxSandboxes, eventRate, perClient, maxConns int
+	maxSandboxes, eventRate, perPrefix, maxConns int
+	perTenantConns                               int
+	headTimeout                                  time.Duration
 	maxMemory, maxUpload, procBuffer, logLevel   string
 	hostIDs, diskQuota, wasmMem, minFree         string
 	publicMetrics                                bool
@@ -67,8 +69,11 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.minFree, "min-free", "256Mi", "free space the data directory's filesystem keeps: below it new work is refused with 507 (0: never)")
 	fs.IntVar(&f.eventRate, "event-rate", 200, "audit events one sandbox may store per second; beyond, one aggregate per second says how many more")
 	fs.BoolVar(&f.publicMetrics, "public-metrics", false, "serve /metrics over TCP too (else the unix socket only)")
-	fs.IntVar(&f.perClient, "max-conns-per-client", server.DefaultTCPLimits.PerClient, "TCP connections one client address may hold, before authentication")
-	fs.IntVar(&f.maxConns, "max-conns", server.DefaultTCPLimits.Total, "TCP connections the server holds at most")
+	fs.IntVar(&f.perPrefix, "max-conns-per-prefix", server.DefaultTCPLimits.PerPrefix, "TCP connections one client network (its /24 for IPv4, /64 for IPv6) may hold (0: none, e.g. behind a reverse proxy)")
+	fs.IntVar(&f.perPrefix, "max-conns-per-client", server.DefaultTCPLimits.PerPrefix, "old name of --max-conns-per-prefix")
+	fs.IntVar(&f.perTenantConns, "max-conns-per-tenant", server.DefaultTCPLimits.PerTenant, "TCP connections one tenant's requests may hold (0: none)")
+	fs.IntVar(&f.maxConns, "max-conns", server.DefaultTCPLimits.Total, "TCP connections the server holds at most; at the limit a new one replaces the oldest not yet authenticated")
+	fs.DurationVar(&f.headTimeout, "head-timeout", server.DefaultHeadTimeout, "longest a client may take to send a request's head (request line and headers)")
 	fs.StringVar(&f.ceilFile, "ceilings", "", "server policy file: per-tenant ceilings on network rules, limits, backends, images, profiles and host paths (see docs/serve.md)")
 	fs.Var(&f.allowCIDR, "tenant-allow-cidr", "guarded range (private, loopback, metadata, this host) every keyed tenant may name in network.allow (repeatable; adds to the ceilings file's default)")
 	fs.StringVar(&f.netModes, "tenant-network-modes", "", "network modes keyed tenants may ask, comma-separated (default: the ceilings file's, else none,allowlist,open)")
@@ -123,7 +128,8 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 		DefaultTimeout: f.defTimeout, MaxTimeout: f.maxTimeout, IdleTimeout: f.idle,
 		EventRate: f.eventRate, PublicMetrics: f.publicMetrics, Retention: f.retention, PausedRetention: f.pausedRetention,
 		ScanTimeout: f.scanTimeout, UploadTimeout: f.uploadTimeout,
-		TCPLimits:     server.ConnLimits{PerClient: f.perClient, Total: f.maxConns},
+		TCPLimits:     server.ConnLimits{PerPrefix: f.perPrefix, PerTenant: f.perTenantConns, Total: f.maxConns},
+		HeadTimeout:   f.headTimeout,
 		PreviewDomain: f.previewDomain, PreviewScheme: previewScheme(f.tlsCert),
 	}
 	if err := f.sizes(&cfg); err != nil {
@@ -137,8 +143,11 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 		return cfg, err
 	}
 	cfg.DiskQuota = f.diskQuota
-	if f.eventRate <= 0 || f.perClient <= 0 || f.maxConns <= 0 {
-		return cfg, fmt.Errorf("--event-rate, --max-conns-per-client and --max-conns must be positive: %w", sandbox.ErrInvalid)
+	if f.eventRate <= 0 || f.maxConns <= 0 || f.headTimeout <= 0 {
+		return cfg, fmt.Errorf("--event-rate, --max-conns and --head-timeout must be positive: %w", sandbox.ErrInvalid)
+	}
+	if f.perPrefix < 0 || f.perTenantConns < 0 {
+		return cfg, fmt.Errorf("--max-conns-per-prefix and --max-conns-per-tenant cannot be negative (0: no limit): %w", sandbox.ErrInvalid)
 	}
 	if cfg.Ceilings, err = serveCeilings(f.ceilFile, f.allowCIDR, f.netModes); err != nil {
 		return cfg, err

@@ -40,6 +40,7 @@ func costAttacks() []serveAttack {
 		{name: "sparse-checkpoint", item: "issue 24 #3–5", dos: true, goal: "burn a server core for hours with a checkpoint, pause and rollback of a 2 TiB sparse file", run: attackSparseCheckpoint},
 		{name: "upload-spool", item: "issue 24 #2", dos: true, goal: "fill the data disk with a gzip bomb's spool, trickled to stay open", run: attackUploadSpool},
 		{name: "slow-readers", item: "issue 24 #7", dos: true, goal: "hold the server's memory with 48 buffered execs of 32 MiB output read slowly", run: attackSlowReaders},
+		{name: "conn-flood", item: "issue 24 #8", dos: true, goal: "keep a keyed tenant out with slow request heads from 69 addresses of one /24, from 90 networks, and 200 keyed connections", run: attackConnFlood},
 		{name: "paused-quota", item: "issue 24 #1", dos: true, goal: "keep more paused sandboxes than the tenant's quota, for ever, and starve the neighbour's creates", run: attackPausedQuota},
 	}
 }

@@ -98,7 +98,7 @@ func startServe(t *testing.T, extra ...string) *serveHarness {
 		h.backends = append(h.backends, "gvisor")
 	}
 	h.cmd = exec.Command(h.bin, append(append(args, "--default-backend", "native", "--ceilings", ceil, "--min-free", "128Mi", "--event-rate", "200",
-		"--max-conns-per-client", "64", "--max-conns", "1024", "--log-level", "warn",
+		"--max-conns-per-prefix", "64", "--max-conns-per-tenant", strconv.Itoa(harnessTenantConns), "--max-conns", strconv.Itoa(harnessMaxConns), "--log-level", "warn",
 		"--paused-retention", pausedRetention, "--upload-timeout", uploadTimeout), extra...)...)
 	logf, err := os.Create(filepath.Join(base, "serve.log"))
 	must(t, err)
@@ -133,9 +133,9 @@ func startServe(t *testing.T, extra ...string) *serveHarness {
 		time.Sleep(50 * time.Millisecond)
 	}
 	h.alice = h.tenant("alice", "127.0.0.1")
-	// bob comes from another loopback address: alice's connection floods
-	// from 127.0.0.1 must not count against him.
-	h.bob = h.tenant("bob", "127.0.0.2")
+	// bob comes from another loopback network: alice's connection floods
+	// from 127.0.0.0/24 must not count against him.
+	h.bob = h.tenant("bob", bobAddr)
 	sb, err := h.bob.Create(context.Background(), api.CreateSandboxRequest{Labels: map[string]string{"who": "bob"}})
 	must(t, err)
 	h.bobSB = sb.ID

@@ -43,7 +43,7 @@ class NotFoundError(AirlockError):
 
 class ConflictError(AirlockError):
     """409: it already exists, or the sandbox is not in a state the request
-    needs (frozen, being paused or destroyed, stopped)."""
+    needs (paused or frozen: resume it; being paused or destroyed, stopped)."""
 
 
 class CorruptError(ConflictError):

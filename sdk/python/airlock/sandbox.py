@@ -200,6 +200,16 @@ class Commands:
         return ProcessInfo.from_json(self._sb._t.call("wait_process", {"id": self._sb.id, "pid": process_id}, query=q, timeout=None))
 
 
+
+def _absolute(path: str) -> str:
+    """path, if absolute inside the sandbox; a relative one is refused here,
+    before any request, naming it (the server has no working directory to
+    resolve it against)."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise errors.InvalidError(
+            f"path {path!r}: must be absolute inside the sandbox (e.g. '/workspace/{path}'); relative paths are not resolved")
+    return path
+
 class Files:
     """Reads and writes files in a sandbox: sandbox.files. Paths are
     absolute paths inside the sandbox."""
@@ -208,7 +218,7 @@ class Files:
         self._sb = sandbox
 
     def _q(self, path: str, **kw: Any) -> Dict[str, Any]:
-        return {"path": path, **kw}
+        return {"path": _absolute(path), **kw}
 
     def read(self, path: str, format: str = "text") -> Union[str, bytes]:
         """The file's content: text (UTF-8) by default, bytes with format="bytes"."""
@@ -253,10 +263,10 @@ class Files:
         self._sb._t.call("remove_file", {"id": self._sb.id}, query=self._q(path, recursive=recursive))
 
     def rename(self, src: str, dst: str) -> None:
-        self._sb._t.call("rename_file", {"id": self._sb.id}, body={"from": src, "to": dst})
+        self._sb._t.call("rename_file", {"id": self._sb.id}, body={"from": _absolute(src), "to": _absolute(dst)})
 
     def make_dir(self, path: str, parents: bool = True, mode: Optional[int] = None) -> None:
-        body: Dict[str, Any] = {"path": path, "parents": parents}
+        body: Dict[str, Any] = {"path": _absolute(path), "parents": parents}
         if mode is not None:
             body["mode"] = mode
         try:
@@ -267,6 +277,7 @@ class Files:
 
     def upload(self, local_path: str, remote_path: str) -> None:
         """Copies a local file or directory tree to remote_path."""
+        _absolute(remote_path)  # before reading the local tree
         if os.path.isdir(local_path):
             with tempfile.TemporaryFile() as spool:
                 with tarfile.open(fileobj=spool, mode="w") as tar:

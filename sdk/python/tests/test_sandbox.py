@@ -79,6 +79,8 @@ class SandboxTest(unittest.TestCase):
             self.assertEqual(info.exit.signal, 9)
 
     def test_files(self):
+        d0 = tempfile.mkdtemp()
+        self.addCleanup(os.rmdir, d0)
         with Sandbox.create() as sb:
             path = sb.workdir + "/dir/a.txt"
             sb.files.write(path, "héllo\n")
@@ -111,9 +113,16 @@ class SandboxTest(unittest.TestCase):
                 with open(os.path.join(d, "one-back.txt")) as f:
                     self.assertEqual(f.read(), "single")
 
-            with self.assertRaises(airlock.InvalidError) as ctx:
-                sb.files.read("relative/path")
-            self.assertIn("absolute", str(ctx.exception))
+            # Relative paths are refused by the SDK itself (status 0: no
+            # request), naming the path.
+            for call in (lambda: sb.files.read("relative/path"), lambda: sb.files.write("a.txt", "x"),
+                         lambda: sb.files.rename("/tmp/a", "b"), lambda: sb.files.make_dir("d"),
+                         lambda: sb.files.list("."), lambda: sb.files.exists("x"),
+                         lambda: sb.files.upload(d0, "up")):
+                with self.assertRaises(airlock.InvalidError) as ctx:
+                    call()
+                self.assertEqual(ctx.exception.status, 0)
+                self.assertIn("must be absolute inside the sandbox", str(ctx.exception))
             with self.assertRaises(airlock.PermissionDeniedError):
                 sb.files.write("/etc/evil", "x")
             with self.assertRaises(airlock.NotFoundError):
@@ -203,8 +212,13 @@ class SandboxTest(unittest.TestCase):
             p = sb.pause()
             self.assertEqual((p.id, p.state), (sb.id, "paused"))
             self.assertEqual(sb.pause().state, "paused")  # a no-op
-            with self.assertRaises(airlock.NotFoundError):  # no auto_resume
+            # No auto_resume: 409 conflict naming the pause, not 404.
+            with self.assertRaises(airlock.ConflictError) as ctx:
                 sb.files.read(path)
+            self.assertEqual((ctx.exception.status, ctx.exception.code), (409, "conflict"))
+            self.assertIn("is paused; resume it", ctx.exception.message)
+            with self.assertRaises(airlock.ConflictError):
+                sb.commands.run("true")
             r = sb.resume()
             self.assertEqual((r.id, r.state, r.verified), (sb.id, "running", True))
             self.assertEqual(sb.files.read(path), "step 1\n")

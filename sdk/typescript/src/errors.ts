@@ -26,7 +26,7 @@ export class PermissionDeniedError extends AirlockError {}
 export class NotFoundError extends AirlockError {}
 /**
  * 409: it already exists, or the sandbox is not in a state the request
- * needs (frozen, being paused or destroyed, stopped).
+ * needs (paused or frozen: resume it; being paused or destroyed, stopped).
  */
 export class ConflictError extends AirlockError {}
 /**

@@ -184,6 +184,18 @@ export class Commands {
   }
 }
 
+/**
+ * path, if absolute inside the sandbox; a relative one is refused here,
+ * before any request, naming it (the server has no working directory to
+ * resolve it against).
+ */
+function absolute(path: string): string {
+  if (typeof path !== "string" || !path.startsWith("/")) {
+    throw new InvalidError(`path ${JSON.stringify(path)}: must be absolute inside the sandbox (e.g. "/workspace/${path}"); relative paths are not resolved`);
+  }
+  return path;
+}
+
 /** Reads and writes files in a sandbox: sandbox.files. Paths are absolute inside the sandbox. */
 export class Files {
   constructor(private readonly sb: Sandbox) {}
@@ -192,7 +204,7 @@ export class Files {
   read(path: string, opts?: { format?: "text" }): Promise<string>;
   read(path: string, opts: { format: "bytes" }): Promise<Uint8Array>;
   async read(path: string, opts: { format?: "text" | "bytes" } = {}): Promise<string | Uint8Array> {
-    const resp = await this.sb.transport.open("readFile", { id: this.sb.id }, { query: { path } });
+    const resp = await this.sb.transport.open("readFile", { id: this.sb.id }, { query: { path: absolute(path) } });
     const buf = new Uint8Array(await resp.arrayBuffer());
     if (opts.format === "bytes") return buf;
     return new TextDecoder().decode(buf);
@@ -202,19 +214,19 @@ export class Files {
   async write(path: string, data: string | Uint8Array, opts: { mode?: number; mkdirs?: boolean } = {}): Promise<{ path: string; bytes: number }> {
     const body = typeof data === "string" ? new TextEncoder().encode(data) : data;
     return this.sb.transport.call("writeFile", { id: this.sb.id }, {
-      query: { path, mkdirs: opts.mkdirs ?? true, mode: opts.mode === undefined ? undefined : opts.mode.toString(8) },
+      query: { path: absolute(path), mkdirs: opts.mkdirs ?? true, mode: opts.mode === undefined ? undefined : opts.mode.toString(8) },
       body,
     });
   }
 
   /** The entries of directory path. */
   async list(path: string): Promise<FileInfo[]> {
-    return (await this.sb.transport.call<{ files: FileInfo[] }>("listFiles", { id: this.sb.id }, { query: { path } })).files;
+    return (await this.sb.transport.call<{ files: FileInfo[] }>("listFiles", { id: this.sb.id }, { query: { path: absolute(path) } })).files;
   }
 
   /** Describes path (a symlink is not followed). */
   async stat(path: string): Promise<FileInfo> {
-    return this.sb.transport.call<FileInfo>("statFile", { id: this.sb.id }, { query: { path } });
+    return this.sb.transport.call<FileInfo>("statFile", { id: this.sb.id }, { query: { path: absolute(path) } });
   }
 
   async exists(path: string): Promise<boolean> {
@@ -228,17 +240,17 @@ export class Files {
   }
 
   async remove(path: string, opts: { recursive?: boolean } = {}): Promise<void> {
-    await this.sb.transport.call("removeFile", { id: this.sb.id }, { query: { path, recursive: opts.recursive ?? false } });
+    await this.sb.transport.call("removeFile", { id: this.sb.id }, { query: { path: absolute(path), recursive: opts.recursive ?? false } });
   }
 
   async rename(from: string, to: string): Promise<void> {
-    await this.sb.transport.call("renameFile", { id: this.sb.id }, { body: { from, to } });
+    await this.sb.transport.call("renameFile", { id: this.sb.id }, { body: { from: absolute(from), to: absolute(to) } });
   }
 
   async makeDir(path: string, opts: { parents?: boolean; mode?: number } = {}): Promise<void> {
     const parents = opts.parents ?? true;
     try {
-      await this.sb.transport.call("makeDir", { id: this.sb.id }, { body: { path, parents, mode: opts.mode } });
+      await this.sb.transport.call("makeDir", { id: this.sb.id }, { body: { path: absolute(path), parents, mode: opts.mode } });
     } catch (e) {
       if (!(e instanceof ConflictError && parents)) throw e;
     }
@@ -246,6 +258,7 @@ export class Files {
 
   /** Copies a local file or directory tree to remotePath. */
   async upload(localPath: string, remotePath: string): Promise<void> {
+    absolute(remotePath); // before reading the local tree
     const st = await fsp.stat(localPath);
     if (!st.isDirectory()) {
       await this.write(remotePath, await fsp.readFile(localPath));
@@ -265,7 +278,7 @@ export class Files {
       }
     };
     await walk(localPath, "");
-    await this.sb.transport.call("uploadArchive", { id: this.sb.id }, { query: { path: remotePath }, body: pack(entries), contentType: "application/x-tar" });
+    await this.sb.transport.call("uploadArchive", { id: this.sb.id }, { query: { path: absolute(remotePath) }, body: pack(entries), contentType: "application/x-tar" });
   }
 
   /**
@@ -278,7 +291,7 @@ export class Files {
       await fsp.writeFile(localPath, await this.read(remotePath, { format: "bytes" }));
       return;
     }
-    const resp = await this.sb.transport.open("downloadArchive", { id: this.sb.id }, { query: { path: remotePath } });
+    const resp = await this.sb.transport.open("downloadArchive", { id: this.sb.id }, { query: { path: absolute(remotePath) } });
     const entries = unpack(new Uint8Array(await resp.arrayBuffer()));
     const root = path.resolve(localPath);
     await fsp.mkdir(root, { recursive: true });

@@ -111,7 +111,11 @@ describe("sdk against airlock serve", () => {
       } finally {
         rmSync(d, { recursive: true, force: true });
       }
-      await assert.rejects(sb.files.read("relative/path"), (e) => e instanceof InvalidError && /absolute/.test(e.message));
+      // Relative paths are refused by the SDK itself (status 0: no request), naming the path.
+      for (const call of [() => sb.files.read("relative/path"), () => sb.files.write("a.txt", "x"), () => sb.files.rename("/tmp/a", "b"),
+        () => sb.files.makeDir("d"), () => sb.files.list("."), () => sb.files.exists("x"), () => sb.files.upload(".", "up")]) {
+        await assert.rejects(call(), (e) => e instanceof InvalidError && e.status === 0 && /must be absolute inside the sandbox/.test(e.message));
+      }
       await assert.rejects(sb.files.write("/etc/evil", "x"), PermissionDeniedError);
       await assert.rejects(sb.files.read("/tmp/nothing-here"), NotFoundError);
     });
@@ -184,7 +188,9 @@ describe("sdk against airlock serve", () => {
       const paused = await sb.pause();
       assert.deepEqual([paused.id, paused.state], [sb.id, "paused"]);
       assert.equal((await sb.pause()).state, "paused"); // a no-op
-      await assert.rejects(sb.files.read(p), NotFoundError); // no autoResume
+      // No autoResume: 409 conflict naming the pause, not 404.
+      await assert.rejects(sb.files.read(p), (e) => e instanceof ConflictError && e.status === 409 && /is paused; resume it/.test(e.message));
+      await assert.rejects(sb.commands.run("true"), (e) => e instanceof ConflictError && /is paused; resume it/.test(e.message));
       const resumed = await sb.resume();
       assert.deepEqual([resumed.id, resumed.state, resumed.verified], [sb.id, "running", true]);
       assert.equal(await sb.files.read(p), "step 1\n");
