@@ -10,6 +10,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server/store"
+	"github.com/airlock-dev/airlock/server/token"
 )
 
 type ctxKey int
@@ -73,7 +74,7 @@ func (s *Server) requestCaller(r *http.Request, trusted bool) (caller, string, e
 			return caller{}, "", errUnauthenticated
 		}
 		key = strings.TrimSpace(key)
-		if strings.HasPrefix(key, sandboxTokenPrefix) {
+		if strings.HasPrefix(key, token.SandboxPrefix) {
 			tenant, err := s.sandboxTokenCaller(r, key)
 			if err != nil {
 				return caller{}, "", &httpError{api.CodeUnauthenticated, err}

@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server/admission"
 	"github.com/airlock-dev/airlock/server/store"
+	"github.com/airlock-dev/airlock/server/token"
 )
 
 // Policies turns create requests into resolved policies. The server calls
@@ -169,7 +170,7 @@ type Server struct {
 	keyWatch keyWatch // requests by API key, ended when it is revoked
 	storage  *storageGuard
 
-	portTokens    *portSigner     // port tokens (porttoken.go)
+	portTokens    *token.Signer   // port and sandbox access tokens (server/token)
 	portTransport *http.Transport // the port proxy's (ports.go)
 	nvols         namedVolumes    // named volumes mounted for live sandboxes (volumes.go)
 
@@ -318,7 +319,7 @@ func newServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
-	if s.portTokens, err = loadPortSigner(cfg.DataDir); err != nil {
+	if s.portTokens, err = token.Load(cfg.DataDir); err != nil {
 		cancel()
 		return nil, fmt.Errorf("new server: %w", err)
 	}

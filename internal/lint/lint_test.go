@@ -187,7 +187,7 @@ var hostPathHomes = map[string]string{
 	"server/snapshot.go":                "a snapshot's files under the data directory, named by the ID the server made (the copy itself opens every name relative to its parent, O_NOFOLLOW: clone_linux.go)",
 	"server/pause.go":                   "a paused sandbox's files under the data directory, named by the ID the server made",
 	"server/objstore/tree_linux.go":     "owner shifts of a stopped sandbox's workspace (Lstat/Lchown, no process runs); restores go through os.Root",
-	"server/porttoken.go":               "the port-token key in the server's data directory, a name it makes",
+	"server/token/token.go":             "the port-token key in the server's data directory, a name it makes",
 	"server/volumes.go":                 "named volumes' images under the data directory, named by IDs the server made",
 }
 
