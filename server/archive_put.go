@@ -150,7 +150,7 @@ func (s *Server) checkArchive(tmp io.ReadSeeker, l *live, root string) ([]tarEnt
 		}
 		e, err := checkTarHeader(h)
 		if err == nil {
-			err = l.protect.checkWrite("extract", path.Join(root, e.rel))
+			err = l.protect.CheckWrite("extract", path.Join(root, e.rel))
 		}
 		if err != nil {
 			return nil, err

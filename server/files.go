@@ -75,7 +75,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errBadRequest("write %q: ends with \"/\": name the file to write, not a directory", q.Get("path")))
 		return
 	}
-	if err := l.protect.checkWrite("write", p); err != nil {
+	if err := l.protect.CheckWrite("write", p); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -152,7 +152,7 @@ func (s *Server) handleFileRemove(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errBadRequest("remove %q: refusing to remove the root", p))
 		return
 	}
-	if err := l.protect.checkMove("remove", p); err != nil {
+	if err := l.protect.CheckMove("remove", p); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -217,7 +217,7 @@ func (s *Server) handleFileRename(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := l.protect.checkRename(from, to); err != nil {
+	if err := l.protect.CheckRename(from, to); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -253,7 +253,7 @@ func (s *Server) handleFileMkdir(w http.ResponseWriter, r *http.Request) {
 	if mode == 0 {
 		mode = 0o755
 	}
-	if err := l.protect.checkWrite("mkdir", p); err != nil {
+	if err := l.protect.CheckWrite("mkdir", p); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -295,7 +295,7 @@ func (s *Server) createOn(ctx context.Context, id string, backend sandbox.Backen
 	l.image = root
 	l.proxy = proxy
 	l.netless = pol.Network.Mode == "" || pol.Network.Mode == policy.NetworkNone
-	l.protect = newProtection(pol)
+	l.protect = admission.NewProtection(pol)
 	l.life = s.lifeOf(l, pol, root, dockerImage)
 	return l, polJSON, nil
 }

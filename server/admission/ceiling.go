@@ -1,7 +1,8 @@
 // Package admission holds the rules deciding whether a keyed tenant's
 // request is allowed: the operator's ceilings (network rules, limits,
-// backends, images, profiles, host and volume paths) and how an API
-// policy is resolved on the host. A request beyond its tenant's ceiling
+// backends, images, profiles, host and volume paths), how an API
+// policy is resolved on the host, and which file operations a sandbox's
+// write rules refuse (Protection). A request beyond its tenant's ceiling
 // is refused with sandbox.ErrPermission naming the ceiling.
 //
 // It only decides: it never creates, changes or stores anything, never
