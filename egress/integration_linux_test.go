@@ -144,7 +144,7 @@ func TestSandboxEgress(t *testing.T) {
 	bundle := append(append([]byte{}, system...), pemOf(ca)...)
 	// A cgroup parent of its own: another test's Cleanup (which ends every
 	// sandbox under its parent it does not know) cannot end this one.
-	b := native.New(native.Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(), CgroupParent: "airlock-egress-test"})
+	b := native.New(native.Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(), CgroupParent: fmt.Sprintf("airlock-egress-test-%d", os.Getpid())})
 	sb, err := b.Create(ctx, sandbox.Spec{
 		ID: "sb-egress-it", Policy: rpol, Audit: rec, Egress: p,
 		Env: p.SandboxEnv(), Files: p.SandboxFiles(bundle),

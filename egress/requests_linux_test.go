@@ -89,7 +89,7 @@ func TestSandboxRequestRules(t *testing.T) {
 	}
 	system, _ := SystemBundle()
 	bundle := append(append([]byte{}, system...), pemOf(g.ca)...)
-	b := native.New(native.Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(), CgroupParent: "airlock-egress-rules-test"})
+	b := native.New(native.Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(), CgroupParent: fmt.Sprintf("airlock-egress-rules-test-%d", os.Getpid())})
 	env := p.SandboxEnv()
 	env["HOME"] = "/tmp"
 	env["GIT_CONFIG_NOSYSTEM"] = "1"

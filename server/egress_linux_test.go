@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,7 +39,7 @@ func TestNetworkChangeReachesRunningSandbox(t *testing.T) {
 	dir := t.TempDir()
 	b, err := backend.Open("native", backend.Options{
 		AgentBinary: testutil.AirlockBinary(t), StateDir: filepath.Join(dir, "backends"),
-		CgroupParent: "airlock-servertest", // only this test uses it
+		CgroupParent: fmt.Sprintf("airlock-servertest-%d", os.Getpid()), // this test process only
 	})
 	if err != nil {
 		t.Fatal(err)
