@@ -10,19 +10,21 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/sandbox/sandboxfake"
 	"github.com/airlock-dev/airlock/server"
+	"github.com/airlock-dev/airlock/server/admission"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // fakeServe is a server in this process with the fake backend.
 type fakeServe struct {
 	srv    *server.Server
-	store  *server.Store
+	store  *store.Store
 	socket string
 	tcp    string
 }
 
 func startFake(dir string, tcp bool) (*fakeServe, error) {
 	ctx := context.Background()
-	st, err := server.OpenStore(ctx, filepath.Join(dir, "data"))
+	st, err := store.Open(ctx, filepath.Join(dir, "data"))
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +32,7 @@ func startFake(dir string, tcp bool) (*fakeServe, error) {
 		Backends:       map[string]sandbox.Backend{"fake": sandboxfake.New("fake")},
 		DefaultBackend: "fake",
 		Store:          st,
-		Policies:       server.HostPolicies{},
+		Policies:       admission.HostPolicies{},
 		DataDir:        filepath.Join(dir, "data"),
 		CABundle:       []byte{},
 	})
@@ -69,7 +71,7 @@ func (s *fakeServe) client(t testing.TB, opts ...client.Option) *client.Client {
 
 func (s *fakeServe) newKey(t testing.TB, tenant string) string {
 	t.Helper()
-	key := server.KeyPrefix + tenant + "-" + t.Name()
+	key := store.KeyPrefix + tenant + "-" + t.Name()
 	if _, err := s.store.AddKey(context.Background(), tenant, "test", key); err != nil {
 		t.Fatal(err)
 	}

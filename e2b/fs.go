@@ -6,8 +6,8 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
-	"strconv"
 	"sort"
+	"strconv"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"

@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"net/url"
 	"path"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 )
 

@@ -20,6 +20,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/guestpath"
 )
 
 // handleArchivePut extracts a tar (plain or gzip) into the directory
@@ -149,7 +150,7 @@ func (s *Server) checkArchive(tmp io.ReadSeeker, l *live, root string) ([]tarEnt
 		}
 		e, err := checkTarHeader(h)
 		if err == nil {
-			err = l.protect.checkWrite("extract", path.Join(root, e.rel))
+			err = l.protect.CheckWrite("extract", path.Join(root, e.rel))
 		}
 		if err != nil {
 			return nil, err
@@ -247,7 +248,7 @@ type tarEntry struct {
 // checkTarHeader validates one header of an upload: only regular files and
 // directories with relative names that stay inside the target.
 func checkTarHeader(h *tar.Header) (tarEntry, error) {
-	rel, err := cleanRelPath(h.Name)
+	rel, err := guestpath.CleanRel(h.Name)
 	if err != nil {
 		return tarEntry{}, err
 	}

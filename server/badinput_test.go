@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // rawDo sends a raw request over the trusted socket.
@@ -47,7 +48,7 @@ func TestBadInput(t *testing.T) {
 	ts.fake.AddSymlinkIn(t, sb.ID, "/data/out", "/etc")
 	created := ts.fake.Created.Load()
 	rows := func() int {
-		l, err := ts.store.ListSandboxes(ctx, ListFilter{Tenant: LocalTenant})
+		l, err := ts.store.ListSandboxes(ctx, store.ListFilter{Tenant: store.LocalTenant})
 		if err != nil {
 			t.Fatal(err)
 		}

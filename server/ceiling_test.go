@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/errdefs"
+	"github.com/airlock-dev/airlock/server/admission"
 )
 
 // TestCeilingRefusesWhatTheRedTeamAsked replays the requests of issue 11
@@ -83,7 +84,7 @@ tenants:
     network: {allow: [10.1.0.0/16]}
     limits: {max: {memory: 2Gi}, default: {memory: 512Mi}, unlimited: [pids, cpus, timeout, output_bytes, disk, open_files]}
 `), 0o644)
-	ceil, err := LoadCeilings(file)
+	ceil, err := admission.LoadCeilings(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +128,7 @@ tenants:
 	}
 	for _, bad := range []string{"default: {network: {modes: [wide]}}", "default: {network: {allow: [example.com]}}", "default: {limits: {unlimited: [fun]}}", "nonsense: 1"} {
 		os.WriteFile(file, []byte(bad), 0o644)
-		if _, err := LoadCeilings(file); !errors.Is(err, errdefs.ErrInvalid) {
+		if _, err := admission.LoadCeilings(file); !errors.Is(err, errdefs.ErrInvalid) {
 			t.Errorf("ceilings %q: got %v, want ErrInvalid", bad, err)
 		}
 	}
@@ -138,8 +139,8 @@ tenants:
 // while a tenant whose ceiling it fits gets it.
 func TestCeilingAppliesToPools(t *testing.T) {
 	t.Parallel()
-	ceil := &Ceilings{Default: DefaultCeiling(), Tenants: map[string]Ceiling{}}
-	small := DefaultCeiling()
+	ceil := &admission.Ceilings{Default: admission.DefaultCeiling(), Tenants: map[string]admission.Ceiling{}}
+	small := admission.DefaultCeiling()
 	small.Limits.Max.Memory = 256 << 20
 	ceil.Tenants["small"] = small
 	ts := newTestServer(t, func(c *Config) {
@@ -182,7 +183,7 @@ default:
       - {host: github.com, methods: [POST], path: /acme/*/git-receive-pack}
       - {host: github.com, methods: [POST], path: /**/git-upload-pack}
 `), 0o644)
-	ceil, err := LoadCeilings(file)
+	ceil, err := admission.LoadCeilings(file)
 	if err != nil {
 		t.Fatal(err)
 	}

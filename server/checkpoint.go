@@ -11,6 +11,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/objstore"
 )
 
 // CheckpointQuota bounds one tenant's checkpoints.
@@ -19,8 +20,8 @@ type CheckpointQuota struct {
 	Bytes int64 // the recorded workspaces' sizes together
 }
 
-func (s *Server) objects(id string, d *disk) *objectStore {
-	return &objectStore{dir: filepath.Join(s.checkpointDir(id, d), "objects")}
+func (s *Server) objects(id string, d *disk) *objstore.Store {
+	return objstore.New(filepath.Join(s.checkpointDir(id, d), "objects"))
 }
 
 func (s *Server) handleCheckpointCreate(w http.ResponseWriter, r *http.Request) {
@@ -78,19 +79,19 @@ func (s *Server) checkpoint(ctx context.Context, l *live, name string) (api.Chec
 	// the quota's bytes left.
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTimeout)
 	defer cancel()
-	sc := &scan{ctx: ctx, limit: q.Bytes - used, what: fmt.Sprintf("checkpoint sandbox %q", id)}
+	sc := objstore.NewLimitedScan(ctx, fmt.Sprintf("checkpoint sandbox %q", id), q.Bytes-used)
 	thaw := s.holdStill(ctx, l)
-	m, newBytes, skipped, err := scanTree(l.workspace, ls.owner, s.objects(id, l.disk), sc)
+	m, newBytes, skipped, err := objstore.ScanTree(l.workspace, ls.owner, s.objects(id, l.disk), sc)
 	thaw()
 	if err != nil {
 		s.sweepObjects(context.WithoutCancel(ctx), id, l.disk)
 		return api.Checkpoint{}, fmt.Errorf("checkpoint sandbox %q: %w", id, err)
 	}
-	cp := api.Checkpoint{ID: newID("cp-"), Sandbox: id, Name: name, CreatedAt: time.Now().UTC(), Files: len(m.Entries), NewBytes: newBytes, Skipped: skipped, Bytes: sc.data}
+	cp := api.Checkpoint{ID: newID("cp-"), Sandbox: id, Name: name, CreatedAt: time.Now().UTC(), Files: len(m.Entries), NewBytes: newBytes, Skipped: skipped, Bytes: sc.Data()}
 	ctx = context.WithoutCancel(ctx) // what follows is quick and must finish
 	manifestPath := filepath.Join(s.checkpointDir(id, l.disk), cp.ID+".json")
 	if err = os.MkdirAll(filepath.Dir(manifestPath), 0o700); err == nil {
-		cp.Manifest, err = writeManifest(manifestPath, m)
+		cp.Manifest, err = objstore.WriteManifest(manifestPath, m)
 	}
 	if err == nil {
 		err = s.store.InsertCheckpoint(ctx, tenant, cp)
@@ -111,15 +112,15 @@ func (s *Server) sweepObjects(ctx context.Context, id string, d *disk) {
 	if err != nil {
 		return
 	}
-	var keep []*manifest
+	var keep []*objstore.Manifest
 	for _, c := range cps {
-		m, err := readManifest(filepath.Join(s.checkpointDir(id, d), c.ID+".json"), c.Manifest, "sweep")
+		m, err := objstore.ReadManifest(filepath.Join(s.checkpointDir(id, d), c.ID+".json"), c.Manifest, "sweep")
 		if err != nil {
 			return // keep everything rather than lose what a readable one needs
 		}
 		keep = append(keep, m)
 	}
-	if err := s.objects(id, d).sweep(keep); err != nil {
+	if err := s.objects(id, d).Sweep(keep); err != nil {
 		s.log.Warn("sweep checkpoint content", "sandbox", id, "err", err)
 	}
 }
@@ -199,13 +200,13 @@ func (s *Server) rollback(ctx context.Context, l *live, cpID string) (*live, err
 		return nil, err
 	}
 	what := fmt.Sprintf("rollback sandbox %q to checkpoint %s", id, cp.ID)
-	m, err := readManifest(filepath.Join(s.checkpointDir(id, l.disk), cp.ID+".json"), cp.Manifest, what)
+	m, err := objstore.ReadManifest(filepath.Join(s.checkpointDir(id, l.disk), cp.ID+".json"), cp.Manifest, what)
 	if err != nil {
 		return nil, err
 	}
 	vctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTimeout)
 	defer cancel()
-	if err := s.objects(id, l.disk).verify(vctx, m, what); err != nil {
+	if err := s.objects(id, l.disk).Verify(vctx, m, what); err != nil {
 		return nil, err
 	}
 	// The files stay attached: nothing but this server touches them
@@ -214,17 +215,17 @@ func (s *Server) rollback(ctx context.Context, l *live, cpID string) (*live, err
 	if err != nil {
 		return nil, err
 	}
-	return s.resume(ctx, tenant, id, func(d *disk, base owner) error {
+	return s.resume(ctx, tenant, id, func(d *disk, base objstore.Owner) error {
 		return replaceTree(ctx, m, s.objects(id, d), d.workspace, base)
 	}, dsk)
 }
 
 // replaceTree makes ws the tree of m: restored next to it, then swapped.
-func replaceTree(ctx context.Context, m *manifest, objs *objectStore, ws string, base owner) error {
+func replaceTree(ctx context.Context, m *objstore.Manifest, objs *objstore.Store, ws string, base objstore.Owner) error {
 	fresh, old := ws+".rollback", ws+".old"
 	os.RemoveAll(fresh)
 	os.RemoveAll(old)
-	if err := restoreTree(ctx, m, objs, fresh, base); err != nil {
+	if err := objstore.RestoreTree(ctx, m, objs, fresh, base); err != nil {
 		os.RemoveAll(fresh)
 		return fmt.Errorf("restore: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // rawConn is one real TCP connection to the test server from src.
@@ -67,7 +68,7 @@ func (rc *rawConn) closed() bool {
 }
 
 func (ts *testServer) key(t *testing.T, tenant string) string {
-	key := KeyPrefix + tenant + "-" + newID("")
+	key := store.KeyPrefix + tenant + "-" + newID("")
 	if _, err := ts.store.AddKey(context.Background(), tenant, "test", key); err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 	"github.com/airlock-dev/airlock/ui"
 )
 
@@ -234,7 +235,7 @@ func (s *Server) handleConsoleLogin(w http.ResponseWriter, r *http.Request) {
 		}
 		se.key, se.tenant = strings.TrimSpace(req.Key), tenant
 	case req.Link != "" && s.console.useLink(req.Link):
-		se.tenant = LocalTenant
+		se.tenant = store.LocalTenant
 	default:
 		s.writeError(w, r, &httpError{api.CodeUnauthenticated,
 			fmt.Errorf("console login: no API key, or the login link is used or expired: %w", sandbox.ErrPermission)})

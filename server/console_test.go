@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // consoleDo sends a request with the console's session cookie (if any)
@@ -52,7 +54,7 @@ func consoleLoginCookie(t *testing.T, ts *testServer, body string) string {
 func TestConsoleSession(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, nil)
-	key := KeyPrefix + "t1-" + newID("")
+	key := store.KeyPrefix + "t1-" + newID("")
 	id, err := ts.store.AddKey(context.Background(), "t1", "test", key)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"path"
 	"strings"
 	"unicode/utf8"
 
@@ -23,7 +22,6 @@ const (
 	maxEnvBytes  = 256 << 10
 	maxLabels    = 64
 	maxLabelLen  = 256
-	maxPathLen   = 4096
 )
 
 // decodeBody is decodeJSON for a handler: on error it answers the request
@@ -134,53 +132,4 @@ func checkLabels(l map[string]string) error {
 		}
 	}
 	return nil
-}
-
-// cleanPath validates a path inside a sandbox: absolute, NUL-free, no ".."
-// component, bounded. It returns the cleaned path. The guest resolves it
-// again inside the sandbox root; this check rejects obvious attacks with a
-// clear error before anything reaches the sandbox.
-func cleanPath(p string) (string, error) {
-	if p == "" {
-		return "", errBadRequest("path: empty")
-	}
-	if len(p) > maxPathLen {
-		return "", errBadRequest("path: longer than %d bytes", maxPathLen)
-	}
-	if strings.IndexByte(p, 0) >= 0 {
-		return "", errBadRequest("path: NUL byte")
-	}
-	if !utf8.ValidString(p) {
-		return "", errBadRequest("path: not UTF-8")
-	}
-	if !strings.HasPrefix(p, "/") {
-		return "", errBadRequest("path %q: must be absolute", p)
-	}
-	for _, c := range strings.Split(p, "/") {
-		if c == ".." {
-			return "", errBadRequest("path %q: \"..\" is not allowed", p)
-		}
-	}
-	return path.Clean(p), nil
-}
-
-// cleanRelPath validates a path inside an archive: relative, no "..", no
-// NUL. It returns the cleaned path ("" for the root itself).
-func cleanRelPath(p string) (string, error) {
-	if strings.IndexByte(p, 0) >= 0 || len(p) > maxPathLen || !utf8.ValidString(p) {
-		return "", errBadRequest("archive entry %q: bad name", p)
-	}
-	if strings.HasPrefix(p, "/") {
-		return "", errBadRequest("archive entry %q: absolute name", p)
-	}
-	for _, c := range strings.Split(p, "/") {
-		if c == ".." {
-			return "", errBadRequest("archive entry %q: \"..\" is not allowed", p)
-		}
-	}
-	c := path.Clean(p)
-	if c == "." {
-		return "", nil
-	}
-	return c, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/admission"
 )
 
 // TestNetworkChangeReachesRunningSandbox: with the real native backend and
@@ -61,7 +62,7 @@ func TestNetworkChangeReachesRunningSandbox(t *testing.T) {
 	ts := newTestServer(t, func(c *Config) {
 		c.Backends = map[string]sandbox.Backend{"native": b}
 		c.DefaultBackend = "native"
-		c.Policies = HostPolicies{}
+		c.Policies = admission.HostPolicies{}
 		c.CABundle = nil
 		c.EgressConfig = func(ec *egress.Config) {
 			ec.Resolver = egress.StaticResolver{"web.test": {public}, "other.test": {public}}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/objstore"
 )
 
 // httpError is an error whose code the HTTP layer itself decides (body
@@ -38,6 +39,10 @@ func statusOf(err error) (int, string) {
 	var he *httpError
 	if errors.As(err, &he) {
 		return api.StatusOf(he.code), he.code
+	}
+	var ce *objstore.CorruptError
+	if errors.As(err, &ce) {
+		return api.StatusOf(api.CodeCorrupt), api.CodeCorrupt
 	}
 	code, status := api.CodeOf(err)
 	return status, code

@@ -12,12 +12,13 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // eventWriter stores audit events in batches and wakes followers. Emit
 // blocks when the queue is full rather than dropping events.
 type eventWriter struct {
-	store   *Store
+	store   *store.Store
 	log     *slog.Logger
 	metrics *serverMetrics
 	q       chan audit.Event
@@ -47,7 +48,7 @@ func (realClock) AfterFunc(d time.Duration, f func()) interface{ Stop() bool } {
 	return time.AfterFunc(d, f)
 }
 
-func newEventWriter(st *Store, log *slog.Logger, m *serverMetrics) *eventWriter {
+func newEventWriter(st *store.Store, log *slog.Logger, m *serverMetrics) *eventWriter {
 	w := &eventWriter{store: st, log: log, metrics: m, q: make(chan audit.Event, 4096),
 		done: make(chan struct{}), notify: make(chan struct{}), clock: realClock{}}
 	go w.run()
@@ -263,7 +264,7 @@ func (w *eventWriter) close() {
 	<-w.done
 }
 
-func toAPIEvents(evs []StoredEvent) []api.Event {
+func toAPIEvents(evs []store.StoredEvent) []api.Event {
 	out := make([]api.Event, 0, len(evs))
 	for _, e := range evs {
 		out = append(out, api.Event{Seq: e.Seq, Time: e.Time, Sandbox: e.Sandbox, Type: e.Type, Message: e.Message, Fields: e.Fields})
@@ -304,7 +305,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	st.start()
 	for {
 		wake := s.events.wait()
-		if rec.State == StateStopped {
+		if rec.State == store.StateStopped {
 			// The last pass: what the sandbox emitted may still be in the
 			// writer's buffer (a follow that starts after the destroy).
 			s.events.flush()
@@ -322,13 +323,13 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		if len(evs) == 1000 {
 			continue
 		}
-		if rec.State == StateStopped {
+		if rec.State == store.StateStopped {
 			return
 		}
 		l := s.liveByID(id)
 		if l == nil {
 			// Ended while we read: one more pass picks up the destroy event.
-			rec.State = StateStopped
+			rec.State = store.StateStopped
 			continue
 		}
 		select {

@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/guestpath"
 )
 
 func errorsAs(err error, target any) bool { return errors.As(err, target) }
@@ -47,7 +48,7 @@ func (s *Server) execRequest(l *live, req *api.ExecRequest) (sandbox.ExecRequest
 		return sandbox.ExecRequest{}, err
 	}
 	if req.Dir != "" {
-		d, err := cleanPath(req.Dir)
+		d, err := guestpath.Clean(req.Dir)
 		if err != nil {
 			return sandbox.ExecRequest{}, err
 		}

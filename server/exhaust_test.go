@@ -23,12 +23,13 @@ import (
 	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/errdefs"
 	"github.com/airlock-dev/airlock/sandbox/sandboxfake"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 func TestKeyForLocalTenantRefused(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, nil)
-	if _, err := ts.store.AddKey(context.Background(), LocalTenant, "x", KeyPrefix+"abc"); !errors.Is(err, errdefs.ErrInvalid) {
+	if _, err := ts.store.AddKey(context.Background(), store.LocalTenant, "x", store.KeyPrefix+"abc"); !errors.Is(err, errdefs.ErrInvalid) {
 		t.Fatalf("key for tenant local: %v, want ErrInvalid", err)
 	}
 }
@@ -39,7 +40,7 @@ func TestKeyForLocalTenantRefused(t *testing.T) {
 func TestRevokedKeyEndsStream(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, nil)
-	key := KeyPrefix + "revoke-" + newID("")
+	key := store.KeyPrefix + "revoke-" + newID("")
 	id, err := ts.store.AddKey(context.Background(), "acme", "t", key)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestConnectionLimits(t *testing.T) {
 func TestSlowBodyIsCut(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, func(c *Config) { c.IOTimeout = 300 * time.Millisecond })
-	key := KeyPrefix + "slow-" + newID("")
+	key := store.KeyPrefix + "slow-" + newID("")
 	if _, err := ts.store.AddKey(context.Background(), "acme", "t", key); err != nil {
 		t.Fatal(err)
 	}

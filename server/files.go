@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/server/guestpath"
 )
 
 func parseMode(v string, def fs.FileMode) (fs.FileMode, error) {
@@ -74,7 +75,7 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errBadRequest("write %q: ends with \"/\": name the file to write, not a directory", q.Get("path")))
 		return
 	}
-	if err := l.protect.checkWrite("write", p); err != nil {
+	if err := l.protect.CheckWrite("write", p); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -151,7 +152,7 @@ func (s *Server) handleFileRemove(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errBadRequest("remove %q: refusing to remove the root", p))
 		return
 	}
-	if err := l.protect.checkMove("remove", p); err != nil {
+	if err := l.protect.CheckMove("remove", p); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -206,17 +207,17 @@ func (s *Server) handleFileRename(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req) {
 		return
 	}
-	from, err := cleanPath(req.From)
+	from, err := guestpath.Clean(req.From)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	to, err := cleanPath(req.To)
+	to, err := guestpath.Clean(req.To)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := l.protect.checkRename(from, to); err != nil {
+	if err := l.protect.CheckRename(from, to); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -239,7 +240,7 @@ func (s *Server) handleFileMkdir(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req) {
 		return
 	}
-	p, err := cleanPath(req.Path)
+	p, err := guestpath.Clean(req.Path)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -252,7 +253,7 @@ func (s *Server) handleFileMkdir(w http.ResponseWriter, r *http.Request) {
 	if mode == 0 {
 		mode = 0o755
 	}
-	if err := l.protect.checkWrite("mkdir", p); err != nil {
+	if err := l.protect.CheckWrite("mkdir", p); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

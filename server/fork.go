@@ -14,6 +14,8 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/objstore"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // cloneSource is what new sandboxes are made from (a fork's running
@@ -23,10 +25,10 @@ type cloneSource struct {
 	tenant  string
 	req     api.CreateSandboxRequest
 	trusted bool
-	imageID string // "" without an image
-	owner   owner  // host id range base of the workspace's files
-	ws      string // its workspace
-	upper   string // an image sandbox's writable layer's upper directory ("" none)
+	imageID string         // "" without an image
+	owner   objstore.Owner // host id range base of the workspace's files
+	ws      string         // its workspace
+	upper   string         // an image sandbox's writable layer's upper directory ("" none)
 	// still holds the source still while it is read (a running
 	// sandbox's processes frozen, one checkpoint at a time); it returns
 	// what lets go.
@@ -156,7 +158,7 @@ func (s *Server) prepareCopy(ctx context.Context, src *cloneSource, creq api.Cre
 	if c.pol, c.ws, err = s.resolve(c.id, c.plan.backend, c.profile, c.plan.raw, c.root); err != nil {
 		return fail(err)
 	}
-	if err = s.fit(c.plan.ceil, src.tenant, c.plan.asked, c.pol); err != nil {
+	if err = c.plan.ceil.Fit(src.tenant, c.plan.asked, c.pol); err != nil {
 		return fail(err)
 	}
 	if c.release, err = s.reserve(ctx, src.tenant, c.plan.backend.Name(), int64(c.pol.Limits.Memory), ""); err != nil {
@@ -219,9 +221,9 @@ func (s *Server) registerCopies(ctx context.Context, src *cloneSource, copies []
 	for i, c := range copies {
 		l, plan := c.l, c.plan
 		now := time.Now().UTC()
-		rec := &Record{
+		rec := &store.Record{
 			ID: c.id, Tenant: src.tenant, Backend: l.backend, Profile: l.profile, Image: plan.req.Image,
-			Spec: c.polJSON, Labels: plan.req.Labels, Env: plan.req.Env, State: StateRunning,
+			Spec: c.polJSON, Labels: plan.req.Labels, Env: plan.req.Env, State: store.StateRunning,
 			Memory: l.memory, KeepAlive: plan.req.KeepAlive, CreatedAt: now, ExpiresAt: now.Add(plan.timeout),
 		}
 		err := s.store.InsertSandbox(ctx, rec)

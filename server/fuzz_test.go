@@ -9,6 +9,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/guestpath"
 )
 
 // FuzzDecodeRequests: request decoding never panics, and every failure is
@@ -61,24 +62,24 @@ func FuzzCleanPath(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, p string) {
-		c, err := cleanPath(p)
+		c, err := guestpath.Clean(p)
 		if err != nil {
 			if !errors.Is(err, sandbox.ErrInvalid) {
-				t.Fatalf("cleanPath(%q): wrong kind %v", p, err)
+				t.Fatalf("guestpath.Clean(%q): wrong kind %v", p, err)
 			}
 			return
 		}
 		if !strings.HasPrefix(c, "/") || path.Clean(c) != c || strings.IndexByte(c, 0) >= 0 {
-			t.Fatalf("cleanPath(%q) = %q: not absolute and clean", p, c)
+			t.Fatalf("guestpath.Clean(%q) = %q: not absolute and clean", p, c)
 		}
 		for _, comp := range strings.Split(c, "/") {
 			if comp == ".." {
-				t.Fatalf("cleanPath(%q) = %q keeps ..", p, c)
+				t.Fatalf("guestpath.Clean(%q) = %q keeps ..", p, c)
 			}
 		}
-		r, err := cleanRelPath(strings.TrimPrefix(p, "/"))
+		r, err := guestpath.CleanRel(strings.TrimPrefix(p, "/"))
 		if err == nil && (strings.HasPrefix(r, "/") || r == ".." || strings.HasPrefix(r, "../") || strings.Contains(r, "/../")) {
-			t.Fatalf("cleanRelPath(%q) = %q escapes", p, r)
+			t.Fatalf("guestpath.CleanRel(%q) = %q escapes", p, r)
 		}
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/sandbox/sandboxfake"
+	"github.com/airlock-dev/airlock/server/admission"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // testPolicies resolves without touching the host: the fake backend only
@@ -18,16 +20,16 @@ import (
 type testPolicies struct{}
 
 func (testPolicies) ParseRaw(data []byte) (*policy.Policy, error) {
-	return HostPolicies{}.ParseRaw(data)
+	return admission.HostPolicies{}.ParseRaw(data)
 }
 
 func (testPolicies) Resolve(raw *policy.Policy, profile, workspace, rootfs string) (*policy.Policy, error) {
-	return HostPolicies{}.Resolve(raw, profile, workspace, rootfs)
+	return admission.HostPolicies{}.Resolve(raw, profile, workspace, rootfs)
 }
 
 type testServer struct {
 	srv    *Server
-	store  *Store
+	store  *store.Store
 	fake   *sandboxfake.Backend
 	socket string
 	tcp    string // http://127.0.0.1:port (needs a key)
@@ -37,7 +39,7 @@ type testServer struct {
 func newTestServer(t testing.TB, mod func(*Config)) *testServer {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := OpenStore(context.Background(), dir)
+	st, err := store.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func newTestServer(t testing.TB, mod func(*Config)) *testServer {
 
 // newTestServerWithStore starts a server on an existing store whose fake
 // backend still holds a leftover sandbox from "before the crash".
-func newTestServerWithStore(t *testing.T, dir string, st *Store) *testServer {
+func newTestServerWithStore(t *testing.T, dir string, st *store.Store) *testServer {
 	fake := sandboxfake.New("fake")
 	if _, err := fake.Create(context.Background(), sandbox.Spec{ID: "sb-a", Policy: &policy.Policy{}}); err != nil {
 		t.Fatal(err)
@@ -55,7 +57,7 @@ func newTestServerWithStore(t *testing.T, dir string, st *Store) *testServer {
 	return newTestServerOpts(t, dir, st, fake, nil)
 }
 
-func newTestServerOpts(t testing.TB, dir string, st *Store, fake *sandboxfake.Backend, mod func(*Config)) *testServer {
+func newTestServerOpts(t testing.TB, dir string, st *store.Store, fake *sandboxfake.Backend, mod func(*Config)) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	if fake == nil {
@@ -118,7 +120,7 @@ func (ts *testServer) tenantKey(t *testing.T, key string) *client.Client {
 // tenant returns a TCP client with a fresh key of tenant.
 func (ts *testServer) tenant(t *testing.T, tenant string) *client.Client {
 	t.Helper()
-	key := KeyPrefix + tenant + "-" + newID("")
+	key := store.KeyPrefix + tenant + "-" + newID("")
 	if _, err := ts.store.AddKey(context.Background(), tenant, "test", key); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/airlock-dev/airlock/internal/imageroot"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/objstore"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // heldImages are the image leases of paused image sandboxes, by sandbox
@@ -71,7 +73,7 @@ func (s *Server) writableLayer(id string, d *disk, pol *policy.Policy, resume bo
 	dir := s.layerPath(id, d)
 	if resume {
 		if _, err := imageroot.Use(dir); err != nil {
-			return "", errCorrupt("its writable layer is gone (%v)", err)
+			return "", objstore.Corrupt("its writable layer is gone (%v)", err)
 		}
 		d.layer = dir
 		return dir, nil
@@ -98,7 +100,7 @@ func (d *disk) removeLayer() error {
 // imageFor holds paused image sandbox id's image again for its resume:
 // the lease kept since its pause, else (a restarted server's) its image
 // by ID. nil for a sandbox without an image.
-func (s *Server) imageFor(ctx context.Context, id string, lr *lifeRow) (*images.Rootfs, error) {
+func (s *Server) imageFor(ctx context.Context, id string, lr *store.LifeRow) (*images.Rootfs, error) {
 	if r := s.held.take(id); r != nil {
 		return r, nil
 	}
@@ -141,16 +143,16 @@ const layerPrefix = "/layer/"
 // upper directory of its writable layer (owners as stored: its inside
 // ids). Whiteouts and overlay xattrs are not in it (scanTree skips
 // devices and reads no xattrs).
-func pausedManifest(ctx context.Context, d *disk, base owner, version int) (*manifest, error) {
-	sc := newScan(ctx, "manifest of a paused sandbox", version)
-	m, _, _, err := scanTree(d.workspace, base, nil, sc)
+func pausedManifest(ctx context.Context, d *disk, base objstore.Owner, version int) (*objstore.Manifest, error) {
+	sc := objstore.NewScan(ctx, "manifest of a paused sandbox", version)
+	m, _, _, err := objstore.ScanTree(d.workspace, base, nil, sc)
 	if err != nil {
 		return nil, fmt.Errorf("manifest of the workspace: %w", err)
 	}
 	if d.layer == "" {
 		return m, nil
 	}
-	up, _, _, err := scanTree(filepath.Join(d.layer, "upper"), owner{}, nil, sc)
+	up, _, _, err := objstore.ScanTree(filepath.Join(d.layer, "upper"), objstore.Owner{}, nil, sc)
 	if err != nil {
 		return nil, fmt.Errorf("manifest of the writable layer: %w", err)
 	}

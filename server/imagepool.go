@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/server/admission"
 	"slices"
 	"time"
 
@@ -30,14 +31,14 @@ import (
 // imagePool is what an image pool adds to a pool. Set before the pool
 // starts and then read-only, but for used (under pool.mu).
 type imagePool struct {
-	name    string         // store image reference ("" for a profile pool)
-	raw     *policy.Policy // the inline policy its sandboxes are made from
-	asked   *policy.Policy // what the first create asked itself (ceiling clamps)
-	ceil    *Ceiling       // the ceiling they are made within (nil: trusted)
-	tenant  string         // whose create started it ("" for --pool-template)
-	demand  bool           // started by a create, not configured
-	proxied bool           // the network's mode and hosts are set at hand-out
-	used    time.Time      // last take
+	name    string             // store image reference ("" for a profile pool)
+	raw     *policy.Policy     // the inline policy its sandboxes are made from
+	asked   *policy.Policy     // what the first create asked itself (ceiling clamps)
+	ceil    *admission.Ceiling // the ceiling they are made within (nil: trusted)
+	tenant  string             // whose create started it ("" for --pool-template)
+	demand  bool               // started by a create, not configured
+	proxied bool               // the network's mode and hosts are set at hand-out
+	used    time.Time          // last take
 }
 
 // poolShape is the pool side of raw (a create's inline policy after the
@@ -87,8 +88,8 @@ func (s *Server) templatePool(p *pool, name string) error {
 		return fmt.Errorf("warm pool of template %q: %w", name, err)
 	}
 	ceil, asked := &s.cfg.Ceilings.Default, raw
-	if ceil.hasDefaults() {
-		raw = ceil.withDefaults(raw)
+	if ceil.HasDefaults() {
+		raw = ceil.WithDefaults(raw)
 	}
 	pr, proxied, shape := poolShape(raw)
 	p.key.image, p.key.shape = name, shape
@@ -105,7 +106,7 @@ func (p *pool) makeImage(id string) (*live, []byte, *policy.Policy, error) {
 	}
 	pol, ws, err := s.resolve(id, p.backend, p.key.profile, p.img.raw, root)
 	if err == nil {
-		err = s.fit(p.img.ceil, p.img.tenant, p.img.asked, pol)
+		err = p.img.ceil.Fit(p.img.tenant, p.img.asked, pol)
 	}
 	if err != nil {
 		root.Release()
@@ -144,7 +145,7 @@ func (s *Server) fromImagePool(ctx context.Context, c caller, plan *createPlan, 
 	// caller's ceiling: it must be the pooled one but for the network.
 	pol, _, err := s.resolve(it.l.sb.ID(), plan.backend, profile, plan.raw, it.l.image)
 	if err == nil {
-		err = s.fit(plan.ceil, c.tenant, plan.asked, pol)
+		err = plan.ceil.Fit(c.tenant, plan.asked, pol)
 	}
 	if err != nil || !interchangeable(it.pol, pol, pl.img.proxied) {
 		pl.giveBack(it)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/airlock-dev/airlock/server/store"
 	"slices"
 	"testing"
 
@@ -75,7 +76,7 @@ func TestImagePoolOnDemand(t *testing.T) {
 	}
 	eventually(t, "pool filled", func() bool { return len(ts.fake.Live()) == 3 })
 	// Warm sandboxes are nobody's: bob, allowed one sandbox, still gets one.
-	if err := ts.store.SetQuota(ctx, "bob", Quota{MaxSandboxes: 1}); err != nil {
+	if err := ts.store.SetQuota(ctx, "bob", store.Quota{MaxSandboxes: 1}); err != nil {
 		t.Fatal(err)
 	}
 	sb, err := bob.Create(ctx, e2bShape(`{"mode":"allowlist","allow":["example.com"]}`, map[string]string{"WHO": "bob"}))

@@ -3,9 +3,12 @@ package server
 import (
 	"context"
 	"fmt"
-	"github.com/airlock-dev/airlock/api"
 	"net/http"
 	"time"
+
+	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/server/guestpath"
+	"github.com/airlock-dev/airlock/server/store"
 
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -61,7 +64,7 @@ func (s *Server) acquireFile(w http.ResponseWriter, r *http.Request) (*live, str
 	l, err := s.lookupResuming(r.Context(), callerOf(r).tenant, r.PathValue("id"))
 	if err == nil {
 		var p string
-		if p, err = cleanPath(r.URL.Query().Get("path")); err == nil {
+		if p, err = guestpath.Clean(r.URL.Query().Get("path")); err == nil {
 			return l, p, l.use()
 		}
 	}
@@ -71,7 +74,7 @@ func (s *Server) acquireFile(w http.ResponseWriter, r *http.Request) (*live, str
 
 // stored returns the caller's sandbox record {id}, live or stopped; on
 // error it has answered the request and returns nil.
-func (s *Server) stored(w http.ResponseWriter, r *http.Request) *Record {
+func (s *Server) stored(w http.ResponseWriter, r *http.Request) *store.Record {
 	rec, err := s.store.GetSandbox(r.Context(), callerOf(r).tenant, r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, err)
@@ -234,7 +237,7 @@ func (s *Server) destroy(l *live, reason string) error {
 
 // unregister takes l out of the live sandboxes and gives its quota back;
 // paused: it keeps a paused sandbox's hold (holdPaused).
-func (s *Server) unregister(l *live, rec *Record, paused bool) {
+func (s *Server) unregister(l *live, rec *store.Record, paused bool) {
 	id := l.sb.ID()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -8,6 +8,8 @@ import (
 
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/admission"
+	"github.com/airlock-dev/airlock/server/store"
 
 	"github.com/airlock-dev/airlock/images"
 )
@@ -22,14 +24,14 @@ type live struct {
 	workdir   string // default working directory inside
 	memory    int64
 	pooled    bool
-	proxy     *egress.Proxy  // the sandbox's egress proxy; rules change only through the API
-	netless   bool           // created with network mode none: no in-sandbox egress listener
-	protect   *protection    // protected workspace paths, checked before file operations
-	image     *images.Rootfs // the image held for the sandbox (nil: none), released at destroy
-	volumes   func()         // releases its named volumes (nil: none), at destroy
+	proxy     *egress.Proxy         // the sandbox's egress proxy; rules change only through the API
+	netless   bool                  // created with network mode none: no in-sandbox egress listener
+	protect   *admission.Protection // protected workspace paths, checked before file operations
+	image     *images.Rootfs        // the image held for the sandbox (nil: none), released at destroy
+	volumes   func()                // releases its named volumes (nil: none), at destroy
 
 	mu        sync.Mutex
-	rec       *Record // nil while pooled
+	rec       *store.Record // nil while pooled
 	procs     map[string]*proc
 	nextProc  int
 	starting  int // background processes being started (counted against the limit)

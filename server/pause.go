@@ -17,6 +17,8 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/objstore"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // lifeState is what pause, resume, checkpoints and keep-alive-while know
@@ -27,8 +29,8 @@ type lifeState struct {
 	// backend, no image, a workspace on a disk volume or in the data
 	// directory): pause, checkpoints and rollback work.
 	pausable   bool
-	why        string // why not pausable
-	owner      owner  // host id range base of its files
+	why        string         // why not pausable
+	owner      objstore.Owner // host id range base of its files
 	autoResume bool
 	keepWhile  string        // api.KeepAliveWhileProcesses or ""
 	keepIdle   time.Duration // idle time after the last process (0: the server's)
@@ -61,7 +63,7 @@ func (s *Server) lifeOf(l *live, pol *policy.Policy, root *images.Rootfs, docker
 		uid, gid := hi.HostIDs()
 		in, ing, err := pol.Process.Credentials(os.Getuid(), os.Getgid())
 		if err == nil {
-			ls.owner = owner{uid - in, gid - ing}
+			ls.owner = objstore.Owner{UID: uid - in, GID: gid - ing}
 		}
 	}
 	return ls
@@ -79,7 +81,7 @@ func (s *Server) recordLife(ctx context.Context, l *live, c caller, req api.Crea
 	if req.KeepAliveWhile != nil {
 		ls.keepWhile, ls.keepIdle = req.KeepAliveWhile.While, req.KeepAliveWhile.Idle.D()
 	}
-	row := &lifeRow{Trusted: c.trusted, AutoResume: ls.autoResume, KeepWhile: ls.keepWhile, KeepIdle: ls.keepIdle,
+	row := &store.LifeRow{Trusted: c.trusted, AutoResume: ls.autoResume, KeepWhile: ls.keepWhile, KeepIdle: ls.keepIdle,
 		OwnerUID: ls.owner.UID, OwnerGID: ls.owner.GID}
 	if l.image != nil {
 		row.Image = l.image.Image.ID
@@ -129,7 +131,7 @@ func (s *Server) lookupResuming(ctx context.Context, tenant, id string) (*live, 
 		return l, err
 	}
 	rec, gerr := s.store.GetSandbox(ctx, tenant, id)
-	if gerr != nil || rec.State != StatePaused {
+	if gerr != nil || rec.State != store.StatePaused {
 		return nil, err
 	}
 	lr, lerr := s.store.GetLifecycle(ctx, id)
@@ -150,7 +152,7 @@ func errPaused(id string) error {
 func (s *Server) lookupLive(ctx context.Context, tenant, id string) (*live, error) {
 	l, err := s.lookup(tenant, id)
 	if err != nil && errors.Is(err, sandbox.ErrNotFound) {
-		if rec, gerr := s.store.GetSandbox(ctx, tenant, id); gerr == nil && rec.State == StatePaused {
+		if rec, gerr := s.store.GetSandbox(ctx, tenant, id); gerr == nil && rec.State == store.StatePaused {
 			return nil, errPaused(id)
 		}
 	}
@@ -203,7 +205,7 @@ func (s *Server) expirePaused(now time.Time) {
 			continue
 		}
 		rec, err := s.store.GetSandbox(ctx, p.Tenant, p.ID)
-		if err != nil || rec.State != StatePaused {
+		if err != nil || rec.State != store.StatePaused {
 			continue
 		}
 		why := fmt.Sprintf("expired: paused longer than the server's paused retention (%s)", s.cfg.PausedRetention)
@@ -323,7 +325,7 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 
 // pauseFailed ends l, whose processes are gone (or may be), as stopped
 // with its files removed: the record says what is true, nothing is left.
-func (s *Server) pauseFailed(l *live, rec *Record, cause error) error {
+func (s *Server) pauseFailed(l *live, rec *store.Record, cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v): ended", cause)); err != nil {
@@ -334,8 +336,8 @@ func (s *Server) pauseFailed(l *live, rec *Record, cause error) error {
 
 // recordPause writes the manifest of a stopped sandbox's workspace and
 // returns its sha256.
-func (s *Server) recordPause(ctx context.Context, id string, d *disk, base owner) (string, error) {
-	m, err := pausedManifest(ctx, d, base, manifestVersion)
+func (s *Server) recordPause(ctx context.Context, id string, d *disk, base objstore.Owner) (string, error) {
+	m, err := pausedManifest(ctx, d, base, objstore.Version)
 	if err != nil {
 		return "", err
 	}
@@ -343,11 +345,11 @@ func (s *Server) recordPause(ctx context.Context, id string, d *disk, base owner
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
-	return writeManifest(filepath.Join(dir, "pause.json"), m)
+	return objstore.WriteManifest(filepath.Join(dir, "pause.json"), m)
 }
 
 // finishDestroy is destroy's end for a sandbox whose processes are gone.
-func (s *Server) finishDestroy(ctx context.Context, l *live, rec *Record, reason string) error {
+func (s *Server) finishDestroy(ctx context.Context, l *live, rec *store.Record, reason string) error {
 	id := l.sb.ID()
 	l.image.Release()
 	err := s.releaseDisk(l.disk)
@@ -373,9 +375,9 @@ func (s *Server) forgetLife(ctx context.Context, id string) error {
 }
 
 // destroyPaused removes a paused sandbox's files and marks it stopped.
-func (s *Server) destroyPaused(ctx context.Context, rec *Record, reason string) error {
+func (s *Server) destroyPaused(ctx context.Context, rec *store.Record, reason string) error {
 	defer s.resumes.lock(rec.ID)()
-	if now, err := s.store.GetSandbox(ctx, rec.Tenant, rec.ID); err != nil || now.State != StatePaused {
+	if now, err := s.store.GetSandbox(ctx, rec.Tenant, rec.ID); err != nil || now.State != store.StatePaused {
 		return &httpError{api.CodeConflict, fmt.Errorf("destroy paused sandbox %q: no longer paused: %w", rec.ID, sandbox.ErrClosed)}
 	}
 	errs := []error{
@@ -412,7 +414,7 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		// Pausing a paused sandbox is a no-op.
-		if rec, gerr := s.store.GetSandbox(r.Context(), c.tenant, id); gerr == nil && rec.State == StatePaused {
+		if rec, gerr := s.store.GetSandbox(r.Context(), c.tenant, id); gerr == nil && rec.State == store.StatePaused {
 			writeJSON(w, http.StatusOK, s.view(nil, rec, false))
 			return
 		}

@@ -195,15 +195,15 @@ func (p *pool) addOne() error {
 		return p.add(l, polJSON, pol)
 	}
 	var raw *policy.Policy
-	if d := &p.s.cfg.Ceilings.Default; d.hasDefaults() {
-		raw = d.withDefaults(nil)
+	if d := &p.s.cfg.Ceilings.Default; d.HasDefaults() {
+		raw = d.WithDefaults(nil)
 	}
 	pol, ws, err := p.s.resolve(id, p.backend, p.key.profile, raw, nil)
 	if err != nil {
 		return err
 	}
-	p.s.cfg.Ceilings.Default.clampUnset(raw, pol)
-	p.s.cfg.Ceilings.Default.clampOpenFiles(raw, pol)
+	p.s.cfg.Ceilings.Default.ClampUnset(raw, pol)
+	p.s.cfg.Ceilings.Default.ClampOpenFiles(raw, pol)
 	l, polJSON, err := p.s.coldCreate(p.s.ctx, id, p.backend, p.key.profile, pol, ws, nil, "", nil)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 func TestWarmPool(t *testing.T) {
@@ -95,14 +96,14 @@ func TestReconcileAfterCrash(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	st, err := OpenStore(ctx, dir)
+	st, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	// What a crashed server left: rows marked running.
 	for _, id := range []string{"sb-a", "sb-b"} {
-		if err := st.InsertSandbox(ctx, &Record{ID: id, Tenant: "t", Backend: "fake", Spec: []byte("{}"), State: StateRunning, CreatedAt: time.Now()}); err != nil {
+		if err := st.InsertSandbox(ctx, &store.Record{ID: id, Tenant: "t", Backend: "fake", Spec: []byte("{}"), State: store.StateRunning, CreatedAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,7 +114,7 @@ func TestReconcileAfterCrash(t *testing.T) {
 	}
 	for _, id := range []string{"sb-a", "sb-b"} {
 		r, err := st.GetSandbox(ctx, "t", id)
-		if err != nil || r.State != StateStopped || r.Reason != "server restarted" {
+		if err != nil || r.State != store.StateStopped || r.Reason != "server restarted" {
 			t.Fatalf("%s after restart: %v %+v", id, err, r)
 		}
 	}
@@ -165,7 +166,7 @@ func TestShutdownDestroysEverything(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
-	st, err := OpenStore(ctx, dir)
+	st, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +193,8 @@ func TestShutdownDestroysEverything(t *testing.T) {
 	if live := ts.fake.Live(); len(live) != 0 {
 		t.Fatalf("sandboxes left after shutdown: %v", live)
 	}
-	r, err := st.GetSandbox(ctx, LocalTenant, sb.ID)
-	if err != nil || r.State != StateStopped || r.Reason != "server shutdown" {
+	r, err := st.GetSandbox(ctx, store.LocalTenant, sb.ID)
+	if err != nil || r.State != store.StateStopped || r.Reason != "server shutdown" {
 		t.Fatalf("store after shutdown: %v %+v", err, r)
 	}
 }

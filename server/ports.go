@@ -19,6 +19,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/token"
 )
 
 // Port routes reach a TCP port on a sandbox's own loopback through its
@@ -191,7 +192,7 @@ func (s *Server) portCookieToken(r *http.Request, id string, port int) string {
 		if first == "" {
 			first = c.Value
 		}
-		if s.portTokens.check(c.Value, id, port, time.Now()) == nil {
+		if s.portTokens.Check(c.Value, id, port, time.Now()) == nil {
 			return c.Value
 		}
 	}
@@ -242,8 +243,8 @@ func (s *Server) portCaller(w http.ResponseWriter, r *http.Request, id string, p
 		})(w, r)
 		return
 	}
-	switch err := s.portTokens.check(tok, id, port, time.Now()); {
-	case errors.Is(err, errTokenScope):
+	switch err := s.portTokens.Check(tok, id, port, time.Now()); {
+	case errors.Is(err, token.ErrScope):
 		s.writeError(w, r, &httpError{api.CodePermissionDenied, fmt.Errorf("port %d of sandbox %q: %w: %w", port, id, err, sandbox.ErrPermission)})
 		return
 	case err != nil:
@@ -295,14 +296,14 @@ func (s *Server) handlePortToken(w http.ResponseWriter, r *http.Request) {
 	ttl := req.TTL.D()
 	switch {
 	case ttl == 0:
-		ttl = defaultPortTokenTTL
-	case ttl < time.Second || ttl > maxPortTokenTTL:
-		s.writeError(w, r, errBadRequest("port token ttl %s: want 1s..%s", ttl, maxPortTokenTTL))
+		ttl = token.DefaultPortTTL
+	case ttl < time.Second || ttl > token.MaxPortTTL:
+		s.writeError(w, r, errBadRequest("port token ttl %s: want 1s..%s", ttl, token.MaxPortTTL))
 		return
 	}
 	id := l.sb.ID()
 	exp := time.Now().Add(ttl).Truncate(time.Second)
-	tok := s.portTokens.mint(id, req.Port, exp)
+	tok := s.portTokens.Mint(id, req.Port, exp)
 	out := api.PortToken{Port: req.Port, Token: tok, ExpiresAt: exp.UTC(),
 		URL: fmt.Sprintf("/v1/sandboxes/%s/ports/%d/?token=%s", id, req.Port, tok)}
 	if d := s.cfg.PreviewDomain; d != "" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/outbuf"
 )
 
 // proc is a background process and its bounded output.
@@ -19,7 +20,7 @@ type proc struct {
 	id      string
 	args    []string
 	p       sandbox.Process
-	out     *outBuf
+	out     *outbuf.Buf
 	started time.Time
 
 	stdinMu sync.Mutex
@@ -42,7 +43,7 @@ func (p *proc) closeStdin() {
 }
 
 func (p *proc) view() api.Process {
-	v := api.Process{ID: p.id, PID: p.p.PID(), Args: p.args, StartedAt: p.started, OutputBytes: p.out.written()}
+	v := api.Process{ID: p.id, PID: p.p.PID(), Args: p.args, StartedAt: p.started, OutputBytes: p.out.Written()}
 	select {
 	case <-p.done:
 		v.Exit, v.EndedAt = apiExitPtr(p.exit), p.ended
@@ -91,13 +92,13 @@ func (s *Server) startBackground(l *live, req sandbox.ExecRequest, stdinStream b
 	id := "p" + strconv.Itoa(l.nextProc)
 	l.mu.Unlock()
 
-	p := &proc{id: id, args: req.Args, out: newOutBuf(s.cfg.ProcessBuffer), started: time.Now().UTC(), done: make(chan struct{})}
+	p := &proc{id: id, args: req.Args, out: outbuf.New(s.cfg.ProcessBuffer), started: time.Now().UTC(), done: make(chan struct{})}
 	var pr *io.PipeReader
 	if stdinStream {
 		pr, p.stdin = io.Pipe()
 		req.Stdin = pr
 	}
-	req.Stdout, req.Stderr = p.out.writer(api.FrameStdout), p.out.writer(api.FrameStderr)
+	req.Stdout, req.Stderr = p.out.Writer(api.FrameStdout), p.out.Writer(api.FrameStderr)
 	// The process outlives the request that started it.
 	sp, err := l.sb.Exec(context.WithoutCancel(s.ctx), req)
 	if err != nil {
@@ -119,7 +120,7 @@ func (s *Server) startBackground(l *live, req sandbox.ExecRequest, stdinStream b
 		defer s.wg.Done()
 		ex, err := sp.Wait(context.Background())
 		p.exit, p.err, p.ended = ex, err, time.Now().UTC()
-		p.out.close()
+		p.out.Close()
 		p.closeStdin()
 		if pr != nil {
 			pr.Close()
@@ -289,7 +290,7 @@ func (s *Server) handleProcOutput(w http.ResponseWriter, r *http.Request) {
 	st := newStreamWriter(w, acceptsSSE(r))
 	st.start()
 	for {
-		chunks, first, ended, wake := p.out.read(off)
+		chunks, first, ended, wake := p.out.Read(off)
 		if first > off {
 			if st.send(api.FrameDropped, api.Frame{Type: api.FrameDropped, Offset: first}) != nil {
 				return
@@ -297,10 +298,10 @@ func (s *Server) handleProcOutput(w http.ResponseWriter, r *http.Request) {
 			off = first
 		}
 		for _, c := range chunks {
-			if st.send(c.stream, makeFrame(c.stream, c.data, c.off, enc)) != nil {
+			if st.send(c.Stream, makeFrame(c.Stream, c.Data, c.Off, enc)) != nil {
 				return
 			}
-			off = c.off + int64(len(c.data))
+			off = c.Off + int64(len(c.Data))
 		}
 		if ended || !follow {
 			if ended {

@@ -14,6 +14,8 @@ import (
 	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/objstore"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // idRangeWidth is a leased host id range's width (ids 0..65535 inside).
@@ -25,20 +27,20 @@ const idRangeWidth = 65536
 // starts (a rollback's restore) and replaces the check against the
 // pause's manifest; dsk, when set, is its files still attached (a
 // rollback's). Resuming a running sandbox returns it.
-func (s *Server) resume(ctx context.Context, tenant, id string, before func(*disk, owner) error, dsk *disk) (*live, error) {
+func (s *Server) resume(ctx context.Context, tenant, id string, before func(*disk, objstore.Owner) error, dsk *disk) (*live, error) {
 	defer s.resumes.lock(id)()
 	rec, err := s.store.GetSandbox(ctx, tenant, id)
 	if err != nil {
 		return nil, err
 	}
-	if rec.State == StateRunning {
+	if rec.State == store.StateRunning {
 		l, err := s.lookupAny(tenant, id)
 		if err == nil && l.isFrozen() {
 			err = s.thaw(ctx, l)
 		}
 		return l, err
 	}
-	if rec.State != StatePaused {
+	if rec.State != store.StatePaused {
 		return nil, &httpError{api.CodeConflict, fmt.Errorf("resume sandbox %q: it is %s (%s): %w", id, rec.State, rec.Reason, sandbox.ErrClosed)}
 	}
 	lr, err := s.store.GetLifecycle(ctx, id)
@@ -65,7 +67,7 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 	keepImage := func() { s.held.put(id, root) }
 	pol, ws, err := s.resolve(id, plan.backend, profile, plan.raw, root)
 	if err == nil {
-		err = s.fit(plan.ceil, tenant, plan.asked, pol)
+		err = plan.ceil.Fit(tenant, plan.asked, pol)
 	}
 	if err != nil {
 		keepImage()
@@ -76,7 +78,7 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 		keepImage()
 		return nil, err
 	}
-	old := owner{lr.OwnerUID, lr.OwnerGID}
+	old := objstore.Owner{UID: lr.OwnerUID, GID: lr.OwnerGID}
 	if dsk == nil {
 		if dsk, err = s.openDisk(id, ws); err != nil {
 			release()
@@ -107,7 +109,7 @@ func (s *Server) resume(ctx context.Context, tenant, id string, before func(*dis
 // named volumes mounted again as its request asked, then its files given
 // to the host ids it leased this time (from old). On error nothing it
 // started is left; the files are the caller's.
-func (s *Server) startOn(ctx context.Context, tenant, id string, plan *createPlan, profile string, pol *policy.Policy, ws string, vols []api.VolumeMount, root *images.Rootfs, dsk *disk, old owner) (*live, []byte, func(), error) {
+func (s *Server) startOn(ctx context.Context, tenant, id string, plan *createPlan, profile string, pol *policy.Policy, ws string, vols []api.VolumeMount, root *images.Rootfs, dsk *disk, old objstore.Owner) (*live, []byte, func(), error) {
 	noop := func() {}
 	binds, unmount, err := s.mountVolumes(ctx, tenant, id, vols)
 	if err != nil {
@@ -119,7 +121,7 @@ func (s *Server) startOn(ctx context.Context, tenant, id string, plan *createPla
 		return nil, nil, noop, err
 	}
 	l.volumes = unmount
-	if err := shiftOwner(ws, old, l.life.owner, idRangeWidth); err != nil {
+	if err := objstore.ShiftOwner(ws, old, l.life.owner, idRangeWidth); err != nil {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		l.sb.Destroy(dctx)
 		cancel()
@@ -131,7 +133,7 @@ func (s *Server) startOn(ctx context.Context, tenant, id string, plan *createPla
 
 // prepareFiles runs before on a paused sandbox's files, else checks them
 // against the manifest its pause recorded ("" after a crash: unchecked).
-func (s *Server) prepareFiles(ctx context.Context, id string, d *disk, base owner, sum string, before func(*disk, owner) error) (bool, error) {
+func (s *Server) prepareFiles(ctx context.Context, id string, d *disk, base objstore.Owner, sum string, before func(*disk, objstore.Owner) error) (bool, error) {
 	if before != nil {
 		return true, before(d, base)
 	}
@@ -141,7 +143,7 @@ func (s *Server) prepareFiles(ctx context.Context, id string, d *disk, base owne
 	what := fmt.Sprintf("resume sandbox %q", id)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.ScanTimeout)
 	defer cancel()
-	want, err := readManifest(filepath.Join(s.checkpointDir(id, d), "pause.json"), sum, what)
+	want, err := objstore.ReadManifest(filepath.Join(s.checkpointDir(id, d), "pause.json"), sum, what)
 	if err != nil {
 		return false, err
 	}
@@ -149,16 +151,16 @@ func (s *Server) prepareFiles(ctx context.Context, id string, d *disk, base owne
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", what, err)
 	}
-	if err := compareManifests(want, got, what+": its files changed while paused"); err != nil {
+	if err := objstore.CompareManifests(want, got, what+": its files changed while paused"); err != nil {
 		return false, err
 	}
 	return true, nil
 }
 
 // register makes a resumed sandbox live again.
-func (s *Server) register(ctx context.Context, l *live, rec *Record, lr *lifeRow, plan *createPlan, verified bool) (*live, error) {
+func (s *Server) register(ctx context.Context, l *live, rec *store.Record, lr *store.LifeRow, plan *createPlan, verified bool) (*live, error) {
 	now := time.Now().UTC()
-	rec.State, rec.Reason, rec.EndedAt, rec.ExpiresAt = StateRunning, "", time.Time{}, now.Add(plan.timeout)
+	rec.State, rec.Reason, rec.EndedAt, rec.ExpiresAt = store.StateRunning, "", time.Time{}, now.Add(plan.timeout)
 	l.mu.Lock()
 	l.rec = rec
 	l.expires, l.keepAlive = rec.ExpiresAt, rec.KeepAlive
@@ -192,12 +194,12 @@ func (s *Server) openDisk(id, ws string) (*disk, error) {
 	img := filepath.Join(s.cfg.DataDir, "volumes", id+".img")
 	if s.cfg.DiskQuota != DiskQuotaVolume {
 		if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() {
-			return nil, errCorrupt("its workspace %s is gone", ws)
+			return nil, objstore.Corrupt("its workspace %s is gone", ws)
 		}
 		return &disk{root: ws, workspace: ws}, nil
 	}
 	if _, err := os.Stat(img); err != nil {
-		return nil, errCorrupt("its disk volume %s is gone (was the server's --disk-quota changed?)", filepath.Base(img))
+		return nil, objstore.Corrupt("its disk volume %s is gone (was the server's --disk-quota changed?)", filepath.Base(img))
 	}
 	// A pause whose unmount was lazy is finished only when the kernel let
 	// go of the image: never mount it twice.
@@ -212,7 +214,7 @@ func (s *Server) openDisk(id, ws string) (*disk, error) {
 	d := &disk{root: root, workspace: ws, scratch: filepath.Join(root, "scratch"), vol: v}
 	if fi, err := os.Lstat(ws); err != nil || !fi.IsDir() {
 		v.Close()
-		return nil, errCorrupt("its disk volume has no workspace")
+		return nil, objstore.Corrupt("its disk volume has no workspace")
 	}
 	s.mu.Lock()
 	s.volumes[d] = struct{}{}

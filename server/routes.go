@@ -9,11 +9,9 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
+	"github.com/airlock-dev/airlock/server/token"
 )
-
-// LocalTenant is the tenant of requests on the trusted unix socket that
-// carry no API key.
-const LocalTenant = "local"
 
 type ctxKey int
 
@@ -76,7 +74,7 @@ func (s *Server) requestCaller(r *http.Request, trusted bool) (caller, string, e
 			return caller{}, "", errUnauthenticated
 		}
 		key = strings.TrimSpace(key)
-		if strings.HasPrefix(key, sandboxTokenPrefix) {
+		if strings.HasPrefix(key, token.SandboxPrefix) {
 			tenant, err := s.sandboxTokenCaller(r, key)
 			if err != nil {
 				return caller{}, "", &httpError{api.CodeUnauthenticated, err}
@@ -90,7 +88,7 @@ func (s *Server) requestCaller(r *http.Request, trusted bool) (caller, string, e
 		return caller{tenant: tenant}, key, nil
 	}
 	if trusted {
-		return caller{tenant: LocalTenant, trusted: true}, "", nil
+		return caller{tenant: store.LocalTenant, trusted: true}, "", nil
 	}
 	tenant, key, ok, err := s.consoleCaller(r)
 	switch {

@@ -17,6 +17,8 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/admission"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 func newID(prefix string) string {
@@ -30,7 +32,7 @@ func newID(prefix string) string {
 // checkInline refuses, for callers with an API key, inline policy fields
 // that name host resources: a tenant must not mount host paths, read host
 // secrets or environment, or write audit files on the server's host.
-func checkInline(p *policy.Policy, trusted bool, ceil *Ceiling) error {
+func checkInline(p *policy.Policy, trusted bool, ceil *admission.Ceiling) error {
 	if trusted {
 		return nil
 	}
@@ -107,8 +109,8 @@ type createPlan struct {
 	image       string         // a store image reference or ""
 	dockerImage string         // a docker daemon image reference (docker backend only)
 	timeout     time.Duration
-	ceil        *Ceiling       // nil for the trusted socket
-	asked       *policy.Policy // the inline policy as the request sent it (nil: none)
+	ceil        *admission.Ceiling // nil for the trusted socket
+	asked       *policy.Policy     // the inline policy as the request sent it (nil: none)
 }
 
 func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan, error) {
@@ -124,7 +126,7 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 	p.backend = b
 	ceil := s.ceiling(c)
 	if ceil != nil {
-		if err := ceil.checkRequest(c.tenant, req.Backend, req.Image, req.Profile); err != nil {
+		if err := ceil.CheckRequest(c.tenant, req.Backend, req.Image, req.Profile); err != nil {
 			return nil, err
 		}
 	}
@@ -150,7 +152,7 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 			return nil, err
 		}
 		if !c.trusted {
-			if err := ceil.checkHostPaths(c.tenant, raw); err != nil {
+			if err := ceil.CheckHostPaths(c.tenant, raw); err != nil {
 				return nil, err
 			}
 		}
@@ -163,8 +165,8 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 	// that is refused beyond the ceiling; defaults and the profile's
 	// values are lowered to it.
 	p.asked = p.raw
-	if ceil != nil && ceil.hasDefaults() {
-		p.raw = ceil.withDefaults(p.raw)
+	if ceil != nil && ceil.HasDefaults() {
+		p.raw = ceil.WithDefaults(p.raw)
 	}
 	p.ceil = ceil
 	if (b.Name() == "docker" || b.Name() == "kubernetes") && req.Image != "" {
@@ -293,7 +295,7 @@ func (s *Server) createOn(ctx context.Context, id string, backend sandbox.Backen
 	l.image = root
 	l.proxy = proxy
 	l.netless = pol.Network.Mode == "" || pol.Network.Mode == policy.NetworkNone
-	l.protect = newProtection(pol)
+	l.protect = admission.NewProtection(pol)
 	l.life = s.lifeOf(l, pol, root, dockerImage)
 	return l, polJSON, nil
 }
@@ -316,9 +318,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := time.Now().UTC()
-	rec := &Record{
+	rec := &store.Record{
 		ID: l.sb.ID(), Tenant: c.tenant, Backend: l.backend, Profile: l.profile, Image: plan.req.Image,
-		Spec: polJSON, Labels: plan.req.Labels, Env: plan.req.Env, State: StateRunning,
+		Spec: polJSON, Labels: plan.req.Labels, Env: plan.req.Env, State: store.StateRunning,
 		Memory: l.memory, KeepAlive: plan.req.KeepAlive, CreatedAt: now, ExpiresAt: now.Add(plan.timeout),
 	}
 	if err := s.store.InsertSandbox(r.Context(), rec); err != nil {
@@ -388,7 +390,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 		root.Release()
 		return nil, nil, nil, err
 	}
-	if err := s.fit(plan.ceil, c.tenant, plan.asked, pol); err != nil {
+	if err := plan.ceil.Fit(c.tenant, plan.asked, pol); err != nil {
 		return nil, nil, nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	if err := checkVolumeMounts(plan.req.Volumes, plan.backend.Name(), pol, plan.ceil, c.tenant); err != nil {
@@ -427,7 +429,7 @@ func (s *Server) fromProfilePool(ctx context.Context, c caller, plan *createPlan
 	s.mu.Lock()
 	pl := s.pools[poolKey{backend: plan.backend.Name(), profile: profile}]
 	s.mu.Unlock()
-	if pl == nil || !pl.fits(func(pol *policy.Policy) error { return s.fit(plan.ceil, c.tenant, pol, pol.Clone()) }) {
+	if pl == nil || !pl.fits(func(pol *policy.Policy) error { return plan.ceil.Fit(c.tenant, pol, pol.Clone()) }) {
 		return nil, nil, nil, nil
 	}
 	mem, ok := pl.memory()
@@ -446,7 +448,7 @@ func (s *Server) fromProfilePool(ctx context.Context, c caller, plan *createPlan
 }
 
 // view renders l (or a stored record) for the API.
-func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
+func (s *Server) view(l *live, rec *store.Record, withStats bool) api.Sandbox {
 	v := api.Sandbox{
 		ID: rec.ID, Backend: rec.Backend, Profile: rec.Profile, Image: rec.Image, State: rec.State,
 		Reason: rec.Reason, Labels: rec.Labels, KeepAlive: rec.KeepAlive, MemoryMax: rec.Memory,
@@ -480,9 +482,9 @@ func (s *Server) view(l *live, rec *Record, withStats bool) api.Sandbox {
 func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
 	q := r.URL.Query()
-	f := ListFilter{Tenant: c.tenant, State: q.Get("state"), Labels: map[string]string{}}
+	f := store.ListFilter{Tenant: c.tenant, State: q.Get("state"), Labels: map[string]string{}}
 	switch f.State {
-	case "", StateRunning, StateStopped, StatePaused:
+	case "", store.StateRunning, store.StateStopped, store.StatePaused:
 	default:
 		s.writeError(w, r, errBadRequest("state %q: want running, paused or stopped", f.State))
 		return
@@ -500,7 +502,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		f.Labels[k] = v
 	}
 	if f.State == "" && q.Get("all") != "true" {
-		f.State = StateRunning
+		f.State = store.StateRunning
 	}
 	recs, err := s.store.ListSandboxes(r.Context(), f)
 	if err != nil {
@@ -532,7 +534,7 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// A stopped sandbox of this tenant: deleting it again is a no-op.
 		rec, gerr := s.store.GetSandbox(r.Context(), c.tenant, id)
-		if gerr == nil && rec.State == StatePaused {
+		if gerr == nil && rec.State == store.StatePaused {
 			if err := s.destroyPaused(r.Context(), rec, "deleted through the API"); err != nil {
 				s.writeError(w, r, err)
 				return

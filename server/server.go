@@ -17,6 +17,9 @@ import (
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/admission"
+	"github.com/airlock-dev/airlock/server/store"
+	"github.com/airlock-dev/airlock/server/token"
 )
 
 // Policies turns create requests into resolved policies. The server calls
@@ -45,7 +48,7 @@ type Config struct {
 	Backends map[string]sandbox.Backend
 	// DefaultBackend is used when a request names none ("native").
 	DefaultBackend string
-	Store          *Store
+	Store          *store.Store
 	Policies       Policies
 	// DataDir holds the store, volume images and, without volumes,
 	// per-sandbox workspaces (DataDir/workspaces/ID).
@@ -75,7 +78,7 @@ type Config struct {
 	// PausedRetention is how long a sandbox stays paused before it is
 	// destroyed, its files removed (0: 7 days; <0: forever).
 	PausedRetention time.Duration
-	DefaultQuota    Quota // per tenant when the store has none; zero fields: unlimited
+	DefaultQuota    store.Quota // per tenant when the store has none; zero fields: unlimited
 	Pools           []PoolConfig
 	// PoolDemand is the size of the image pool a create of an image (a
 	// template) starts for its kind of create when none exists (0: none).
@@ -110,7 +113,7 @@ type Config struct {
 	ExecTimeout time.Duration
 	// Ceilings bound what keyed tenants may ask for (nil: DefaultCeiling
 	// for every tenant).
-	Ceilings *Ceilings
+	Ceilings *admission.Ceilings
 	// IOTimeout bounds each wait for a client's next request-body bytes
 	// and for it to take the next response bytes (0: 30s).
 	IOTimeout time.Duration
@@ -153,7 +156,7 @@ const DefaultPausedRetention = 7 * 24 * time.Hour
 // Shutdown.
 type Server struct {
 	cfg     Config
-	store   *Store
+	store   *store.Store
 	log     *slog.Logger
 	metrics *serverMetrics
 	events  *eventWriter
@@ -179,7 +182,7 @@ type Server struct {
 	keyWatch keyWatch // requests by API key, ended when it is revoked
 	storage  *storageGuard
 
-	portTokens    *portSigner     // port tokens (porttoken.go)
+	portTokens    *token.Signer   // port and sandbox access tokens (server/token)
 	portTransport *http.Transport // the port proxy's (ports.go)
 	nvols         namedVolumes    // named volumes mounted for live sandboxes (volumes.go)
 
@@ -240,9 +243,9 @@ func (cfg *Config) complete() error {
 	}
 	cfg.setDefaults()
 	if cfg.Ceilings == nil {
-		cfg.Ceilings = &Ceilings{Default: DefaultCeiling()}
+		cfg.Ceilings = &admission.Ceilings{Default: admission.DefaultCeiling()}
 	}
-	return cfg.Ceilings.compile()
+	return cfg.Ceilings.Compile()
 }
 
 // setDefaults fills in the zero (or, for sizes, non-positive) fields that
@@ -338,7 +341,7 @@ func newServer(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = m
-	if s.portTokens, err = loadPortSigner(cfg.DataDir); err != nil {
+	if s.portTokens, err = token.Load(cfg.DataDir); err != nil {
 		cancel()
 		return nil, fmt.Errorf("new server: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/client"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 func TestLifecycleWithFake(t *testing.T) {
@@ -274,7 +275,7 @@ func TestTenantIsolation(t *testing.T) {
 	if _, err := anon.List(ctx, client.ListOptions{}); !errors.As(err, &ce) || ce.Status != 401 {
 		t.Fatalf("no key over TCP: %v", err)
 	}
-	wrong, _ := client.New(ts.tcp, client.WithAPIKey(KeyPrefix+"nope"))
+	wrong, _ := client.New(ts.tcp, client.WithAPIKey(store.KeyPrefix+"nope"))
 	if _, err := wrong.List(ctx, client.ListOptions{}); !errors.As(err, &ce) || ce.Status != 401 {
 		t.Fatalf("wrong key: %v", err)
 	}
@@ -284,7 +285,7 @@ func TestRevokedKey(t *testing.T) {
 	t.Parallel()
 	ts := newTestServer(t, nil)
 	ctx := context.Background()
-	key := KeyPrefix + "revoke-me-0123456789"
+	key := store.KeyPrefix + "revoke-me-0123456789"
 	id, err := ts.store.AddKey(ctx, "carol", "", key)
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +304,7 @@ func TestRevokedKey(t *testing.T) {
 
 func TestQuota(t *testing.T) {
 	t.Parallel()
-	ts := newTestServer(t, func(c *Config) { c.DefaultQuota = Quota{MaxSandboxes: 2} })
+	ts := newTestServer(t, func(c *Config) { c.DefaultQuota = store.Quota{MaxSandboxes: 2} })
 	ctx := context.Background()
 	a := ts.tenant(t, "alice")
 	b := ts.tenant(t, "bob")
@@ -335,7 +336,7 @@ func TestQuota(t *testing.T) {
 		t.Fatalf("after delete: %v", err)
 	}
 	// Memory quota: the default profile asks 2 GiB per sandbox.
-	if err := ts.store.SetQuota(ctx, "bob", Quota{MaxSandboxes: 10, MaxMemory: 3 << 30}); err != nil {
+	if err := ts.store.SetQuota(ctx, "bob", store.Quota{MaxSandboxes: 10, MaxMemory: 3 << 30}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Create(ctx, api.CreateSandboxRequest{}); !errors.Is(err, sandbox.ErrLimit) {

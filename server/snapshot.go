@@ -13,6 +13,8 @@ import (
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/images"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/objstore"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // snapshotDir is where snapshot id keeps its files: workspace/ and, for
@@ -24,7 +26,7 @@ func (s *Server) snapshotDir(id string) string {
 // snapshot copies l's files and settings into a new snapshot of its
 // tenant, counted against the tenant's checkpoint quota. On error
 // nothing is left.
-func (s *Server) snapshot(ctx context.Context, l *live, name string) (*snapRow, error) {
+func (s *Server) snapshot(ctx context.Context, l *live, name string) (*store.SnapRow, error) {
 	what := fmt.Sprintf("snapshot sandbox %q", l.sb.ID())
 	src, err := s.forkSource(ctx, l, what)
 	if err != nil {
@@ -41,13 +43,13 @@ func (s *Server) snapshot(ctx context.Context, l *live, name string) (*snapRow, 
 	l.mu.Lock()
 	rec := l.rec
 	l.mu.Unlock()
-	row := &snapRow{Snapshot: api.Snapshot{ID: newID("snap-"), Name: name, Sandbox: rec.ID, Backend: rec.Backend, Image: rec.Image,
+	row := &store.SnapRow{Snapshot: api.Snapshot{ID: newID("snap-"), Name: name, Sandbox: rec.ID, Backend: rec.Backend, Image: rec.Image,
 		CreatedAt: time.Now().UTC()}, Tenant: src.tenant, ImageID: src.imageID, Trusted: src.trusted, OwnerUID: src.owner.UID, OwnerGID: src.owner.GID}
 	if row.Request, err = json.Marshal(src.req); err != nil {
 		return nil, err
 	}
 	dir := s.snapshotDir(row.ID)
-	fail := func(err error) (*snapRow, error) {
+	fail := func(err error) (*store.SnapRow, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -111,7 +113,7 @@ func (s *Server) snapshotSource(ctx context.Context, tenant, ref string) (*clone
 	}
 	what := fmt.Sprintf("create from snapshot %q", row.ID)
 	src := &cloneSource{what: what, tenant: tenant, trusted: row.Trusted, imageID: row.ImageID,
-		owner: owner{row.OwnerUID, row.OwnerGID}, ws: filepath.Join(s.snapshotDir(row.ID), "workspace")}
+		owner: objstore.Owner{UID: row.OwnerUID, GID: row.OwnerGID}, ws: filepath.Join(s.snapshotDir(row.ID), "workspace")}
 	if err := json.Unmarshal(row.Request, &src.req); err != nil {
 		return nil, fmt.Errorf("%s: stored request: %w", what, err)
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/admission"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // Named volumes are a tenant's persistent disks: an ext4 image each
@@ -113,7 +115,7 @@ func (s *Server) handleVolumeCreate(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.volumeView(v))
 }
 
-func (s *Server) createVolume(ctx context.Context, tenant string, req api.CreateVolumeRequest) (*VolumeRecord, error) {
+func (s *Server) createVolume(ctx context.Context, tenant string, req api.CreateVolumeRequest) (*store.VolumeRecord, error) {
 	if err := checkVolumeName(req.Name); err != nil {
 		return nil, err
 	}
@@ -141,7 +143,7 @@ func (s *Server) createVolume(ctx context.Context, tenant string, req api.Create
 	if err := s.checkDiskCommit(req.SizeBytes); err != nil {
 		return nil, fmt.Errorf("create volume %q: %w", req.Name, err)
 	}
-	rec := &VolumeRecord{ID: newID("vol-"), Tenant: tenant, Name: req.Name, Size: req.SizeBytes, CreatedAt: time.Now().UTC()}
+	rec := &store.VolumeRecord{ID: newID("vol-"), Tenant: tenant, Name: req.Name, Size: req.SizeBytes, CreatedAt: time.Now().UTC()}
 	img, dir := s.volumeImage(rec.ID), s.volumeMountDir(rec.ID)
 	vol, err := volume.Create(ctx, img, dir, rec.Size, 0, 0)
 	if err != nil {
@@ -169,7 +171,7 @@ func (s *Server) createVolume(ctx context.Context, tenant string, req api.Create
 }
 
 // volumeView renders v with the sandboxes using it.
-func (s *Server) volumeView(v *VolumeRecord) api.Volume {
+func (s *Server) volumeView(v *store.VolumeRecord) api.Volume {
 	out := api.Volume{Name: v.Name, SizeBytes: v.Size, CreatedAt: v.CreatedAt}
 	s.nvols.mu.Lock()
 	if m := s.nvols.mounted[v.ID]; m != nil {
@@ -232,7 +234,7 @@ func (s *Server) handleVolumeDelete(w http.ResponseWriter, r *http.Request) {
 // checkVolumeMounts checks a create request's volumes against the
 // sandbox's resolved policy: names, mount points (the workspace's rules,
 // clean, not over the workspace or one another), backend.
-func checkVolumeMounts(reqs []api.VolumeMount, backend string, pol *policy.Policy, ceil *Ceiling, tenant string) error {
+func checkVolumeMounts(reqs []api.VolumeMount, backend string, pol *policy.Policy, ceil *admission.Ceiling, tenant string) error {
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -261,8 +263,8 @@ func checkVolumeMounts(reqs []api.VolumeMount, backend string, pol *policy.Polic
 		if path.Clean(m.Path) != m.Path {
 			return errBadRequest("create sandbox: volumes[%d].path %q: not clean (no .., //, trailing /)", i, m.Path)
 		}
-		if ceil != nil && len(ceil.VolumePaths) > 0 && !underAny(m.Path, ceil.VolumePaths) {
-			return errCeiling(tenant, "volume_paths", "volumes[%d].path %q not below an allowed path (allowed: %s)", i, m.Path, strings.Join(ceil.VolumePaths, ", "))
+		if err := ceil.CheckVolumePath(tenant, i, m.Path); err != nil {
+			return err
 		}
 		for _, t := range taken {
 			if m.Path == t || strings.HasPrefix(m.Path, t+"/") || strings.HasPrefix(t, m.Path+"/") {
@@ -282,7 +284,7 @@ func (s *Server) mountVolumes(ctx context.Context, tenant, id string, reqs []api
 	if len(reqs) == 0 {
 		return nil, func() {}, nil
 	}
-	recs := make([]*VolumeRecord, len(reqs))
+	recs := make([]*store.VolumeRecord, len(reqs))
 	for i, m := range reqs {
 		v, err := s.store.GetVolume(ctx, tenant, m.Name)
 		if err != nil {

@@ -7,18 +7,19 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/admission"
 )
 
 func TestCheckVolumeMounts(t *testing.T) {
 	t.Parallel()
 	pol := &policy.Policy{Filesystem: policy.Filesystem{Workspace: "/srv/ws/sb-1", WorkspaceMount: "/workspace"}}
-	ceil := &Ceiling{VolumePaths: []string{"/data"}}
+	ceil := &admission.Ceiling{VolumePaths: []string{"/data"}}
 	m := func(name, p string) []api.VolumeMount { return []api.VolumeMount{{Name: name, Path: p}} }
 	for _, c := range []struct {
 		name    string
 		reqs    []api.VolumeMount
 		backend string
-		ceil    *Ceiling
+		ceil    *admission.Ceiling
 		want    error
 	}{
 		{"fine", m("v", "/data/v"), "native", ceil, nil},

@@ -22,6 +22,7 @@ import (
 	"github.com/airlock-dev/airlock/mcptools"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server"
+	"github.com/airlock-dev/airlock/server/admission"
 )
 
 func init() {
@@ -193,11 +194,9 @@ func requireToken(token string, h http.Handler) http.Handler {
 
 // embedded is an `airlock serve` inside this process, on a private socket.
 type embedded struct {
-	srv     *server.Server
-	store   *server.Store
+	*booted // nil until started
 	client  *client.Client
 	dir     string // removed at stop when we made it
-	data    string
 	cleanup bool
 }
 
@@ -213,7 +212,6 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 	if data == "" {
 		data, e.cleanup = filepath.Join(dir, "data"), true
 	}
-	e.data = data
 	var names []string
 	if backendName != "" {
 		names = []string{backendName}
@@ -222,33 +220,19 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 	if ids == "none" {
 		ids = ""
 	}
-	bs, err := openServeBackends(names, data, ids, nil, log)
+	bs, def, err := openBackends(names, backendName, data, ids, nil, log)
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("embedded server: %w", err)
-	}
-	def := backendName
-	if def == "" {
-		if _, ok := bs["native"]; ok {
-			def = "native"
-		} else {
-			def = sortedKeys(bs)[0]
-		}
-	}
-	if e.store, err = server.OpenStore(ctx, data); err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
 	if err := searchableRunDir(runDirFor(data)); err != nil {
-		e.store.Close()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
-	e.srv, err = server.New(ctx, server.Config{Backends: bs, DefaultBackend: def, Store: e.store,
-		Policies: server.HostPolicies{}, DataDir: data, RunDir: runDirFor(data), DiskQuota: autoDiskQuota(),
+	e.booted, err = bootServer(ctx, server.Config{Backends: bs, DefaultBackend: def,
+		Policies: admission.HostPolicies{}, DataDir: data, RunDir: runDirFor(data), DiskQuota: autoDiskQuota(),
 		Log: log, DefaultTimeout: 30 * time.Minute})
 	if err != nil {
-		e.store.Close()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
@@ -268,15 +252,9 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 
 // stop destroys every sandbox of the embedded server and removes its files.
 func (e *embedded) stop() {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if e.srv != nil {
-		e.srv.Shutdown(ctx)
+	if e.booted != nil {
+		e.booted.stop()
 	}
-	if e.store != nil {
-		e.store.Close()
-	}
-	removeCgroupParents(cgroupParentFor(e.data))
 	if e.cleanup {
 		os.RemoveAll(e.dir)
 	} else {

@@ -27,6 +27,8 @@ import (
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server"
+	"github.com/airlock-dev/airlock/server/admission"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 func init() {
@@ -84,27 +86,24 @@ func runServe(args []string) int {
 			return fail("serve", err)
 		}
 	}
-	if cfg.Backends, err = openServeBackends(f.backends, f.data, f.hostIDs, cfg.Images, log); err != nil {
+	if cfg.Backends, cfg.DefaultBackend, err = openBackends(f.backends, f.defBackend, f.data, f.hostIDs, cfg.Images, log); err != nil {
 		return fail("serve", err)
 	}
-	cfg.DefaultBackend = defaultBackend(f.defBackend, cfg.Backends)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if cfg.Store, err = server.OpenStore(ctx, f.data); err != nil {
-		return fail("serve", err)
-	}
-	defer cfg.Store.Close()
-	srv, err := server.New(ctx, cfg)
+	b, err := bootServer(ctx, cfg)
 	if err != nil {
 		return fail("serve", err)
 	}
 	errc := make(chan error, 2)
-	if err := f.serveListeners(srv, errc, log, sortedKeys(cfg.Backends)); err != nil {
-		srv.Shutdown(context.Background())
+	if err := f.serveListeners(b.srv, errc, log, sortedKeys(cfg.Backends)); err != nil {
+		b.srv.Shutdown(context.Background())
+		b.store.Close()
 		return fail("serve", err)
 	}
-	if err := f.serveE2B(ctx, srv, errc, log, cfg.RunDir); err != nil {
-		srv.Shutdown(context.Background())
+	if err := f.serveE2B(ctx, b.srv, errc, log, cfg.RunDir); err != nil {
+		b.srv.Shutdown(context.Background())
+		b.store.Close()
 		os.Remove(f.socket)
 		return fail("serve", err)
 	}
@@ -115,10 +114,7 @@ func runServe(args []string) int {
 	case err = <-errc:
 		log.Error("listener failed; shutting down", "err", err)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	srv.Shutdown(sctx)
-	removeCgroupParents(cgroupParentFor(f.data))
+	b.stop()
 	if err != nil {
 		return fail("serve", err)
 	}
@@ -185,11 +181,11 @@ func (f *serveFlags) serveListeners(srv *server.Server, errc chan<- error, log *
 
 // serveCeilings loads the ceilings file (if any) and applies the flags
 // to its default ceiling.
-func serveCeilings(file string, allowCIDR []string, modes string) (*server.Ceilings, error) {
-	c := &server.Ceilings{Default: server.DefaultCeiling()}
+func serveCeilings(file string, allowCIDR []string, modes string) (*admission.Ceilings, error) {
+	c := &admission.Ceilings{Default: admission.DefaultCeiling()}
 	if file != "" {
 		var err error
-		if c, err = server.LoadCeilings(file); err != nil {
+		if c, err = admission.LoadCeilings(file); err != nil {
 			return nil, err
 		}
 	}
@@ -387,8 +383,8 @@ func listenUnix(path, group string) (net.Listener, error) {
 // key and quota commands, which must never create one: a key written to a
 // store no server reads (a mistyped or forgotten --data) would look like
 // it worked.
-func openExistingStore(ctx context.Context, fs *flag.FlagSet, data string) (*server.Store, error) {
-	if _, err := os.Stat(filepath.Join(data, server.StoreFile)); err != nil {
+func openExistingStore(ctx context.Context, fs *flag.FlagSet, data string) (*store.Store, error) {
+	if _, err := os.Stat(filepath.Join(data, store.File)); err != nil {
 		given := false
 		fs.Visit(func(f *flag.Flag) { given = given || f.Name == "data" })
 		hint := "name the server's data directory with --data DIR"
@@ -397,7 +393,7 @@ func openExistingStore(ctx context.Context, fs *flag.FlagSet, data string) (*ser
 		}
 		return nil, fmt.Errorf("no store in %q: %s: %w", data, hint, sandbox.ErrNotFound)
 	}
-	return server.OpenStore(ctx, data)
+	return store.Open(ctx, data)
 }
 
 // runServeKey manages API keys in the store: create prints the key once.
@@ -428,19 +424,19 @@ func serveKey(sub string, rest []string) int {
 	}
 	ids = append(ids, fs.Args()...)
 	ctx := context.Background()
-	store, err := openExistingStore(ctx, fs, *data)
+	st, err := openExistingStore(ctx, fs, *data)
 	if err != nil {
 		return fail("serve key", err)
 	}
-	defer store.Close()
+	defer st.Close()
 	switch sub {
 	case "create":
 		var b [32]byte
 		if _, err := rand.Read(b[:]); err != nil {
 			return fail("serve key", err)
 		}
-		key := server.KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
-		id, err := store.AddKey(ctx, *tenant, *name, key)
+		key := store.KeyPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+		id, err := st.AddKey(ctx, *tenant, *name, key)
 		if err != nil {
 			return fail("serve key", err)
 		}
@@ -452,7 +448,7 @@ func serveKey(sub string, rest []string) int {
 		}
 		return 0
 	case "list":
-		keys, err := store.ListKeys(ctx)
+		keys, err := st.ListKeys(ctx)
 		if err != nil {
 			return fail("serve key", err)
 		}
@@ -472,7 +468,7 @@ func serveKey(sub string, rest []string) int {
 		if len(ids) != 1 {
 			return fail("serve key", fmt.Errorf("revoke: want one key ID: %w", sandbox.ErrInvalid))
 		}
-		if err := store.RevokeKey(ctx, ids[0]); err != nil {
+		if err := st.RevokeKey(ctx, ids[0]); err != nil {
 			return fail("serve key", err)
 		}
 		return 0
@@ -504,14 +500,14 @@ func serveQuota(sub string, args []string) int {
 		return fail("serve quota", fmt.Errorf("--tenant is required: %w", sandbox.ErrInvalid))
 	}
 	ctx := context.Background()
-	store, err := openExistingStore(ctx, fs, *data)
+	st, err := openExistingStore(ctx, fs, *data)
 	if err != nil {
 		return fail("serve quota", err)
 	}
-	defer store.Close()
+	defer st.Close()
 	switch sub {
 	case "set":
-		q := server.Quota{MaxSandboxes: *maxSandboxes}
+		q := store.Quota{MaxSandboxes: *maxSandboxes}
 		if *maxMemory != "" {
 			b, err := policy.ParseByteSize(*maxMemory)
 			if err != nil {
@@ -519,12 +515,12 @@ func serveQuota(sub string, args []string) int {
 			}
 			q.MaxMemory = int64(b)
 		}
-		if err := store.SetQuota(ctx, *tenant, q); err != nil {
+		if err := st.SetQuota(ctx, *tenant, q); err != nil {
 			return fail("serve quota", err)
 		}
 		return 0
 	case "get":
-		q, err := store.GetQuota(ctx, *tenant)
+		q, err := st.GetQuota(ctx, *tenant)
 		if err != nil {
 			return fail("serve quota", err)
 		}

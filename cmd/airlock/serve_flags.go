@@ -17,6 +17,7 @@ import (
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server"
+	"github.com/airlock-dev/airlock/server/admission"
 )
 
 // serveFlags are the flags of `airlock serve`, as given.
@@ -130,7 +131,7 @@ func (f *serveFlags) logger() (*slog.Logger, error) {
 // and --host-ids none in f.
 func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 	cfg := server.Config{
-		DataDir: f.data, Log: log, Policies: server.HostPolicies{},
+		DataDir: f.data, Log: log, Policies: admission.HostPolicies{},
 		DefaultTimeout: f.defTimeout, MaxTimeout: f.maxTimeout, IdleTimeout: f.idle,
 		EventRate: f.eventRate, PublicMetrics: f.publicMetrics, Retention: f.retention, PausedRetention: f.pausedRetention,
 		ScanTimeout: f.scanTimeout, UploadTimeout: f.uploadTimeout,

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package server
+package objstore
 
 import (
 	"context"
@@ -10,13 +10,15 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-func fileOwner(fs.FileInfo, owner) (int, int) { return 0, 0 }
+func fileOwner(fs.FileInfo, Owner) (int, int) { return 0, 0 }
 
-func restoreTree(context.Context, *manifest, *objectStore, string, owner) error {
+// RestoreTree needs Linux (owners and sparse copies).
+func RestoreTree(context.Context, *Manifest, *Store, string, Owner) error {
 	return fmt.Errorf("restore a checkpoint: Linux only: %w", sandbox.ErrNotSupported)
 }
 
-func shiftOwner(string, owner, owner, int) error {
+// ShiftOwner needs Linux.
+func ShiftOwner(string, Owner, Owner, int) error {
 	return fmt.Errorf("shift file owners: Linux only: %w", sandbox.ErrNotSupported)
 }
 

@@ -1,4 +1,10 @@
-package server
+// Package token mints and checks the server's stateless credentials: port
+// tokens (one sandbox port until an expiry) and sandbox access tokens (one
+// sandbox, one scope), both HMACs with a secret kept in the server's data
+// directory, so they outlive a restart and nothing about them is stored.
+// It never decides what a token reaches (the server's routes do) and
+// never looks a sandbox up.
+package token
 
 import (
 	"crypto/hmac"
@@ -18,20 +24,20 @@ import (
 
 // Bounds of port tokens.
 const (
-	defaultPortTokenTTL = 15 * time.Minute
-	maxPortTokenTTL     = 24 * time.Hour
-	portTokenKeyFile    = "port-token.key"
+	DefaultPortTTL = 15 * time.Minute
+	MaxPortTTL     = 24 * time.Hour
+	keyFile        = "port-token.key"
 )
 
-// portSigner mints and checks port tokens: "ID.PORT.EXPIRY.MAC", the MAC an
+// Signer mints and checks port tokens: "ID.PORT.EXPIRY.MAC", the MAC an
 // HMAC-SHA256 over the first three with a secret of the server's data
 // directory, so tokens outlive a restart and nothing about them is stored.
-type portSigner struct{ key []byte }
+type Signer struct{ key []byte }
 
-// loadPortSigner reads the secret in dir, making it (32 random bytes, mode
+// Load reads the secret in dir, making it (32 random bytes, mode
 // 0600) when there is none.
-func loadPortSigner(dir string) (*portSigner, error) {
-	p := filepath.Join(dir, portTokenKeyFile)
+func Load(dir string) (*Signer, error) {
+	p := filepath.Join(dir, keyFile)
 	key, err := os.ReadFile(p)
 	if errors.Is(err, os.ErrNotExist) {
 		key = make([]byte, 32)
@@ -45,7 +51,7 @@ func loadPortSigner(dir string) (*portSigner, error) {
 			os.Remove(p)
 			return nil, fmt.Errorf("port token key %s: %w", p, err)
 		}
-		return &portSigner{key: key}, nil
+		return &Signer{key: key}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("port token key %s: %w", p, err)
@@ -53,47 +59,47 @@ func loadPortSigner(dir string) (*portSigner, error) {
 	if len(key) != 32 {
 		return nil, fmt.Errorf("port token key %s: %d bytes, want 32 (remove it to make a new one): %w", p, len(key), sandbox.ErrInvalid)
 	}
-	return &portSigner{key: key}, nil
+	return &Signer{key: key}, nil
 }
 
-func (ps *portSigner) mac(body string) string {
+func (ps *Signer) mac(body string) string {
 	m := hmac.New(sha256.New, ps.key)
 	m.Write([]byte("airlock port token v1\x00" + body))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// mint returns a token for port of sandbox id, valid until exp.
-func (ps *portSigner) mint(id string, port int, exp time.Time) string {
+// Mint returns a token for port of sandbox id, valid until exp.
+func (ps *Signer) Mint(id string, port int, exp time.Time) string {
 	body := id + "." + strconv.Itoa(port) + "." + strconv.FormatInt(exp.Unix(), 10)
 	return body + "." + ps.mac(body)
 }
 
-// Why a token is refused: errTokenBad (401: malformed, forged or
-// expired) or errTokenScope (403: genuine, for another sandbox or port).
+// Why a token is refused: ErrBad (401: malformed, forged or
+// expired) or ErrScope (403: genuine, for another sandbox or port).
 var (
-	errTokenBad   = errors.New("invalid or expired port token")
-	errTokenScope = errors.New("port token is for another sandbox or port")
+	ErrBad   = errors.New("invalid or expired port token")
+	ErrScope = errors.New("port token is for another sandbox or port")
 )
 
-// check verifies tok for port of sandbox id at now.
-func (ps *portSigner) check(tok, id string, port int, now time.Time) error {
+// Check verifies tok for port of sandbox id at now.
+func (ps *Signer) Check(tok, id string, port int, now time.Time) error {
 	if len(tok) > 256 {
-		return errTokenBad
+		return ErrBad
 	}
 	parts := strings.Split(tok, ".")
 	if len(parts) != 4 {
-		return errTokenBad
+		return ErrBad
 	}
 	body := strings.Join(parts[:3], ".")
 	if !hmac.Equal([]byte(parts[3]), []byte(ps.mac(body))) {
-		return errTokenBad
+		return ErrBad
 	}
 	exp, err := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil || now.Unix() >= exp {
-		return errTokenBad
+		return ErrBad
 	}
 	if parts[0] != id || parts[1] != strconv.Itoa(port) {
-		return errTokenScope
+		return ErrScope
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package server
+package store
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // transaction stopped rows it never reported.
 func TestMarkAllStoppedIsAtomic(t *testing.T) {
 	t.Parallel()
-	st, err := OpenStore(context.Background(), t.TempDir())
+	st, err := Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestMarkAllStoppedIsAtomic(t *testing.T) {
 // its labels silently dropped.
 func TestStoreDecodeErrors(t *testing.T) {
 	t.Parallel()
-	st, err := OpenStore(context.Background(), t.TempDir())
+	st, err := Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

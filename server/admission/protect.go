@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"fmt"
@@ -10,21 +10,21 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// protection asks a sandbox's write rules (policy.ConfigGuard, the one
+// Protection asks a sandbox's write rules (policy.ConfigGuard, the one
 // implementation the backends enforce) about a file operation before it
 // reaches the sandbox. The backend refuses it anyway, with a bare
 // permission error; checked here first, a refused operation is a 403 that
 // names the rule and why it exists. A server sandbox's workspace is a host
 // directory at the same path, so the decision is made on it.
-type protection struct {
+type Protection struct {
 	ws    string // the workspace on the host
 	in    string // where the sandbox sees it
 	guard *policy.ConfigGuard
 }
 
-// newProtection is the protection of resolved policy pol (nil when it
+// NewProtection is the Protection of resolved policy pol (nil when it
 // protects nothing).
-func newProtection(pol *policy.Policy) *protection {
+func NewProtection(pol *policy.Policy) *Protection {
 	ws := pol.Filesystem.WorkspacePath()
 	if ws == "" {
 		return nil
@@ -33,12 +33,12 @@ func newProtection(pol *policy.Policy) *protection {
 	if home == pol.Filesystem.WorkspaceInside() {
 		home = ws // the guard judges host paths
 	}
-	return &protection{ws: ws, in: pol.Filesystem.WorkspaceInside(), guard: pol.ConfigGuard(home)}
+	return &Protection{ws: ws, in: pol.Filesystem.WorkspaceInside(), guard: pol.ConfigGuard(home)}
 }
 
 // host maps a path inside the sandbox's workspace to the host ("" when
 // it is not in the workspace).
-func (pr *protection) host(p string) string {
+func (pr *Protection) host(p string) string {
 	if p == pr.in {
 		return pr.ws
 	}
@@ -50,7 +50,7 @@ func (pr *protection) host(p string) string {
 
 // check refuses op on p (a clean absolute path inside the sandbox) when
 // the rules do; paths outside the workspace are the backend's to decide.
-func (pr *protection) check(what string, op policy.GuardOp, p string) error {
+func (pr *Protection) check(what string, op policy.GuardOp, p string) error {
 	if pr == nil || p == pr.in || !within(p, pr.in) {
 		return nil
 	}
@@ -67,8 +67,8 @@ func within(p, dir string) bool {
 	return p == dir || len(p) > len(dir) && p[:len(dir)] == dir && p[len(dir)] == '/'
 }
 
-// checkWrite checks creating or writing a file at p ("mkdir": a directory).
-func (pr *protection) checkWrite(what, p string) error {
+// CheckWrite checks creating or writing a file at p ("mkdir": a directory).
+func (pr *Protection) CheckWrite(what, p string) error {
 	if pr == nil {
 		return nil
 	}
@@ -82,12 +82,12 @@ func (pr *protection) checkWrite(what, p string) error {
 	return pr.check(what, op, p)
 }
 
-// checkMove checks removing p: the rules never refuse a removal.
-func (pr *protection) checkMove(what, p string) error { return nil }
+// CheckMove checks removing p: the rules never refuse a removal.
+func (pr *Protection) CheckMove(what, p string) error { return nil }
 
-// checkRename checks renaming from onto to: how the entry arrives under
+// CheckRename checks renaming from onto to: how the entry arrives under
 // its new name (a directory or symlink may bring protected settings).
-func (pr *protection) checkRename(from, to string) error {
+func (pr *Protection) CheckRename(from, to string) error {
 	if pr == nil {
 		return nil
 	}

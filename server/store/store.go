@@ -1,4 +1,10 @@
-package server
+// Package store is the server's SQLite database (airlock.db in the data
+// directory): sandboxes, API keys, tenant quotas, audit events, named
+// volumes, what a paused sandbox resumes from, checkpoints and snapshots.
+// It only persists: it never decides whether a request is allowed, never
+// touches a sandbox or its files, and knows nothing of HTTP. Migrations are
+// append-only; a released one is never edited.
+package store
 
 import (
 	"context"
@@ -82,7 +88,7 @@ var migrations = []string{
 	);`,
 
 	// Issue 15: what a paused sandbox is resumed from, and checkpoints
-	// (server/lifestore.go).
+	// (lifestore.go).
 	`CREATE TABLE lifecycle (
 		id          TEXT PRIMARY KEY,
 		request     TEXT NOT NULL,
@@ -111,7 +117,7 @@ var migrations = []string{
 	// A paused image sandbox's image, by ID (imagepause.go).
 	`ALTER TABLE lifecycle ADD COLUMN image TEXT NOT NULL DEFAULT '';`,
 	// Issue 23: snapshots, a sandbox's files and settings kept apart from
-	// it (server/snapstore.go).
+	// it (snapstore.go).
 	`CREATE TABLE snapshots (
 		id         TEXT PRIMARY KEY,
 		tenant     TEXT NOT NULL,
@@ -133,15 +139,15 @@ var migrations = []string{
 	CREATE UNIQUE INDEX snapshots_name ON snapshots(tenant, name) WHERE name <> '';`,
 }
 
-// StoreFile is the store's file name in the data directory.
-const StoreFile = "airlock.db"
+// File is the store's file name in the data directory.
+const File = "airlock.db"
 
-// OpenStore opens (creating) dir/airlock.db in WAL mode and migrates it.
-func OpenStore(ctx context.Context, dir string) (*Store, error) {
+// Open opens (creating) dir/airlock.db in WAL mode and migrates it.
+func Open(ctx context.Context, dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open store %q: %w", dir, err)
 	}
-	path := filepath.Join(dir, StoreFile)
+	path := filepath.Join(dir, File)
 	// The store holds key hashes and every tenant's events: only the
 	// server's user reads it (SQLite gives its WAL and shm files the
 	// database's mode).
@@ -436,6 +442,10 @@ func (s *Store) CountByState(ctx context.Context) (map[[2]string]int, error) {
 }
 
 // API keys.
+
+// LocalTenant is the tenant of requests on the trusted unix socket that
+// carry no API key.
+const LocalTenant = "local"
 
 // KeyPrefix starts every API key, so leaked keys are recognisable.
 const KeyPrefix = "alk_"

@@ -1,4 +1,4 @@
-package server
+package objstore
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -19,12 +18,13 @@ import (
 // mode, owner (relative to the sandbox's host id range) and, for files,
 // size and sha256. Checkpoints and pauses record one; rollback and resume
 // compare against it, so a changed file is named, never silently used.
-type manifest struct {
-	Version int             `json:"version"`
-	Entries []manifestEntry `json:"entries"`
+type Manifest struct {
+	Version int     `json:"version"`
+	Entries []Entry `json:"entries"`
 }
 
-type manifestEntry struct {
+// Entry is one file, directory or symlink of a Manifest.
+type Entry struct {
 	Path   string `json:"path"` // slash-separated, relative to the workspace
 	Kind   string `json:"kind"` // dir, file, symlink
 	Mode   uint32 `json:"mode"` // permission, set-id and sticky bits (os.FileMode)
@@ -35,35 +35,42 @@ type manifestEntry struct {
 	Target string `json:"target,omitempty"` // a symlink's
 }
 
-// manifestVersion 2 hashes files with sparseHash (version 1: plain
+// Version 2 hashes files with sparseHash (version 1: plain
 // sha256 of the whole content, still read and checked).
-const manifestVersion = 2
+const Version = 2
 
-// owner is the host id range base of a sandbox's files (uid and gid of id
+// Owner is the host id range base of a sandbox's files (uid and gid of id
 // 0 inside); {0, 0} when its ids are the host's.
-type owner struct{ UID, GID int }
+type Owner struct{ UID, GID int }
 
-// errCorrupt is a 409 naming what no longer matches its manifest.
-func errCorrupt(format string, args ...any) error {
-	return &httpError{api.CodeCorrupt, fmt.Errorf(format+": %w", append(args, sandbox.ErrInvalid)...)}
+// CorruptError names what no longer matches its manifest (the API
+// answers it 409 "corrupt"). It wraps sandbox.ErrInvalid.
+type CorruptError struct{ err error }
+
+func (e *CorruptError) Error() string { return e.err.Error() }
+func (e *CorruptError) Unwrap() error { return e.err }
+
+// Corrupt is a CorruptError with a formatted message.
+func Corrupt(format string, args ...any) error {
+	return &CorruptError{fmt.Errorf(format+": %w", append(args, sandbox.ErrInvalid)...)}
 }
 
 const modeBits = fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
 
-// scanTree walks the tree at dir (through an os.Root: no symlink leads
+// ScanTree walks the tree at dir (through an os.Root: no symlink leads
 // out of it, whatever the sandbox made) and returns its manifest. With
 // store set, each file's content is put in the object store (once per
 // content: a file whose content is there already costs one read).
 // newBytes is what it stored.
 // sc bounds the scan (its deadline, the data it may record) and says how
 // files are hashed (sparseHash).
-func scanTree(dir string, base owner, store *objectStore, sc *scan) (m *manifest, newBytes int64, skipped int, err error) {
+func ScanTree(dir string, base Owner, store *Store, sc *Scan) (m *Manifest, newBytes int64, skipped int, err error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	defer root.Close()
-	m = &manifest{Version: manifestVersion, Entries: []manifestEntry{}}
+	m = &Manifest{Version: Version, Entries: []Entry{}}
 	if sc.v1 {
 		m.Version = 1
 	}
@@ -78,7 +85,7 @@ func scanTree(dir string, base owner, store *objectStore, sc *scan) (m *manifest
 		if err != nil {
 			return err
 		}
-		e := manifestEntry{Path: p, Mode: uint32(fi.Mode() & modeBits)}
+		e := Entry{Path: p, Mode: uint32(fi.Mode() & modeBits)}
 		e.UID, e.GID = fileOwner(fi, base)
 		switch {
 		case fi.IsDir():
@@ -110,7 +117,7 @@ func scanTree(dir string, base owner, store *objectStore, sc *scan) (m *manifest
 
 // hashEntry fills e's size and hash from the file p of root, storing its
 // content in store when store lacks it; it returns the bytes stored.
-func hashEntry(root *os.Root, p string, e *manifestEntry, store *objectStore, sc *scan) (int64, error) {
+func hashEntry(root *os.Root, p string, e *Entry, store *Store, sc *Scan) (int64, error) {
 	f, err := root.OpenFile(p, os.O_RDONLY|oNoFollow, 0)
 	if err != nil {
 		return 0, err
@@ -132,8 +139,8 @@ func hashEntry(root *os.Root, p string, e *manifestEntry, store *objectStore, sc
 	return stored, err
 }
 
-// writeManifest writes m to path (atomically) and returns its sha256.
-func writeManifest(path string, m *manifest) (string, error) {
+// WriteManifest writes m to path (atomically) and returns its sha256.
+func WriteManifest(path string, m *Manifest) (string, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return "", err
@@ -150,32 +157,32 @@ func writeManifest(path string, m *manifest) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// readManifest reads the manifest at path, refusing one whose sha256 is
+// ReadManifest reads the manifest at path, refusing one whose sha256 is
 // not want (what the store recorded when it was written).
-func readManifest(path, want, what string) (*manifest, error) {
+func ReadManifest(path, want, what string) (*Manifest, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errCorrupt("%s: manifest %s is missing", what, filepath.Base(path))
+			return nil, Corrupt("%s: manifest %s is missing", what, filepath.Base(path))
 		}
 		return nil, fmt.Errorf("%s: read manifest: %w", what, err)
 	}
 	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != want {
-		return nil, errCorrupt("%s: manifest %s was changed (sha256 %x, recorded %s)", what, filepath.Base(path), sum, want)
+		return nil, Corrupt("%s: manifest %s was changed (sha256 %x, recorded %s)", what, filepath.Base(path), sum, want)
 	}
-	var m manifest
+	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil || (m.Version != 1 && m.Version != manifestVersion) {
-		return nil, errCorrupt("%s: manifest %s: not a version 1 or %d manifest", what, filepath.Base(path), manifestVersion)
+	if err := dec.Decode(&m); err != nil || (m.Version != 1 && m.Version != Version) {
+		return nil, Corrupt("%s: manifest %s: not a version 1 or %d manifest", what, filepath.Base(path), Version)
 	}
 	return &m, nil
 }
 
-// compareManifests returns a corrupt error naming the first entry where
+// CompareManifests returns a corrupt error naming the first entry where
 // got differs from want (a file changed, added or removed), else nil.
-func compareManifests(want, got *manifest, what string) error {
-	idx := make(map[string]manifestEntry, len(got.Entries))
+func CompareManifests(want, got *Manifest, what string) error {
+	idx := make(map[string]Entry, len(got.Entries))
 	for _, e := range got.Entries {
 		idx[e.Path] = e
 	}
@@ -183,19 +190,19 @@ func compareManifests(want, got *manifest, what string) error {
 		g, ok := idx[w.Path]
 		switch {
 		case !ok:
-			return errCorrupt("%s: file %q is missing", what, w.Path)
+			return Corrupt("%s: file %q is missing", what, w.Path)
 		case g != w:
-			return errCorrupt("%s: file %q changed (%s)", what, w.Path, entryDiff(w, g))
+			return Corrupt("%s: file %q changed (%s)", what, w.Path, entryDiff(w, g))
 		}
 		delete(idx, w.Path)
 	}
 	for p := range idx {
-		return errCorrupt("%s: file %q was added", what, p)
+		return Corrupt("%s: file %q was added", what, p)
 	}
 	return nil
 }
 
-func entryDiff(w, g manifestEntry) string {
+func entryDiff(w, g Entry) string {
 	switch {
 	case w.Kind != g.Kind:
 		return fmt.Sprintf("was a %s, is a %s", w.Kind, g.Kind)

@@ -1,4 +1,4 @@
-package server
+package admission
 
 import (
 	"errors"
@@ -19,14 +19,14 @@ func TestProtectionRenameAway(t *testing.T) {
 	os.MkdirAll(filepath.Join(ws, "plain"), 0o755)
 	os.MkdirAll(filepath.Join(ws, "wt"), 0o755)
 	os.WriteFile(filepath.Join(ws, "wt", ".git"), []byte("gitdir: ../x\n"), 0o644)
-	pr := &protection{ws: ws, in: "/workspace", guard: &policy.ConfigGuard{Config: true}}
-	if err := pr.checkRename("/workspace/sub/.git", "/workspace/sub/.git2"); !errors.Is(err, sandbox.ErrPermission) {
+	pr := &Protection{ws: ws, in: "/workspace", guard: &policy.ConfigGuard{Config: true}}
+	if err := pr.CheckRename("/workspace/sub/.git", "/workspace/sub/.git2"); !errors.Is(err, sandbox.ErrPermission) {
 		t.Errorf("rename .git away: %v", err)
 	}
-	if err := pr.checkRename("/workspace/plain", "/workspace/plain2"); err != nil {
+	if err := pr.CheckRename("/workspace/plain", "/workspace/plain2"); err != nil {
 		t.Errorf("rename a plain directory: %v", err)
 	}
-	if err := pr.checkRename("/workspace/wt/.git", "/workspace/wt/.git-file"); err != nil {
+	if err := pr.CheckRename("/workspace/wt/.git", "/workspace/wt/.git-file"); err != nil {
 		t.Errorf("rename a .git file: %v", err)
 	}
 }

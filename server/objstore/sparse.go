@@ -1,4 +1,4 @@
-package server
+package objstore
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// A scan reads a sandbox's files for a checkpoint, a pause, a resume or a
+// A Scan reads a sandbox's files for a checkpoint, a pause, a resume or a
 // rollback: by their data extents (a sparse file's holes are never read),
 // stopping when ctx ends or when the data it records passes limit. A
 // tenant's files thus cost what they hold on disk (bounded by its disk
 // quota), never what they claim to hold.
-type scan struct {
+type Scan struct {
 	ctx   context.Context
 	limit int64 // data bytes it may record (0: no limit)
 	what  string
@@ -28,14 +28,23 @@ type scan struct {
 	v1 bool
 }
 
-// newScan is a scan for what, bounded by ctx only; v1 hashes as
+// NewScan is a scan for what, bounded by ctx only; v1 hashes as
 // manifests of that version did.
-func newScan(ctx context.Context, what string, version int) *scan {
-	return &scan{ctx: ctx, what: what, v1: version == 1}
+func NewScan(ctx context.Context, what string, version int) *Scan {
+	return &Scan{ctx: ctx, what: what, v1: version == 1}
 }
 
+// NewLimitedScan is a scan for what of the current Version, bounded by
+// ctx and by limit data bytes recorded (0: no limit).
+func NewLimitedScan(ctx context.Context, what string, limit int64) *Scan {
+	return &Scan{ctx: ctx, limit: limit, what: what}
+}
+
+// Data is the data bytes the scan recorded so far.
+func (sc *Scan) Data() int64 { return sc.data }
+
 // charge counts n data bytes recorded; an error when the scan must stop.
-func (sc *scan) charge(n int64) error {
+func (sc *Scan) charge(n int64) error {
 	if err := sc.ctx.Err(); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("%s: the server's deadline for reading a sandbox's files passed after %d data bytes: %w", sc.what, sc.data, sandbox.ErrTimeout)
@@ -57,7 +66,7 @@ const sparseBlock = 64 << 10
 // non-zero byte, reading only f's data extents and charging sc for what
 // fn gets. A block that is zeros, on disk or in a hole, is skipped: the
 // result does not depend on how the file is laid out.
-func eachBlock(f *os.File, size int64, sc *scan, fn func(off int64, p []byte) error) error {
+func eachBlock(f *os.File, size int64, sc *Scan, fn func(off int64, p []byte) error) error {
 	buf := make([]byte, sparseBlock)
 	next := int64(0) // first block not yet read
 	return dataExtents(f, size, func(start, end int64) error {
@@ -107,7 +116,7 @@ func allZero(p []byte) bool {
 // index and bytes. Equal contents hash equal whatever their holes; a 2
 // TiB file of one written block hashes in microseconds. With out set,
 // each such block is also written there (at its offset).
-func sparseHash(f *os.File, size int64, sc *scan, out *os.File) (string, error) {
+func sparseHash(f *os.File, size int64, sc *Scan, out *os.File) (string, error) {
 	if sc.v1 {
 		h := sha256.New()
 		n, err := io.Copy(h, io.NewSectionReader(f, 0, size))
@@ -136,7 +145,7 @@ func sparseHash(f *os.File, size int64, sc *scan, out *os.File) (string, error) 
 
 // copySparse copies src (size bytes) to dst, writing only its blocks
 // that hold data: holes stay holes.
-func copySparse(dst, src *os.File, size int64, sc *scan) error {
+func copySparse(dst, src *os.File, size int64, sc *Scan) error {
 	err := eachBlock(src, size, sc, func(off int64, p []byte) error {
 		_, err := dst.WriteAt(p, off)
 		return err

@@ -1,4 +1,14 @@
-package server
+// Package admission holds the rules deciding whether a keyed tenant's
+// request is allowed: the operator's ceilings (network rules, limits,
+// backends, images, profiles, host and volume paths), how an API
+// policy is resolved on the host, and which file operations a sandbox's
+// write rules refuse (Protection). A request beyond its tenant's ceiling
+// is refused with sandbox.ErrPermission naming the ceiling.
+//
+// It only decides: it never creates, changes or stores anything, never
+// bounds the trusted unix socket's requests (the caller passes a nil
+// *Ceiling for those), and knows nothing of HTTP.
+package admission
 
 import (
 	"bytes"
@@ -14,6 +24,7 @@ import (
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/guestpath"
 )
 
 // Ceiling is what one tenant's requests may ask for: the operator's bound
@@ -113,14 +124,15 @@ func LoadCeilings(path string) (*Ceilings, error) {
 	if err := dec.Decode(c); err != nil {
 		return nil, fmt.Errorf("ceilings %q: %v: %w", path, err, sandbox.ErrInvalid)
 	}
-	if err := c.compile(); err != nil {
+	if err := c.Compile(); err != nil {
 		return nil, fmt.Errorf("ceilings %q: %w", path, err)
 	}
 	return c, nil
 }
 
-// compile checks and prepares every ceiling.
-func (c *Ceilings) compile() error {
+// Compile checks and prepares every ceiling; LoadCeilings does it, a
+// Ceilings built in code needs it once before use.
+func (c *Ceilings) Compile() error {
 	if err := c.Default.compile("default"); err != nil {
 		return err
 	}
@@ -187,9 +199,9 @@ func errCeiling(tenant, field, format string, args ...any) error {
 	return fmt.Errorf("ceiling %s of tenant %q: "+format+": %w", append([]any{field, tenant}, append(args, sandbox.ErrPermission)...)...)
 }
 
-// withDefaults returns raw (a request's inline policy, maybe nil) with
+// WithDefaults returns raw (a request's inline policy, maybe nil) with
 // the ceiling's default limits filled in where it sets none.
-func (c *Ceiling) withDefaults(raw *policy.Policy) *policy.Policy {
+func (c *Ceiling) WithDefaults(raw *policy.Policy) *policy.Policy {
 	if raw == nil {
 		raw = &policy.Policy{Version: policy.Version}
 	} else {
@@ -220,11 +232,11 @@ func (c *Ceiling) withDefaults(raw *policy.Policy) *policy.Policy {
 	return raw
 }
 
-// hasDefaults reports whether the ceiling fills any limit.
-func (c *Ceiling) hasDefaults() bool { return c.Limits.Default != (policy.Limits{}) }
+// HasDefaults reports whether the ceiling fills any limit.
+func (c *Ceiling) HasDefaults() bool { return c.Limits.Default != (policy.Limits{}) }
 
-// checkRequest checks what a create names besides its policy.
-func (c *Ceiling) checkRequest(tenant, backend, image, profile string) error {
+// CheckRequest checks what a create names besides its policy.
+func (c *Ceiling) CheckRequest(tenant, backend, image, profile string) error {
 	if len(c.Backends) > 0 && !slices.Contains(c.Backends, backend) {
 		return errCeiling(tenant, "backends", "backend %q not allowed (allowed: %s)", backend, strings.Join(c.Backends, ", "))
 	}
@@ -240,9 +252,9 @@ func (c *Ceiling) checkRequest(tenant, backend, image, profile string) error {
 	return nil
 }
 
-// checkHostPaths checks a keyed request's read_only entries (the only
+// CheckHostPaths checks a keyed request's read_only entries (the only
 // host paths a ceiling can open) against HostPaths.
-func (c *Ceiling) checkHostPaths(tenant string, raw *policy.Policy) error {
+func (c *Ceiling) CheckHostPaths(tenant string, raw *policy.Policy) error {
 	for _, p := range raw.Filesystem.ReadOnly {
 		if !strings.HasPrefix(p, "/") || !underAny(p, c.HostPaths) {
 			return errCeiling(tenant, "host_paths", "filesystem.read_only %q not below an allowed host path (allowed: %s)", p, listOrNone(c.HostPaths))
@@ -263,7 +275,7 @@ func underAny(p string, roots []string) bool {
 }
 
 func cleanAbs(p string) string {
-	c, err := cleanPath(p)
+	c, err := guestpath.Clean(p)
 	if err != nil {
 		return "/\x00" // matches nothing
 	}
@@ -395,40 +407,11 @@ func (c *Ceiling) checkPolicy(tenant string, pol *policy.Policy, own []netip.Add
 	return c.checkNetwork(tenant, pol.Network, own)
 }
 
-// ceiling returns the ceiling of c's requests, nil for the trusted socket.
-func (s *Server) ceiling(c caller) *Ceiling {
-	if c.trusted {
-		return nil
-	}
-	return s.cfg.Ceilings.For(c.tenant)
-}
-
-// fit checks a resolved policy against ceil (nil: nothing to check). An
-// open_files the request did not set is lowered to fit OpenFilesTotal
-// first: the ceiling bounds what a sandbox holds, not the profile's
-// per-process default.
-func (s *Server) fit(ceil *Ceiling, tenant string, raw, pol *policy.Policy) error {
-	if ceil == nil {
-		return nil
-	}
-	ceil.clampUnset(raw, pol)
-	ceil.clampOpenFiles(raw, pol)
-	own, err := egress.HostAddrs()
-	if err != nil {
-		return fmt.Errorf("ceiling: host addresses: %v: %w", err, sandbox.ErrUnavailable)
-	}
-	if err := ceil.checkPolicy(tenant, pol, own); err != nil {
-		return err
-	}
-	ceil.bound(pol)
-	return nil
-}
-
-// clampUnset brings limits the request did not set (the profile's) within
+// ClampUnset brings limits the request did not set (the profile's) within
 // the ceiling: above its maximum, or removed where that is not allowed,
 // they become the maximum. Only what a request asks for itself is
 // refused.
-func (c *Ceiling) clampUnset(raw, pol *policy.Policy) {
+func (c *Ceiling) ClampUnset(raw, pol *policy.Policy) {
 	var r policy.Limits
 	if raw != nil {
 		r = raw.Limits
@@ -455,9 +438,9 @@ func (c *Ceiling) clampUnset(raw, pol *policy.Policy) {
 	}
 }
 
-// clampOpenFiles lowers an open_files that raw does not set so that
+// ClampOpenFiles lowers an open_files that raw does not set so that
 // pids × open_files fits OpenFilesTotal.
-func (c *Ceiling) clampOpenFiles(raw, pol *policy.Policy) {
+func (c *Ceiling) ClampOpenFiles(raw, pol *policy.Policy) {
 	l := &pol.Limits
 	if t := c.Limits.OpenFilesTotal; t > 0 && l.Pids > 0 && (raw == nil || raw.Limits.OpenFiles == 0) &&
 		int64(l.Pids)*int64(max(l.OpenFiles, 0)) > t {
@@ -465,15 +448,45 @@ func (c *Ceiling) clampOpenFiles(raw, pol *policy.Policy) {
 	}
 }
 
-// checkNetworkRequest checks a PUT .../network of c.
-func (s *Server) checkNetworkRequest(c caller, n policy.Network) error {
-	ceil := s.ceiling(c)
-	if ceil == nil {
+// Fit checks a resolved policy against c (nil: nothing to check). An
+// open_files the request did not set is lowered to fit OpenFilesTotal
+// first: the ceiling bounds what a sandbox holds, not the profile's
+// per-process default.
+func (c *Ceiling) Fit(tenant string, raw, pol *policy.Policy) error {
+	if c == nil {
+		return nil
+	}
+	c.ClampUnset(raw, pol)
+	c.ClampOpenFiles(raw, pol)
+	own, err := egress.HostAddrs()
+	if err != nil {
+		return fmt.Errorf("ceiling: host addresses: %v: %w", err, sandbox.ErrUnavailable)
+	}
+	if err := c.checkPolicy(tenant, pol, own); err != nil {
+		return err
+	}
+	c.bound(pol)
+	return nil
+}
+
+// CheckNetwork checks the rules of a PUT .../network against c (nil:
+// nothing to check).
+func (c *Ceiling) CheckNetwork(tenant string, n policy.Network) error {
+	if c == nil {
 		return nil
 	}
 	own, err := egress.HostAddrs()
 	if err != nil {
 		return fmt.Errorf("ceiling: host addresses: %v: %w", err, sandbox.ErrUnavailable)
 	}
-	return ceil.checkNetwork(c.tenant, n, own)
+	return c.checkNetwork(tenant, n, own)
+}
+
+// CheckVolumePath checks the path volume mount i of a create asks for
+// against c's VolumePaths (nil or none: any path).
+func (c *Ceiling) CheckVolumePath(tenant string, i int, p string) error {
+	if c != nil && len(c.VolumePaths) > 0 && !underAny(p, c.VolumePaths) {
+		return errCeiling(tenant, "volume_paths", "volumes[%d].path %q not below an allowed path (allowed: %s)", i, p, strings.Join(c.VolumePaths, ", "))
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package server
+package store
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// snapRow is a snapshot as stored: what the API shows and what a sandbox
+// SnapRow is a snapshot as stored: what the API shows and what a sandbox
 // is created from (the request its source was made by, re-planned so
 // today's ceilings apply, and the host ids its files belong to).
-type snapRow struct {
+type SnapRow struct {
 	api.Snapshot
 	Tenant   string
 	ImageID  string // an image sandbox's image ID: held while the snapshot lives
@@ -27,7 +27,7 @@ type snapRow struct {
 
 // InsertSnapshot adds r; a name the tenant already gave another snapshot
 // is refused (ErrExists).
-func (s *Store) InsertSnapshot(ctx context.Context, r *snapRow) error {
+func (s *Store) InsertSnapshot(ctx context.Context, r *SnapRow) error {
 	cp, err := json.Marshal(r.Copy)
 	if err != nil {
 		return err
@@ -47,8 +47,8 @@ func (s *Store) InsertSnapshot(ctx context.Context, r *snapRow) error {
 
 const snapCols = `id, tenant, name, sandbox, backend, image, image_id, request, trusted, owner_uid, owner_gid, created_at, files, bytes, copy`
 
-func scanSnapshot(sc interface{ Scan(...any) error }) (*snapRow, error) {
-	var r snapRow
+func scanSnapshot(sc interface{ Scan(...any) error }) (*SnapRow, error) {
+	var r SnapRow
 	var at int64
 	var req, cp string
 	err := sc.Scan(&r.ID, &r.Tenant, &r.Name, &r.Sandbox, &r.Backend, &r.Image, &r.ImageID, &req, &r.Trusted,
@@ -64,7 +64,7 @@ func scanSnapshot(sc interface{ Scan(...any) error }) (*snapRow, error) {
 }
 
 // GetSnapshot returns tenant's snapshot ref (its ID or its name).
-func (s *Store) GetSnapshot(ctx context.Context, tenant, ref string) (*snapRow, error) {
+func (s *Store) GetSnapshot(ctx context.Context, tenant, ref string) (*SnapRow, error) {
 	r, err := scanSnapshot(s.db.QueryRowContext(ctx, `SELECT `+snapCols+` FROM snapshots
 		WHERE tenant = ? AND (id = ? OR (name <> '' AND name = ?))`, tenant, ref, ref))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -78,14 +78,14 @@ func (s *Store) GetSnapshot(ctx context.Context, tenant, ref string) (*snapRow, 
 
 // ListSnapshots returns tenant's snapshots, oldest first; of sandbox
 // id's only when id is set.
-func (s *Store) ListSnapshots(ctx context.Context, tenant, id string) ([]*snapRow, error) {
+func (s *Store) ListSnapshots(ctx context.Context, tenant, id string) ([]*SnapRow, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+snapCols+` FROM snapshots
 		WHERE tenant = ? AND (? = '' OR sandbox = ?) ORDER BY created_at, id`, tenant, id, id)
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
 	defer rows.Close()
-	var out []*snapRow
+	var out []*SnapRow
 	for rows.Next() {
 		r, err := scanSnapshot(rows)
 		if err != nil {
@@ -98,13 +98,13 @@ func (s *Store) ListSnapshots(ctx context.Context, tenant, id string) ([]*snapRo
 
 // AllSnapshots returns every tenant's snapshots (reconcile keeps their
 // files and holds their images).
-func (s *Store) AllSnapshots(ctx context.Context) ([]*snapRow, error) {
+func (s *Store) AllSnapshots(ctx context.Context) ([]*SnapRow, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+snapCols+` FROM snapshots`)
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
 	defer rows.Close()
-	var out []*snapRow
+	var out []*SnapRow
 	for rows.Next() {
 		r, err := scanSnapshot(rows)
 		if err != nil {

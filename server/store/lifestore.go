@@ -1,4 +1,4 @@
-package server
+package store
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
-// lifeRow is what a sandbox is resumed from (table lifecycle): the create
+// LifeRow is what a sandbox is resumed from (table lifecycle): the create
 // request it was made by (re-planned on resume, so today's ceilings
 // apply), whether it came over the trusted socket, and the host ids its
 // files belong to (the id range of its last run).
-type lifeRow struct {
+type LifeRow struct {
 	Request    []byte
 	Trusted    bool
 	AutoResume bool
@@ -32,7 +32,7 @@ type lifeRow struct {
 }
 
 // PutLifecycle stores (replaces) sandbox id's lifecycle row.
-func (s *Store) PutLifecycle(ctx context.Context, id string, r *lifeRow) error {
+func (s *Store) PutLifecycle(ctx context.Context, id string, r *LifeRow) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO lifecycle (id, request, trusted, auto_resume, keep_while, keep_idle, owner_uid, owner_gid, manifest, image)
 		VALUES (?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET request = excluded.request, trusted = excluded.trusted,
 		auto_resume = excluded.auto_resume, keep_while = excluded.keep_while, keep_idle = excluded.keep_idle,
@@ -46,8 +46,8 @@ func (s *Store) PutLifecycle(ctx context.Context, id string, r *lifeRow) error {
 
 // GetLifecycle returns sandbox id's lifecycle row; ErrNotFound when it has
 // none (a sandbox that cannot be paused).
-func (s *Store) GetLifecycle(ctx context.Context, id string) (*lifeRow, error) {
-	var r lifeRow
+func (s *Store) GetLifecycle(ctx context.Context, id string) (*LifeRow, error) {
+	var r LifeRow
 	var req string
 	var idle int64
 	err := s.db.QueryRowContext(ctx, `SELECT request, trusted, auto_resume, keep_while, keep_idle, owner_uid, owner_gid, manifest, image

@@ -1,4 +1,4 @@
-package server
+package objstore
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 )
 
 // fileOwner returns fi's owner relative to base.
-func fileOwner(fi fs.FileInfo, base owner) (int, int) {
+func fileOwner(fi fs.FileInfo, base Owner) (int, int) {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return 0, 0
@@ -20,12 +20,12 @@ func fileOwner(fi fs.FileInfo, base owner) (int, int) {
 	return int(st.Uid) - base.UID, int(st.Gid) - base.GID
 }
 
-// restoreTree makes dst (which must not exist) the tree m describes, its
+// RestoreTree makes dst (which must not exist) the tree m describes, its
 // files copied from store (by the kernel: a reflink where the filesystem
 // has them) and owned by base's range. The caller verified the store.
 // Nothing runs in dst meanwhile (the sandbox is stopped).
-func restoreTree(ctx context.Context, m *manifest, store *objectStore, dst string, base owner) error {
-	sc := newScan(ctx, "restore", manifestVersion)
+func RestoreTree(ctx context.Context, m *Manifest, store *Store, dst string, base Owner) error {
+	sc := NewScan(ctx, "restore", Version)
 	if err := os.Mkdir(dst, 0o700); err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func restoreTree(ctx context.Context, m *manifest, store *objectStore, dst strin
 	dirs := map[string]bool{".": true}
 	for _, e := range m.Entries {
 		if !filepath.IsLocal(e.Path) || !dirs[path.Dir(e.Path)] {
-			return errCorrupt("restore: entry %q leaves the workspace or is not under a directory of the checkpoint", e.Path)
+			return Corrupt("restore: entry %q leaves the workspace or is not under a directory of the checkpoint", e.Path)
 		}
 		p := filepath.FromSlash(e.Path)
 		var err error
@@ -54,7 +54,7 @@ func restoreTree(ctx context.Context, m *manifest, store *objectStore, dst strin
 		case "file":
 			err = copyObject(store.path(e.SHA256), root, p, sc)
 		default:
-			err = errCorrupt("restore: entry %q: unknown kind %q", e.Path, e.Kind)
+			err = Corrupt("restore: entry %q: unknown kind %q", e.Path, e.Kind)
 		}
 		if err == nil {
 			err = root.Lchown(p, base.UID+e.UID, base.GID+e.GID)
@@ -80,7 +80,7 @@ func restoreTree(ctx context.Context, m *manifest, store *objectStore, dst strin
 
 // copyObject copies the stored object src to name in root (new), by its
 // data blocks: a sparse file stays sparse.
-func copyObject(src string, root *os.Root, name string, sc *scan) error {
+func copyObject(src string, root *os.Root, name string, sc *Scan) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -101,12 +101,12 @@ func copyObject(src string, root *os.Root, name string, sc *scan) error {
 	return out.Close()
 }
 
-// shiftOwner moves every entry of dir owned by ids of the range at from
+// ShiftOwner moves every entry of dir owned by ids of the range at from
 // (Size wide) to the same ids of the range at to: a resumed sandbox runs
 // as the host id range it leased this time, its files were the last
 // one's. Modes are kept (chown clears set-id bits). Nothing runs as
 // either range meanwhile but the resumed sandbox's idle init.
-func shiftOwner(dir string, from, to owner, width int) error {
+func ShiftOwner(dir string, from, to Owner, width int) error {
 	if from == to {
 		return nil
 	}
