@@ -318,18 +318,47 @@ func (p *pool) dropStale(id string) {
 	}
 }
 
-// retirePool removes p from the server and destroys its sandboxes. Once.
+// retirePool removes p from the server and destroys its sandboxes (in
+// the background). Once.
 func (s *Server) retirePool(p *pool, why string) {
+	for _, l := range s.unlinkPool(p, why) {
+		go s.destroy(l, why)
+	}
+}
+
+// unlinkPool removes p from the server and returns its ready sandboxes
+// for the caller to destroy (nil when p was retired already).
+func (s *Server) unlinkPool(p *pool, why string) []*live {
 	s.mu.Lock()
 	if s.pools[p.key] != p {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	delete(s.pools, p.key)
 	s.mu.Unlock()
 	close(p.stop)
-	for _, l := range p.drain() {
-		go s.destroy(l, why)
-	}
 	s.log.Info(why, "image", p.img.name, "backend", p.key.backend, "profile", p.key.profile)
+	return p.drain()
+}
+
+// retireDemandPools retires every image pool the server started on
+// demand and returns once their sandboxes are gone, image leases
+// included: an image prune must not count a warm sandbox nobody asked
+// for as a use of its image. Pools the operator named (--pool-template)
+// stay, like any sandbox, and keep their images.
+func (s *Server) retireDemandPools(why string) {
+	s.mu.Lock()
+	var ps []*pool
+	for _, p := range s.pools {
+		if p.img.name != "" && p.img.demand {
+			ps = append(ps, p)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range ps {
+		for _, l := range s.unlinkPool(p, why) {
+			s.destroy(l, why)
+		}
+		<-p.filled // a sandbox the filler was making is destroyed by add
+	}
 }

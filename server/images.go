@@ -179,6 +179,7 @@ func (s *Server) handleImagePrune(w http.ResponseWriter, r *http.Request) {
 	if !s.decodeBody(w, r, &req) {
 		return
 	}
+	s.retireDemandPools("warm pool retired for an image prune")
 	rep, err := st.Prune(r.Context(), req.All)
 	if err != nil {
 		s.writeError(w, r, err)

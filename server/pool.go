@@ -25,6 +25,7 @@ type pool struct {
 	backend sandbox.Backend
 	img     imagePool // image pools only
 	stop    chan struct{}
+	filled  chan struct{} // closed when the filler has returned (nothing half-made left)
 
 	mu       sync.Mutex
 	ready    []pooled
@@ -74,7 +75,7 @@ func (s *Server) startPool(pc PoolConfig) error {
 }
 
 func newPool(s *Server, key poolKey, size int, b sandbox.Backend) *pool {
-	return &pool{s: s, key: key, size: size, backend: b, kick: make(chan struct{}, 1), stop: make(chan struct{})}
+	return &pool{s: s, key: key, size: size, backend: b, kick: make(chan struct{}, 1), stop: make(chan struct{}), filled: make(chan struct{})}
 }
 
 // start runs the pool's filler; the caller registered it in s.pools.
@@ -152,6 +153,7 @@ func (p *pool) drain() []*live {
 
 func (p *pool) fill() {
 	defer p.s.wg.Done()
+	defer close(p.filled)
 	backoff := 100 * time.Millisecond
 	for {
 		select {
