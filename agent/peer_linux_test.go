@@ -45,7 +45,11 @@ func TestPeerProgramAttacks(t *testing.T) {
 	}
 	copyFile(t, lib, filepath.Join(own, "libz.so.1"), 0o755)
 	shared := "import socket,subprocess,sys\ns=socket.create_connection(('127.0.0.1',int(sys.argv[1])))\n" +
-		"s.sendall(b'GET / HTTP/1.1\\r\\n\\r\\n')\nsubprocess.Popen(['" + curl + "','--version'],pass_fds=[s.fileno()],stdout=subprocess.DEVNULL)\ns.recv(1)\n"
+		"s.sendall(b'GET / HTTP/1.1\\r\\n\\r\\n')\n" +
+		// The second holder stays alive while it is checked (a child that
+		// exits at once is caught between losing its executable and its
+		// descriptors), and goes when the connection does.
+		"p=subprocess.Popen(['/bin/sleep','60'],pass_fds=[s.fileno()])\ntry:\n s.recv(1)\nexcept OSError:\n pass\np.kill()\np.wait()\n"
 	port := ln.Addr().(*net.TCPAddr).Port
 	for _, tc := range []struct {
 		name    string
@@ -94,6 +98,10 @@ func TestPeerProgramAttacks(t *testing.T) {
 				t.Fatalf("program %q, %v; want an error with %q", prog, err, tc.wantErr)
 			}
 			t.Logf("%s: %q %v", tc.name, prog, err)
+			if tc.name == "shared socket" {
+				conn.Close() // python then ends its child (a reset included) and exits
+				cmd.Wait()
+			}
 		})
 	}
 }

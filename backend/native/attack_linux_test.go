@@ -455,8 +455,9 @@ func TestAttackKernel(t *testing.T) {
 	}
 }
 
-// An existing directory holding protected entries can be renamed away,
-// but neither it nor a replacement comes back under the protected name.
+// An existing directory holding protected entries cannot be renamed away
+// (config-dir-away), so no replacement takes its name, and a directory
+// of that name elsewhere cannot be renamed onto it either.
 func TestAttackProtectedConfigAnchorRename(t *testing.T) {
 	layout := func(ws string) {
 		for _, d := range []string{".vscode", ".claude"} {
@@ -477,8 +478,11 @@ func TestAttackProtectedConfigAnchorRename(t *testing.T) {
 		mustDeny(t, "replace "+d, f.attack(t, "replace-dir", filepath.Join(f.ws, d), "settings.json"))
 	}
 	mustDeny(t, "rename back", f.attack(t, "rename", filepath.Join(f.ws, ".vscode.moved"), filepath.Join(f.ws, ".vscode")))
-	if _, err := os.Stat(filepath.Join(f.ws, ".vscode/settings.json")); err == nil {
-		t.Fatal("a .vscode/settings.json is back on the host")
+	if b, err := os.ReadFile(filepath.Join(f.ws, ".vscode/settings.json")); err != nil || string(b) != "{}\n" {
+		t.Fatalf("the host's .vscode/settings.json: %q, %v; want the original, untouched", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(f.ws, ".vscode.moved")); err == nil {
+		t.Fatal(".vscode was moved away")
 	}
 	// Unprotected files in such a directory stay writable.
 	mustOK(t, "write .claude/notes.txt", f.attack(t, "write", filepath.Join(f.ws, ".claude/notes.txt")))

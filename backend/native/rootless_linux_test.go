@@ -208,7 +208,7 @@ func TestRootless(t *testing.T) {
 	hf := HostFeatures()
 	if !strings.Contains(strings.Join(hf.CgroupControllers, ","), "memory") || hf.CgroupVersion != "v2" {
 		// Without a delegated cgroup, limits must fail closed and say why.
-		if !strings.Contains(res.LimitsErr, "memory controller") || strings.Contains(res.LimitsErr, "not ErrUnavailable") {
+		if !strings.Contains(res.LimitsErr, "controller(s) memory") || strings.Contains(res.LimitsErr, "not ErrUnavailable") {
 			t.Errorf("rootless create with a memory limit: got %q, want ErrUnavailable naming the memory controller", res.LimitsErr)
 		}
 	}
