@@ -35,7 +35,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	addr := freeAddr(t)
 	var log bytes.Buffer
-	srv := exec.Command(bin, "serve", "--socket", filepath.Join(dir, "s.sock"), "--data", data, "--listen", addr)
+	srv := exec.Command(bin, "serve", "--socket", filepath.Join(dir, "s.sock"), "--data", data, "--listen", addr, "--log-level", "debug")
 	srv.Stdout, srv.Stderr = &log, &log
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
