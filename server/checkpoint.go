@@ -209,13 +209,18 @@ func (s *Server) rollback(ctx context.Context, l *live, cpID string) (*live, err
 	if err := s.objects(id, l.disk).Verify(vctx, m, what); err != nil {
 		return nil, err
 	}
+	// From the pause to the resume the sandbox is changing: requests wait
+	// for it (change.go), and no other resume or delete of its paused
+	// files comes between (s.resumes).
+	defer s.changes.begin(id, "rolled back")()
+	defer s.resumes.lock(id)()
 	// The files stay attached: nothing but this server touches them
 	// before the restore, which trusts the objects verified above.
 	dsk, err := s.stop(l, "rollback to checkpoint "+cp.ID, true)
 	if err != nil {
 		return nil, err
 	}
-	return s.resume(ctx, tenant, id, func(d *disk, base objstore.Owner) error {
+	return s.resumeLocked(ctx, tenant, id, func(d *disk, base objstore.Owner) error {
 		return replaceTree(ctx, m, s.objects(id, d), d.workspace, base)
 	}, dsk)
 }

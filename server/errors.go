@@ -50,6 +50,7 @@ func statusOf(err error) (int, string) {
 
 // writeError answers err as JSON and counts it.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	err = callerOf(r).held.explain(err)
 	status, code := statusOf(err)
 	s.metrics.errors.WithLabelValues(code).Inc()
 	if status >= 500 {

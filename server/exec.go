@@ -236,6 +236,7 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, l *live, sre
 			s.writeError(w, r, err)
 			return
 		}
+		err = l.explain(err)
 		_, code := statusOf(err)
 		fs.mu.Lock()
 		fs.st.send(api.FrameError, api.Frame{Type: api.FrameError, Offset: fs.off, Error: &api.ErrorInfo{Code: code, Message: err.Error()}})

@@ -55,6 +55,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (*live, func())
 		s.writeError(w, r, err)
 		return nil, nil
 	}
+	callerOf(r).held.set(l)
 	return l, l.use()
 }
 
@@ -65,6 +66,7 @@ func (s *Server) acquireFile(w http.ResponseWriter, r *http.Request) (*live, str
 	if err == nil {
 		var p string
 		if p, err = guestpath.Clean(r.URL.Query().Get("path")); err == nil {
+			callerOf(r).held.set(l)
 			return l, p, l.use()
 		}
 	}
@@ -75,7 +77,11 @@ func (s *Server) acquireFile(w http.ResponseWriter, r *http.Request) (*live, str
 // stored returns the caller's sandbox record {id}, live or stopped; on
 // error it has answered the request and returns nil.
 func (s *Server) stored(w http.ResponseWriter, r *http.Request) *store.Record {
-	rec, err := s.store.GetSandbox(r.Context(), callerOf(r).tenant, r.PathValue("id"))
+	err := s.awaitChange(r.Context(), callerOf(r).tenant, r.PathValue("id"))
+	var rec *store.Record
+	if err == nil {
+		rec, err = s.store.GetSandbox(r.Context(), callerOf(r).tenant, r.PathValue("id"))
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return nil

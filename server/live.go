@@ -36,6 +36,7 @@ type live struct {
 	nextProc  int
 	starting  int // background processes being started (counted against the limit)
 	closing   bool
+	changedBy string // a change ended it (change.go): "rolled back", "paused"
 	expires   time.Time
 	keepAlive bool
 

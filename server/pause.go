@@ -118,8 +118,27 @@ func (ls *lifeState) expiredWhile(expired bool, now time.Time, serverIdle time.D
 }
 
 // lookupResuming is lookup that resumes a paused sandbox created with
-// auto_resume.
+// auto_resume, after any change of it (change.go).
 func (s *Server) lookupResuming(ctx context.Context, tenant, id string) (*live, error) {
+	return s.afterChange(ctx, tenant, id, s.lookupResumingNow)
+}
+
+// afterChange runs look once no change of tenant's sandbox id is under
+// way; a look that fails because one began meanwhile waits for it too.
+func (s *Server) afterChange(ctx context.Context, tenant, id string, look func(context.Context, string, string) (*live, error)) (*live, error) {
+	for i := 0; ; i++ {
+		if err := s.awaitChange(ctx, tenant, id); err != nil {
+			return nil, err
+		}
+		l, err := look(ctx, tenant, id)
+		if err == nil || i == 3 || !s.changes.active(id) {
+			return l, err
+		}
+	}
+}
+
+// lookupResumingNow is lookupResuming without waiting for a change.
+func (s *Server) lookupResumingNow(ctx context.Context, tenant, id string) (*live, error) {
 	l, err := s.lookup(tenant, id)
 	if fl, ferr := s.lookupAny(tenant, id); err != nil && ferr == nil && fl.isFrozen() {
 		if !fl.autoResumes() {
@@ -148,8 +167,14 @@ func errPaused(id string) error {
 }
 
 // lookupLive is lookup that tells a paused sandbox (409) from none (404),
-// for requests that never resume one (process listings, port routes).
+// for requests that never resume one (process listings, port routes),
+// after any change of it (change.go).
 func (s *Server) lookupLive(ctx context.Context, tenant, id string) (*live, error) {
+	return s.afterChange(ctx, tenant, id, s.lookupLiveNow)
+}
+
+// lookupLiveNow is lookupLive without waiting for a change.
+func (s *Server) lookupLiveNow(ctx context.Context, tenant, id string) (*live, error) {
 	l, err := s.lookup(tenant, id)
 	if err != nil && errors.Is(err, sandbox.ErrNotFound) {
 		if rec, gerr := s.store.GetSandbox(ctx, tenant, id); gerr == nil && rec.State == store.StatePaused {
@@ -263,6 +288,13 @@ func (s *Server) pause(l *live, reason string) error {
 // manifest, no unmount.
 func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 	id := l.sb.ID()
+	what := "paused"
+	if mounted {
+		what = "rolled back"
+	}
+	// Before it is marked closing: a request that finds it closing finds
+	// the change too, and waits for it.
+	defer s.changes.begin(id, what)()
 	l.mu.Lock()
 	if !l.life.pausable {
 		l.mu.Unlock()
@@ -273,6 +305,7 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 		return nil, &httpError{api.CodeConflict, fmt.Errorf("pause sandbox %q: being destroyed or paused: %w", id, sandbox.ErrClosed)}
 	}
 	l.closing = true
+	l.changedBy = what
 	rec, base := l.rec, l.life.owner
 	l.mu.Unlock()
 	defer close(l.gone)
@@ -326,6 +359,9 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 // pauseFailed ends l, whose processes are gone (or may be), as stopped
 // with its files removed: the record says what is true, nothing is left.
 func (s *Server) pauseFailed(l *live, rec *store.Record, cause error) error {
+	l.mu.Lock()
+	l.changedBy = "" // ended, not paused: its requests' errors say so
+	l.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.finishDestroy(ctx, l, rec, fmt.Sprintf("pause failed (%v): ended", cause)); err != nil {
@@ -405,6 +441,10 @@ func (s *Server) handlePause(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var req api.PauseRequest
 	if r.ContentLength != 0 && !s.decodeBody(w, r, &req) {
+		return
+	}
+	if err := s.awaitChange(r.Context(), c.tenant, id); err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	l, err := s.lookupAny(c.tenant, id)

@@ -51,7 +51,7 @@ func (s *Server) handlePTY(w http.ResponseWriter, r *http.Request) {
 		err = s.runPTY(ctx, conn, l, callerOf(r), start)
 	}
 	if err != nil {
-		ptyFail(ctx, conn, err)
+		ptyFail(conn, l.explain(err))
 	}
 }
 
@@ -104,7 +104,11 @@ func (s *Server) runPTY(ctx context.Context, conn *websocket.Conn, l *live, c ca
 		return fmt.Errorf("pty exec in %q: %w", l.sb.ID(), err)
 	}
 	b, _ := json.Marshal(api.PTYMessage{Type: "exit", Exit: apiExitPtr(ex)})
-	conn.Write(ctx, websocket.MessageText, b)
+	// Not on ctx: the end of the sandbox's life (a rollback) cancels it,
+	// and the client must still hear how the session ended.
+	wctx, cancel := context.WithTimeout(context.Background(), ptyLastWrite)
+	defer cancel()
+	conn.Write(wctx, websocket.MessageText, b)
 	conn.Close(websocket.StatusNormalClosure, "exited")
 	return nil
 }
@@ -143,11 +147,17 @@ func ptyInput(ctx context.Context, conn *websocket.Conn, p sandbox.Process, in *
 	}
 }
 
+// ptyLastWrite bounds the last message of a session (exit, error) to a
+// client that does not read.
+const ptyLastWrite = 5 * time.Second
+
 // ptyFail sends err as an "error" message and closes the socket with its
 // code.
-func ptyFail(ctx context.Context, conn *websocket.Conn, err error) {
+func ptyFail(conn *websocket.Conn, err error) {
 	_, code := statusOf(err)
 	b, _ := json.Marshal(api.PTYMessage{Type: "error", Error: &api.ErrorInfo{Code: code, Message: err.Error()}})
+	ctx, cancel := context.WithTimeout(context.Background(), ptyLastWrite)
+	defer cancel()
 	conn.Write(ctx, websocket.MessageText, b)
 	conn.Close(websocket.StatusPolicyViolation, code)
 }

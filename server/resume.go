@@ -29,6 +29,12 @@ const idRangeWidth = 65536
 // rollback's). Resuming a running sandbox returns it.
 func (s *Server) resume(ctx context.Context, tenant, id string, before func(*disk, objstore.Owner) error, dsk *disk) (*live, error) {
 	defer s.resumes.lock(id)()
+	return s.resumeLocked(ctx, tenant, id, before, dsk)
+}
+
+// resumeLocked is resume with s.resumes held for id.
+func (s *Server) resumeLocked(ctx context.Context, tenant, id string, before func(*disk, objstore.Owner) error, dsk *disk) (*live, error) {
+	defer s.changes.begin(id, "resumed")()
 	rec, err := s.store.GetSandbox(ctx, tenant, id)
 	if err != nil {
 		return nil, err

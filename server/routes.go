@@ -24,6 +24,8 @@ const (
 type caller struct {
 	tenant  string
 	trusted bool // on the unix socket without a key: may name host paths
+	// held is the sandbox the request works on, once looked up (change.go).
+	held *heldLive
 }
 
 func callerOf(r *http.Request) caller {
@@ -61,6 +63,7 @@ func (s *Server) authenticate(h http.HandlerFunc) http.HandlerFunc {
 			defer s.keyWatch.track(key, cancel)()
 			r = r.WithContext(ctx)
 		}
+		c.held = &heldLive{}
 		h(w, r.WithContext(context.WithValue(r.Context(), keyTenant, c)))
 	}
 }

@@ -530,6 +530,10 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) {
 	c := callerOf(r)
 	id := r.PathValue("id")
+	if err := s.awaitChange(r.Context(), c.tenant, id); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	l, err := s.lookupAny(c.tenant, id)
 	if err != nil {
 		// A stopped sandbox of this tenant: deleting it again is a no-op.

@@ -187,6 +187,7 @@ type Server struct {
 	nvols         namedVolumes    // named volumes mounted for live sandboxes (volumes.go)
 
 	resumes keyLocks     // one resume of a sandbox at a time, by ID (pause.go)
+	changes changes      // sandboxes being rolled back, paused or resumed (change.go)
 	scans   keyLocks     // one checkpoint scan of a tenant at a time, by tenant
 	snapMu  sync.RWMutex // a snapshot is not deleted while sandboxes are made of it (snapshot.go)
 	held    heldImages   // images of paused sandboxes (imagepause.go)

@@ -1,0 +1,154 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// A sandbox being rolled back, paused or resumed is between two lives for
+// a moment: its processes are gone or not back yet, and its record may
+// say paused. A request that arrives then waits for the change to end and
+// goes on with what it left (running again, paused, gone) instead of
+// seeing the gap as a 410, a 404 or a "paused" that is not; one that was
+// running on the old life when its processes ended is answered 409,
+// naming the change. Nothing waits longer than maxChangeWait: then 503.
+
+// maxChangeWait bounds how long a request waits for a sandbox's change.
+const maxChangeWait = time.Minute
+
+// changes are the sandboxes being changed, by ID.
+type changes struct {
+	mu sync.Mutex
+	m  map[string]*change
+}
+
+type change struct {
+	what string
+	n    int // begun and not ended (a rollback's pause and resume nest)
+	done chan struct{}
+}
+
+// begin marks sandbox id as changing (what: "rolled back", "paused") and
+// returns the end to defer. Begins of one sandbox nest.
+func (c *changes) begin(id, what string) func() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]*change{}
+	}
+	ch := c.m[id]
+	if ch == nil {
+		ch = &change{what: what, done: make(chan struct{})}
+		c.m[id] = ch
+	}
+	ch.n++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if ch.n--; ch.n == 0 {
+				delete(c.m, id)
+				close(ch.done)
+			}
+		})
+	}
+}
+
+// wait returns once sandbox id is not changing: at once when it is not.
+// A change that outlasts maxChangeWait answers 503; ctx's end, its error.
+func (c *changes) wait(ctx context.Context, id string) error {
+	c.mu.Lock()
+	ch := c.m[id]
+	c.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	t := time.NewTimer(maxChangeWait)
+	defer t.Stop()
+	for ch != nil {
+		select {
+		case <-ch.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			return fmt.Errorf("sandbox %q is being %s for longer than %s; try again: %w", id, ch.what, maxChangeWait, sandbox.ErrUnavailable)
+		}
+		c.mu.Lock()
+		ch = c.m[id] // a change that began meanwhile
+		c.mu.Unlock()
+	}
+	return nil
+}
+
+// active reports whether sandbox id is changing.
+func (c *changes) active(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[id] != nil
+}
+
+// awaitChange waits for a change of tenant's sandbox id (changes.wait).
+// Another tenant's sandbox is not waited for: its requests answer 404 at
+// once, as for a sandbox that does not exist.
+func (s *Server) awaitChange(ctx context.Context, tenant, id string) error {
+	if !s.changes.active(id) {
+		return nil
+	}
+	if _, err := s.store.GetSandbox(ctx, tenant, id); err != nil {
+		return nil
+	}
+	return s.changes.wait(ctx, id)
+}
+
+// explain turns the "closed" error of a request that was running on l
+// when a change ended its processes into a 409 that says so: the sandbox
+// is not gone (410), it was changed under the request.
+func (l *live) explain(err error) error {
+	if l == nil || err == nil || !errors.Is(err, sandbox.ErrClosed) {
+		return err
+	}
+	var he *httpError
+	if errors.As(err, &he) {
+		return err
+	}
+	l.mu.Lock()
+	what := l.changedBy
+	l.mu.Unlock()
+	if what == "" {
+		return err
+	}
+	return &httpError{api.CodeConflict, fmt.Errorf("sandbox %q was %s while this request ran (its processes were ended; send it again): %w", l.sb.ID(), what, err)}
+}
+
+// heldLive is the live sandbox a request works on, once looked up: its
+// errors are explained by what happened to it (writeError).
+type heldLive struct {
+	mu sync.Mutex
+	l  *live
+}
+
+func (h *heldLive) set(l *live) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	h.l = l
+	h.mu.Unlock()
+}
+
+func (h *heldLive) explain(err error) error {
+	if h == nil {
+		return err
+	}
+	h.mu.Lock()
+	l := h.l
+	h.mu.Unlock()
+	return l.explain(err)
+}
