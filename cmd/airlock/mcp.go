@@ -198,6 +198,7 @@ type embedded struct {
 	client  *client.Client
 	dir     string // removed at stop when we made it
 	cleanup bool
+	lock    *os.File // the data directory's lock, held while it runs
 }
 
 // startEmbedded starts a server like `airlock serve` with every available
@@ -212,6 +213,11 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 	if data == "" {
 		data, e.cleanup = filepath.Join(dir, "data"), true
 	}
+	// Like serve: a server already running on --data is left alone.
+	if e.lock, err = lockServeData(data, "mcp"); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
 	var names []string
 	if backendName != "" {
 		names = []string{backendName}
@@ -222,10 +228,12 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 	}
 	bs, def, err := openBackends(names, backendName, data, ids, nil, log)
 	if err != nil {
+		e.lock.Close()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
 	if err := searchableRunDir(runDirFor(data)); err != nil {
+		e.lock.Close()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
@@ -233,6 +241,7 @@ func startEmbedded(ctx context.Context, data, backendName string, log *slog.Logg
 		Policies: admission.HostPolicies{}, DataDir: data, RunDir: runDirFor(data), DiskQuota: autoDiskQuota(),
 		Log: log, DefaultTimeout: 30 * time.Minute})
 	if err != nil {
+		e.lock.Close()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("embedded server: %w", err)
 	}
@@ -255,6 +264,7 @@ func (e *embedded) stop() {
 	if e.booted != nil {
 		e.booted.stop()
 	}
+	e.lock.Close() // after the server's state is left as it should be
 	if e.cleanup {
 		os.RemoveAll(e.dir)
 	} else {

@@ -129,7 +129,7 @@ func lockedServeFlags(args []string) (*serveFlags, *os.File, int, bool) {
 	if !ok {
 		return nil, nil, code, false
 	}
-	lock, err := lockServeData(f.data)
+	lock, err := lockServeData(f.data, "serve")
 	if err != nil {
 		return nil, nil, fail("serve", err), false
 	}

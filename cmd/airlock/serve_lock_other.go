@@ -5,4 +5,4 @@ package main
 import "os"
 
 // lockServeData: no flock here; the socket check is the only guard.
-func lockServeData(data string) (*os.File, error) { return nil, os.MkdirAll(data, 0o700) }
+func lockServeData(data, kind string) (*os.File, error) { return nil, os.MkdirAll(data, 0o700) }
