@@ -88,3 +88,66 @@ func refusals(e *eventLog) []string {
 	}
 	return out
 }
+
+// lastProgram is the program (or why none) of the last egress request
+// event.
+func lastProgram(e *eventLog) string {
+	e.mu <- struct{}{}
+	defer func() { <-e.mu }()
+	for i := len(e.events) - 1; i >= 0; i-- {
+		f := e.events[i].Fields
+		if f["request"] != true {
+			continue
+		}
+		if p, ok := f["program"].(string); ok {
+			return p
+		}
+		return fmt.Sprint("unverified: ", f["program_unverified"])
+	}
+	return ""
+}
+
+// TestEgressProgramsFollowLiveRules: on native, the agent names the
+// program behind a connection only while a rule names programs, and
+// follows live changes (as PUT /v1/sandboxes/{id}/network makes them):
+// adding a rule for curl names the very next connection (curl passes,
+// python3 is refused), removing it stops the naming.
+func TestEgressProgramsFollowLiveRules(t *testing.T) {
+	testutil.RequireBinary(t, "curl")
+	port := programServer(t)
+	rule := func(programs ...string) policy.Network {
+		return policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{fmt.Sprintf("127.0.0.1/32:%d", port)},
+			Requests: []policy.RequestRule{{Host: "web.test", Methods: []string{"GET"}, Programs: programs}}}
+	}
+	rec := newEventLog()
+	sb, px := programSandbox(t, port, rule().Requests, rec)
+	u := fmt.Sprintf("http://web.test:%d/x", port)
+	scripts := map[string]string{
+		"curl":    "curl -sS --max-time 20 -o /dev/null -w '%{http_code}' " + u,
+		"python3": "python3 -c \"import urllib.request as u\ntry: print(u.urlopen('" + u + "').status, end='')\nexcept Exception as e: print(e.code, end='')\"",
+	}
+	const skipped = "unverified: not identified: no rule named programs when it connected"
+	for i, step := range []struct {
+		programs      []string
+		client        string
+		code, program string // program "named": any verified path
+	}{
+		{nil, "curl", "200", skipped},
+		{[]string{"curl"}, "curl", "200", "named"},
+		{[]string{"curl"}, "python3", "403", "named"},
+		{nil, "curl", "200", skipped},
+		{nil, "python3", "200", skipped},
+	} {
+		if i > 0 {
+			if err := px.SetNetwork(rule(step.programs...)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, code := sh(t, sb, scripts[step.client])
+		program := lastProgram(rec)
+		named := step.program == "named" && strings.HasPrefix(program, "/") && strings.Contains(program, step.client)
+		if code != step.code || program != step.program && !named {
+			t.Errorf("step %d (programs %v, %s): %s with program %q; want %s with %q", i, step.programs, step.client, code, program, step.code, step.program)
+		}
+	}
+}
