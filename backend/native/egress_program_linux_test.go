@@ -5,6 +5,9 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +21,7 @@ import (
 )
 
 // programServer is a host HTTP server a sandbox reaches as web.test.
-func programServer(t *testing.T) int {
+func programServer(t testing.TB) int {
 	t.Helper()
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, "HELLO-FROM-HOST")
@@ -34,7 +37,7 @@ func programServer(t *testing.T) int {
 
 // programSandbox makes a native sandbox whose proxy has rules (after the
 // allowlist entry for the server on port) and returns it with its proxy.
-func programSandbox(t *testing.T, port int, rules []policy.RequestRule, rec audit.Sink) (sandbox.Sandbox, *egress.Proxy) {
+func programSandbox(t testing.TB, port int, rules []policy.RequestRule, rec audit.Sink) (sandbox.Sandbox, *egress.Proxy) {
 	t.Helper()
 	b := testBackend(t)
 	network := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{fmt.Sprintf("127.0.0.1/32:%d", port)}, Requests: rules}
@@ -150,4 +153,51 @@ func TestEgressProgramsFollowLiveRules(t *testing.T) {
 			t.Errorf("step %d (programs %v, %s): %s with program %q; want %s with %q", i, step.programs, step.client, code, program, step.code, step.program)
 		}
 	}
+}
+
+// BenchmarkEgressConnectionAgentCPU is the agent's CPU time per proxied
+// connection (user+system of the sandbox's init, which is the agent),
+// with rules that name no program (the agent does not name the peer) and
+// with a rule naming the client (it walks /proc for every connection, as
+// it did for every connection before it learnt to skip):
+//
+//	CI=1 go test ./backend/native -run '^$' -bench BenchmarkEgressConnectionAgentCPU -benchtime 400x
+func BenchmarkEgressConnectionAgentCPU(b *testing.B) {
+	py, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		b.Skip("no python3")
+	}
+	for _, bc := range []struct {
+		name     string
+		programs []string
+	}{{"programs=none", nil}, {"programs=python3", []string{py}}} {
+		b.Run(bc.name, func(b *testing.B) {
+			port := programServer(b)
+			sb, _ := programSandbox(b, port, []policy.RequestRule{{Host: "web.test", Programs: bc.programs}}, nil)
+			req := fmt.Sprintf("GET http://web.test:%d/x HTTP/1.1\\r\\nHost: web.test:%d\\r\\nConnection: close\\r\\n\\r\\n", port, port)
+			script := fmt.Sprintf("python3 -c \"import socket\nok=0\nfor i in range(%d):\n s=socket.create_connection(('127.0.0.1',3128))\n s.sendall(b'%s')\n r=b''\n while True:\n  d=s.recv(65536)\n  if not d: break\n  r+=d\n s.close()\n ok+=r.startswith(b'HTTP/1.1 200')\nprint(ok, end='')\"", b.N, req)
+			pid := sb.(*nativeSandbox).cmd.Process.Pid
+			cpu0 := processCPU(b, pid)
+			b.ResetTimer()
+			_, out := sh(b, sb, script)
+			b.StopTimer()
+			if out != strconv.Itoa(b.N) {
+				b.Fatalf("%s of %d connections passed", out, b.N)
+			}
+			b.ReportMetric(float64((processCPU(b, pid)-cpu0).Microseconds())/float64(b.N), "agent-cpu-µs/conn")
+		})
+	}
+}
+
+// processCPU is pid's user+system CPU time so far (all its threads, not
+// its children), from /proc/PID/stat.
+func processCPU(b *testing.B, pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
