@@ -32,6 +32,9 @@ type Client struct {
 	cfg     GuestConfig
 	failErr error // why the host ended the session, if it did
 	closed  bool
+	// stopPrograms ends following the egress handler's program rules
+	// (watchPrograms); a no-op once called.
+	stopPrograms func()
 }
 
 // NewClient starts the host (yamux client) side of a session over conn.
@@ -69,6 +72,7 @@ func NewClient(conn io.ReadWriteCloser, opts ClientOptions) (*Client, error) {
 	go func() {
 		<-sess.CloseChan()
 		c.cancel()
+		c.endWatch()
 	}()
 	return c, nil
 }
@@ -83,6 +87,7 @@ func (c *Client) Hello(ctx context.Context, cfg GuestConfig) error {
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("agent hello: %w", err)
 	}
+	c.watchPrograms(&cfg)
 	// Pipelined execs take their default timeout from it.
 	c.mu.Lock()
 	c.cfg = cfg

@@ -38,6 +38,12 @@ type GuestConfig struct {
 	// clone3's flags, so libc must fall back to clone, whose namespace
 	// flags the runtime's profile refuses.
 	NoClone3 bool `json:"no_clone3,omitempty"`
+	// SkipPrograms: no egress rule names programs, so the guest does not
+	// name the program behind each egress connection (a walk of /proc per
+	// connection) until a "programs" request says so. Set by the Client
+	// from its egress handler (sandbox.ProgramRules); the zero value names
+	// every connection.
+	SkipPrograms bool `json:"skip_programs,omitempty"`
 }
 
 // validate is run by the host before sending and by the guest on receipt.

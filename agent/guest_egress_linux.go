@@ -5,7 +5,13 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/airlock-dev/airlock/sandbox"
 )
+
+// notIdentified is the reason a connection carries when the agent was not
+// asked to name programs (no rule named any when it was made).
+const notIdentified = "not identified: no rule named programs when it connected"
 
 // serveEgress tunnels each connection accepted on ln to the host.
 func (g *guest) serveEgress(ln net.Listener) {
@@ -31,7 +37,12 @@ func (g *guest) tunnel(conn net.Conn) {
 	}
 	defer st.Close()
 	// Identified before a byte is read: the holder now is who connected.
-	peer := identifyPeer(conn)
+	// Only while some rule names programs (the host says when): it costs a
+	// walk of /proc.
+	peer := sandbox.EgressPeer{Unverified: notIdentified}
+	if g.identify.Load() {
+		peer = identifyPeer(conn)
+	}
 	req := &request{Op: opEgress, Remote: conn.RemoteAddr().String(), Program: peer.Program, Unverified: truncate(peer.Unverified, 512)}
 	if err := writeHeader(st, req, MaxResponseHeader); err != nil {
 		return

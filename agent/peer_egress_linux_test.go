@@ -12,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/policy"
@@ -88,5 +89,105 @@ func TestEgressProgramRules(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(got, []string{"/git.git/info/refs"}) {
 		t.Errorf("the server saw %q; want only git's /git.git/info/refs", got)
+	}
+}
+
+// programLog records the program (or why none) of each egress request
+// event, in order.
+type programLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *programLog) Emit(e audit.Event) {
+	if e.Fields["request"] != true {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p, ok := e.Fields["program"].(string); ok {
+		l.got = append(l.got, p)
+	} else {
+		l.got = append(l.got, fmt.Sprint("unverified: ", e.Fields["program_unverified"]))
+	}
+}
+
+func (l *programLog) last() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.got) == 0 {
+		return ""
+	}
+	return l.got[len(l.got)-1]
+}
+
+// TestEgressProgramsFollowLiveRules: the guest names the program behind a
+// connection only while some rule names programs, and follows live
+// changes: with rules naming none, curl's request carries no program (the
+// /proc walk is skipped); once SetNetwork adds a program rule, the very
+// next connection is named (curl passes, python3 is named and refused); once it
+// removes it, naming stops again.
+func TestEgressProgramsFollowLiveRules(t *testing.T) {
+	testutil.RequireRoot(t)
+	curlPath, err := filepath.EvalSymlinks(testutil.RequireBinary(t, "curl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	network := func(programs ...string) policy.Network {
+		return policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{fmt.Sprintf("127.0.0.1/32:%d", port)},
+			Requests: []policy.RequestRule{{Host: "web.test", Methods: []string{"GET"}, Programs: programs}}}
+	}
+	rec := &programLog{}
+	px, err := egress.New(egress.Config{SandboxID: "sb-live", Network: network(), Audit: rec,
+		Resolver: egress.StaticResolver{"web.test": {netip.MustParseAddr("127.0.0.1")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := baseConfig()
+	cfg.UID, cfg.GID = 65534, 65534
+	cfg.EgressAddr = freePort(t)
+	cfg.Env = append(cfg.Env, "http_proxy=http://"+cfg.EgressAddr)
+	g := startGuest(t, guestOptions{config: &cfg, client: ClientOptions{SandboxID: "sb-live", Egress: px}})
+	u := fmt.Sprintf("http://web.test:%d/", port)
+	get := func(client string) (code, program string) {
+		t.Helper()
+		script := "curl -s -o /dev/null -w '%{http_code}' " + u
+		if client == "python3" {
+			script = "python3 -c 'import urllib.request as u\ntry: print(u.urlopen(\"" + u + "\").status)\nexcept Exception as e: print(e.code)'"
+		}
+		r := mustRun(t, g.client, sh(script))
+		return strings.TrimSpace(r.stdout), rec.last()
+	}
+	skipped := "unverified: " + notIdentified
+	for i, step := range []struct {
+		programs      []string
+		client        string
+		code, program string
+	}{
+		{nil, "curl", "200", skipped},
+		{[]string{"curl"}, "curl", "200", curlPath},
+		{[]string{"curl"}, "python3", "403", "named"},
+		{nil, "curl", "200", skipped},
+		{nil, "python3", "200", skipped},
+		{[]string{"curl"}, "curl", "200", curlPath},
+	} {
+		if i > 0 {
+			if err := px.SetNetwork(network(step.programs...)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		code, program := get(step.client)
+		named := step.program == "named" && strings.HasPrefix(program, "/") && program != curlPath
+		if code != step.code || program != step.program && !named {
+			t.Errorf("step %d (programs %v, %s): %s with program %q; want %s with %q", i, step.programs, step.client, code, program, step.code, step.program)
+		}
 	}
 }

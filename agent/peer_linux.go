@@ -23,8 +23,24 @@ import (
 // checked so that what a sandbox process can change does not count (see
 // verifyHolder). All holders must agree. Any doubt leaves Program empty,
 // with the reason; the host then refuses rules that name programs.
+//
+// It runs on the spawn thread, the thread every process the agent starts
+// is forked from. Reading another process's fd links, exe and maps passes
+// the kernel's ptrace access check, and Landlock's part of it allows a
+// thread only into processes of its own domain or one nested in it. Where
+// the backend applied Landlock thread by thread (the native backend before
+// Landlock ABI 8: each thread's landlock_restrict_self makes a domain of
+// its own, unrelated to its siblings'), only the spawn thread's domain is
+// the one the sandbox's processes descend from; from any other thread the
+// reads fail with EACCES. Being there also orders the check after every
+// spawn the agent has started (a child between fork and exec is still the
+// non-dumpable agent, whose descriptors cannot be read).
 func identifyPeer(conn net.Conn) sandbox.EgressPeer {
-	prog, err := peerProgram("/proc", conn)
+	var prog string
+	var err error
+	if serr := onSpawnThread(func() { prog, err = peerProgram("/proc", conn) }); serr != nil {
+		err = serr
+	}
 	if err != nil {
 		return sandbox.EgressPeer{Unverified: err.Error()}
 	}

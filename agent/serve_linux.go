@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -171,8 +172,9 @@ type guest struct {
 	noSetgroups bool
 	procs       map[*guestProc]struct{}
 	egress      net.Listener
-	dials       int // dial streams open
-	watches     int // watch streams open
+	identify    atomic.Bool // name the program behind each egress connection
+	dials       int         // dial streams open
+	watches     int         // watch streams open
 	closed      bool
 	cgroup      *os.File // ServeOptions.ProcessCgroup
 }
@@ -210,6 +212,9 @@ func (g *guest) handle(st *yamux.Stream) {
 		g.exec(st, &req, cfg)
 	case opDial:
 		g.dial(st, &req)
+	case opPrograms:
+		g.identify.Store(req.Identify)
+		respond(st, &response{})
 	default:
 		fileOp, ok := g.fileOps()[req.Op]
 		if !ok {
@@ -311,6 +316,7 @@ func (g *guest) hello(st *yamux.Stream, req *request) {
 		}
 	}
 	noSetgroups := os.Geteuid() != 0 || setgroupsDenied()
+	g.identify.Store(!cfg.SkipPrograms) // before the first connection is accepted
 	g.mu.Lock()
 	g.cfg, g.noSetgroups, g.configuring = &cfg, noSetgroups, false
 	g.egress = ln

@@ -58,6 +58,8 @@ const (
 	opEgress = "egress" // guest -> host
 	opDial   = "dial"   // host -> guest: a stream to a port on the guest's loopback
 	opWatch  = "watch"  // host -> guest: filesystem events under a path
+	// host -> guest: whether to name the program behind egress connections
+	opPrograms = "programs"
 )
 
 // Frame types.
@@ -100,6 +102,8 @@ type request struct {
 	Unverified string `json:"unverified,omitempty"`
 
 	Port int `json:"port,omitempty"` // dial: TCP port on the guest's 127.0.0.1
+
+	Identify bool `json:"identify,omitempty"` // programs: name egress peers from now on
 }
 
 // execRequest is the wire form of sandbox.ExecRequest.

@@ -87,6 +87,13 @@ type Proxy struct {
 	ca       *authority
 	caHosts  []policy.NetworkEntry // what ca may name
 
+	// watchMu serialises policy changes with telling watchers (the
+	// backend's agent) whether rules name programs.
+	watchMu  sync.Mutex
+	watchers map[int]func(bool)
+	watchSeq int
+	programs bool // what watchers were last told
+
 	mu     sync.RWMutex
 	pol    *compiled
 	active map[*attempt]struct{}
@@ -143,6 +150,7 @@ func New(cfg Config) (*Proxy, error) {
 		caHosts:  hosts,
 		pol:      pol,
 		active:   map[*attempt]struct{}{},
+		programs: pol.namesPrograms(),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
@@ -223,16 +231,22 @@ func (p *Proxy) SetNetwork(n policy.Network) error {
 			return fmt.Errorf("set network of sandbox %q: request rules for %s: the sandbox's CA was made without that host (rules for new hosts need a new sandbox): %w", p.id, r.Entry.String(), sandbox.ErrInvalid)
 		}
 	}
-	p.mu.Lock()
-	old := p.pol
+	p.watchMu.Lock() // one change at a time: only this writes p.pol
+	defer p.watchMu.Unlock()
+	old := p.policy()
 	if len(old.raw.Bounds) > 0 {
 		// Bounds (an operator's ceiling) only narrow: a live change keeps them.
 		n.Bounds = append(append([]policy.RequestRule{}, old.raw.Bounds...), n.Bounds...)
 		if c, err = compileNetwork(n); err != nil {
-			p.mu.Unlock()
 			return fmt.Errorf("set network of sandbox %q: %w", p.id, err)
 		}
 	}
+	programs := c.namesPrograms()
+	if programs {
+		// Before the rules: the first connection they decide is named.
+		p.tellPrograms(true)
+	}
+	p.mu.Lock()
 	p.pol = c
 	var cut []*attempt
 	for a := range p.active {
@@ -241,6 +255,9 @@ func (p *Proxy) SetNetwork(n policy.Network) error {
 		}
 	}
 	p.mu.Unlock()
+	if !programs {
+		p.tellPrograms(false)
+	}
 	for _, a := range cut {
 		a.cut("policy changed")
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -196,13 +197,19 @@ func TestParseRequestRule(t *testing.T) {
 	if err != nil || r.Host != "example.com:8443" || r.Query["service"] != "git-*" {
 		t.Fatalf("%+v %v", r, err)
 	}
+	r, err = policy.ParseRequestRule("GET,POST github.com/acme/** programs=/usr/lib/git-core/git-remote-https,node")
+	if err != nil || r.Path != "/acme/**" || !slices.Equal(r.Programs, []string{"/usr/lib/git-core/git-remote-https", "node"}) {
+		t.Fatalf("%+v %v", r, err)
+	}
 	for _, good := range []string{"GET 10.0.0.1/x", "GET 10.0.0.1:8080/x", "GET [2001:db8::1]:8443/x", "GET [::ffff:10.0.0.1]/x", "GET 2001:db8::1/x"} {
 		if _, err := policy.ParseRequestRule(good); err != nil {
 			t.Errorf("%q: %v", good, err)
 		}
 	}
 	for _, bad := range []string{"GET", "get x.test/", "GET x.test/a*b", "GET x.test/../a", "GET x.test/a;b",
-		"GET 10.0.0.0/8/x", "GET 10.0.0.0/8", "GET 0177.0.0.1/x", "GET 2130706433/x", "GET 127.1/x", "GET [fe80::1%eth0]/x", "GET [2001:db8::1/x"} {
+		"GET 10.0.0.0/8/x", "GET 10.0.0.0/8", "GET 0177.0.0.1/x", "GET 2130706433/x", "GET 127.1/x", "GET [fe80::1%eth0]/x", "GET [2001:db8::1/x",
+		"GET x.test/ programs=", "GET x.test/ programs=./git", "GET x.test/ programs=git,,node", "GET x.test/ programs=usr/bin/git",
+		"GET x.test/ git", "GET x.test/ programs=git node", "GET x.test/ program=git"} {
 		if _, err := policy.ParseRequestRule(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

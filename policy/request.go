@@ -98,14 +98,23 @@ func cloneRules(rs []RequestRule) []RequestRule {
 }
 
 // ParseRequestRule reads the CLI form "GET,HEAD HOST[:PORT]/PATH-GLOB"
-// (optionally "?name=glob&..." after the path): an allow rule. "*" as the
-// method list is any method.
+// (optionally "?name=glob&..." after the path), optionally followed by
+// "programs=PROG[,PROG...]" (the policy file's programs: absolute paths or
+// bare names): an allow rule. "*" as the method list is any method.
 func ParseRequestRule(s string) (RequestRule, error) {
 	var r RequestRule
 	methods, target, ok := strings.Cut(strings.TrimSpace(s), " ")
 	target = strings.TrimSpace(target)
 	if !ok || target == "" {
 		return r, invalidf("request rule %q: want \"METHODS HOST[:PORT]/PATH\" (e.g. \"GET,HEAD github.com/**\")", s)
+	}
+	target, extra, _ := strings.Cut(target, " ")
+	if extra = strings.TrimSpace(extra); extra != "" {
+		list, ok := strings.CutPrefix(extra, "programs=")
+		if !ok || list == "" || strings.ContainsAny(list, " \t") {
+			return r, invalidf("request rule %q: after the target only \"programs=PROG[,PROG...]\" may follow (e.g. \"GET github.com/** programs=git-remote-https\")", s)
+		}
+		r.Programs = strings.Split(list, ",")
 	}
 	if methods != "*" {
 		r.Methods = strings.Split(methods, ",")

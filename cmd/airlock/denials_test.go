@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,6 +34,11 @@ func TestAllowRequestFlag(t *testing.T) {
 	}
 	if p.Network.Mode != policy.NetworkAllowlist || len(p.Network.Requests) != 1 || p.Network.Requests[0].Host != "github.com" {
 		t.Errorf("network %+v", p.Network)
+	}
+	f = &runFlags{allowRequest: listFlag{"GET github.com/** programs=git-remote-https"}}
+	p = &policy.Policy{}
+	if err := f.apply(p); err != nil || len(p.Network.Requests) != 1 || !slices.Equal(p.Network.Requests[0].Programs, []string{"git-remote-https"}) {
+		t.Errorf("programs form: %v %+v", err, p.Network)
 	}
 	f = &runFlags{allowRequest: listFlag{"get github.com/../x"}}
 	if err := f.apply(&policy.Policy{}); err == nil || !strings.Contains(err.Error(), "--allow-request") {

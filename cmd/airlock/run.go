@@ -177,7 +177,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.env, "env", "set `K=V`, or pass host variable K (repeatable)")
 	fs.StringVar(&f.network, "network", "", "network mode: none, allowlist, open")
 	fs.Var(&f.allow, "allow", "allow egress to `HOST[:PORT]` or CIDR (repeatable; implies --network allowlist)")
-	fs.Var(&f.allowRequest, "allow-request", "allow HTTP requests `'GET,HEAD HOST[:PORT]/PATH-GLOB'` (repeatable; * one segment, ** any; once a host has one, only matching requests pass; implies --network allowlist)")
+	fs.Var(&f.allowRequest, "allow-request", "allow HTTP requests `'GET,HEAD HOST[:PORT]/PATH-GLOB [programs=PROG,...]'` (repeatable; * one segment, ** any; programs= limits it to those executables, paths or bare names; once a host has one, only matching requests pass; implies --network allowlist)")
 	fs.StringVar(&f.memory, "memory", "", "memory limit (`SIZE`, e.g. 512Mi)")
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU limit (`N` cores)")
 	fs.IntVar(&f.pids, "pids", 0, "process limit")
