@@ -537,10 +537,19 @@ func serveQuota(sub string, args []string) int {
 	panic("serve quota: verb " + sub + " not in dispatch's table")
 }
 func tlsListener(ln net.Listener, certFile, keyFile string) (net.Listener, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cfg, err := tlsConfig(certFile, keyFile)
 	if err != nil {
 		ln.Close()
+		return nil, err
+	}
+	return tls.NewListener(ln, cfg), nil
+}
+
+// tlsConfig is a server's TLS with the certificate and key files.
+func tlsConfig(certFile, keyFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
-	return tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), nil
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
