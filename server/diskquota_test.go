@@ -92,3 +92,30 @@ func TestDiskReservationsNeverOverlap(t *testing.T) {
 		t.Fatalf("a tenant without a disk quota: %d %v, want -1 (no bound)", n, err)
 	}
 }
+
+// BenchmarkReserve is one sandbox's quota reservation and release, with
+// and without a disk quota (which reads the tenant's volumes and
+// snapshots from the store under its lock).
+func BenchmarkReserve(b *testing.B) {
+	ts := newTestServer(b, func(c *Config) { c.DiskQuota = DiskQuotaVolume })
+	ctx := context.Background()
+	for i := range 20 {
+		if err := ts.store.InsertVolume(ctx, &store.VolumeRecord{ID: fmt.Sprintf("vol-%d", i), Tenant: "dave", Name: fmt.Sprintf("v%d", i), Size: 1 << 20, CreatedAt: time.Now()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, q := range []store.Quota{{MaxMemory: 1 << 40}, {MaxMemory: 1 << 40, MaxDisk: 1 << 40}} {
+		b.Run(fmt.Sprintf("max_disk=%v", q.MaxDisk > 0), func(b *testing.B) {
+			if err := ts.store.SetQuota(ctx, "dave", q); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				release, err := ts.srv.reserve(ctx, "dave", "native", charge{memory: 1 << 20, disk: 64 << 20}, "")
+				if err != nil {
+					b.Fatal(err)
+				}
+				release()
+			}
+		})
+	}
+}
