@@ -33,3 +33,18 @@ func keyOf(r *http.Request) string {
 	}
 	return k
 }
+
+// Credential returns what a request to this door authenticates with, in
+// the form the adapter forwards to /v1: an Airlock API key (control API)
+// or a sandbox access token (envd, the code interpreter, ports); "" when
+// it carries none. The server counts the request's connection against
+// that credential's tenant.
+func Credential(r *http.Request) string {
+	if k := keyOf(r); k != "" {
+		return k
+	}
+	if t := r.Header.Get("X-Access-Token"); t != "" {
+		return t
+	}
+	return r.Header.Get(headerTraffic)
+}

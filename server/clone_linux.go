@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // Clone methods (api.CopyReport.Method).
@@ -20,6 +22,8 @@ type cloneStats struct {
 	Files, Skipped    int
 	Bytes             int64 // the regular files' sizes together
 	Reflinked, Copied int   // files cloned by each method
+	Stored            int64 // the blocks the copies take (files and directories)
+	limit             int64 // Stored may not pass it (0: no bound; negative: nothing may be stored)
 }
 
 func (c *cloneStats) add(o cloneStats) {
@@ -28,6 +32,7 @@ func (c *cloneStats) add(o cloneStats) {
 	c.Bytes += o.Bytes
 	c.Reflinked += o.Reflinked
 	c.Copied += o.Copied
+	c.Stored += o.Stored
 }
 
 // method names how the files were copied ("" when there were none).
@@ -53,8 +58,13 @@ func (c cloneStats) method() string {
 // sandbox wrote cannot send the copy outside src or dst. Sockets, fifos
 // and other devices are skipped (counted). On error dst holds part of
 // the tree: the caller removes it.
-func cloneTree(src, dst string) (cloneStats, error) {
-	var st cloneStats
+func cloneTree(src, dst string) (cloneStats, error) { return cloneTreeWithin(src, dst, 0) }
+
+// cloneTreeWithin is cloneTree refusing (ErrLimit) before a file whose
+// copy would take the blocks past limit bytes (0: no limit): a copy
+// charged to a disk quota never writes what the quota has not left.
+func cloneTreeWithin(src, dst string, limit int64) (cloneStats, error) {
+	st := cloneStats{limit: limit}
 	sfd, err := unix.Open(src, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return st, fmt.Errorf("clone %s: %w", src, err)
@@ -165,11 +175,32 @@ func cloneSubdir(sfd, dfd int, name string, st *cloneStats, depth int) error {
 	if err := cloneDir(s, d, st, depth+1); err != nil {
 		return err
 	}
+	if err := st.charge(d); err != nil {
+		return err
+	}
 	var fi unix.Stat_t
 	if err := unix.Fstat(s, &fi); err != nil {
 		return err
 	}
 	return cloneAttrs(s, d, &fi) // last: a read-only directory is filled first
+}
+
+// fits refuses a copy of n more bytes of blocks past the limit.
+func (c *cloneStats) fits(n int64) error {
+	if c.limit != 0 && c.Stored+n > c.limit {
+		return fmt.Errorf("the copy would take more than the %d bytes of disk its tenant's quota has left (max_disk): %w", c.limit, sandbox.ErrLimit)
+	}
+	return nil
+}
+
+// charge counts the blocks of the copy d.
+func (c *cloneStats) charge(d int) error {
+	var fi unix.Stat_t
+	if err := unix.Fstat(d, &fi); err != nil {
+		return err
+	}
+	c.Stored += fi.Blocks * 512
+	return c.fits(0)
 }
 
 func cloneFile(sfd, dfd int, name string, st *cloneStats) error {
@@ -185,6 +216,9 @@ func cloneFile(sfd, dfd int, name string, st *cloneStats) error {
 	if fi.Mode&unix.S_IFMT != unix.S_IFREG {
 		return errors.New("changed while copied (not a regular file now)")
 	}
+	if err := st.fits(fi.Blocks * 512); err != nil {
+		return err
+	}
 	d, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return err
@@ -199,6 +233,9 @@ func cloneFile(sfd, dfd int, name string, st *cloneStats) error {
 	}
 	st.Files++
 	st.Bytes += fi.Size
+	if err := st.charge(d); err != nil {
+		return err
+	}
 	return cloneAttrs(s, d, &fi)
 }
 

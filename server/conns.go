@@ -3,6 +3,7 @@ package server
 import (
 	"container/list"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -235,6 +236,9 @@ type connKey struct{}
 // withConn is the http.Server's ConnContext: handlers find their
 // connection's limits.
 func withConn(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn() // TLS served above the bounds (ServeDoor)
+	}
 	if lc, ok := c.(*limitedConn); ok {
 		return context.WithValue(ctx, connKey{}, lc)
 	}

@@ -189,3 +189,76 @@ func TestHeadTimeoutCutsSlowloris(t *testing.T) {
 	}
 	t.Logf("connection cut after %d bytes", sent)
 }
+
+// send sends method path with key and a JSON body on rc, and returns the
+// answer's status and body.
+func (rc *rawConn) send(method, path, key, body string) (int, []byte, error) {
+	req := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", method, path, key, len(body), body)
+	if _, err := io.WriteString(rc.c, req); err != nil {
+		return 0, nil, err
+	}
+	rc.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	resp, err := http.ReadResponse(rc.br, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// TestPortTokenConnIsTenants: a request carrying a port token (no API
+// key) makes its connection the sandbox's tenant's, as a key would: it
+// counts against the tenant's connection limit, and at the total limit
+// the anonymous connections are evicted before it.
+func TestPortTokenConnIsTenants(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) {
+		c.TCPLimits = ConnLimits{PerTenant: 3, Total: 5}
+		c.HeadTimeout = 10 * time.Minute // the held heads stay until this test closes them
+	})
+	addr := strings.TrimPrefix(ts.tcp, "http://")
+	alice := ts.key(t, "alice")
+	// alice's own connection (kept): she creates a sandbox and a port token.
+	own := dialFrom(t, addr, "127.0.0.1")
+	st, b, err := own.send("POST", "/v1/sandboxes", alice, "{}")
+	var sb api.Sandbox
+	if err != nil || st != http.StatusCreated || json.Unmarshal(b, &sb) != nil {
+		t.Fatalf("create: %d %s %v", st, b, err)
+	}
+	st, b, err = own.send("POST", "/v1/sandboxes/"+sb.ID+"/port-tokens", alice, `{"port": 8080}`)
+	var pt api.PortToken
+	if err != nil || st != http.StatusCreated && st != http.StatusOK || json.Unmarshal(b, &pt) != nil || pt.Token == "" {
+		t.Fatalf("port token: %d %s %v", st, b, err)
+	}
+	portPath := "/v1/sandboxes/" + sb.ID + "/ports/8080/?token=" + pt.Token
+	viaToken := dialFrom(t, addr, "127.0.1.1")
+	if st, ei, err := viaToken.get(portPath, ""); err != nil || st == http.StatusUnauthorized || st == http.StatusForbidden {
+		t.Fatalf("the port request with its token: %d %+v %v", st, ei, err)
+	}
+	// alice holds 2 (her own, the token's): one more with her key, and
+	// the next is over her limit of 3.
+	if st, _, err := dialFrom(t, addr, "127.0.2.1").get("/v1/sandboxes", alice); err != nil || st != http.StatusOK {
+		t.Fatalf("alice's third connection: %d %v", st, err)
+	}
+	st, ei, err := dialFrom(t, addr, "127.0.2.2").get("/v1/sandboxes", alice)
+	if err != nil || st != http.StatusTooManyRequests || !strings.Contains(ei.Message, "tenant alice") {
+		t.Fatalf("alice's fourth connection (the port token's counted): %d %+v %v, want 429 naming tenant alice", st, ei, err)
+	}
+	// The total (5): alice's 3 and two anonymous slow heads; a new
+	// connection evicts the oldest anonymous one, not the token's.
+	var anon []*rawConn
+	for i := 0; i < 2; i++ {
+		rc := dialFrom(t, addr, fmt.Sprintf("127.0.3.%d", 1+i))
+		io.WriteString(rc.c, "GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\n")
+		anon = append(anon, rc)
+	}
+	if st, _, err := dialFrom(t, addr, "127.0.4.1").get("/v1/sandboxes", ts.key(t, "bob")); err != nil || st != http.StatusOK {
+		t.Fatalf("bob at the total limit: %d %v", st, err)
+	}
+	if !anon[0].closed() {
+		t.Error("the oldest anonymous connection was not evicted")
+	}
+	if st, ei, err := viaToken.get(portPath, ""); err != nil || st == http.StatusUnauthorized || st == http.StatusForbidden {
+		t.Errorf("the port token's connection after the eviction: %d %+v %v", st, ei, err)
+	}
+}

@@ -161,7 +161,7 @@ func (s *Server) prepareCopy(ctx context.Context, src *cloneSource, creq api.Cre
 	if err = c.plan.ceil.Fit(src.tenant, c.plan.asked, c.pol); err != nil {
 		return fail(err)
 	}
-	if c.release, err = s.reserve(ctx, src.tenant, c.plan.backend.Name(), int64(c.pol.Limits.Memory), ""); err != nil {
+	if c.release, err = s.reserve(ctx, src.tenant, c.plan.backend.Name(), s.chargeOf(c.pol), ""); err != nil {
 		return fail(err)
 	}
 	if c.dsk, err = s.makeDisk(ctx, c.id, c.ws, int64(c.pol.Limits.DiskBytes)); err != nil {

@@ -151,7 +151,7 @@ func (s *Server) fromImagePool(ctx context.Context, c caller, plan *createPlan, 
 		pl.giveBack(it)
 		return nil, nil, nil, nil
 	}
-	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), int64(pol.Limits.Memory), "")
+	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), s.chargeOf(pol), "")
 	if err != nil {
 		pl.giveBack(it)
 		return nil, nil, nil, err

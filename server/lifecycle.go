@@ -89,56 +89,46 @@ func (s *Server) stored(w http.ResponseWriter, r *http.Request) *store.Record {
 	return rec
 }
 
-// reserve takes quota for one sandbox of memory bytes for tenant on
+// reserve takes quota for one sandbox needing need for tenant on
 // backend. wasm sandboxes' memory lives in the server process itself:
 // their limits together are bounded by WasmMemory, for every tenant.
-// Paused sandboxes count as sandboxes and by their memory (their files
-// are held, a resume needs the memory back); resuming, when set, is the
-// paused sandbox being resumed: its hold becomes the reservation, and
-// release gives it back as a hold.
-func (s *Server) reserve(ctx context.Context, tenant, backend string, memory int64, resuming string) (release func(), err error) {
-	q, err := s.store.GetQuota(ctx, tenant)
+// Paused sandboxes count as sandboxes, by their memory and by their disk
+// (their files are held, a resume needs the memory back); resuming, when
+// set, is the paused sandbox being resumed: its hold becomes the
+// reservation, and release gives it back as a hold.
+func (s *Server) reserve(ctx context.Context, tenant, backend string, need charge, resuming string) (release func(), err error) {
+	q, err := s.quotaOf(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}
-	if q.MaxSandboxes == 0 {
-		q.MaxSandboxes = s.cfg.DefaultQuota.MaxSandboxes
+	stored, unlock, err := s.storedDisk(ctx, tenant, q)
+	if err != nil {
+		return nil, err
 	}
-	if q.MaxMemory == 0 {
-		q.MaxMemory = s.cfg.DefaultQuota.MaxMemory
-	}
+	defer unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	u := s.usageOf(tenant)
 	held, wasPaused := u.paused[resuming]
-	count, mem := u.count+len(u.paused), u.memory+u.pausedMemory()
-	if wasPaused {
-		count, mem = count-1, mem-held
-	}
-	if q.MaxSandboxes > 0 && count+1 > q.MaxSandboxes {
-		return nil, fmt.Errorf("create sandbox: tenant %q has %d of %d sandboxes (%d of them paused: delete or resume those): %w", tenant, count, q.MaxSandboxes, len(u.paused), sandbox.ErrLimit)
-	}
-	if q.MaxMemory > 0 && mem+memory > q.MaxMemory {
-		return nil, fmt.Errorf("create sandbox: tenant %q would use %d of %d bytes of memory (paused sandboxes count): %w", tenant, mem+memory, q.MaxMemory, sandbox.ErrLimit)
-	}
-	if q.MaxMemory > 0 && memory == 0 {
-		return nil, fmt.Errorf("create sandbox: tenant %q has a memory quota, the policy sets no memory limit: %w", tenant, sandbox.ErrLimit)
+	if err := s.checkQuota(tenant, q, u, need, held, wasPaused, stored); err != nil {
+		return nil, err
 	}
 	wasm := backend == "wasm"
 	if wasm {
-		if memory <= 0 {
+		if need.memory <= 0 {
 			return nil, fmt.Errorf("create sandbox: a wasm sandbox's memory is the server's own: it needs a memory limit: %w", sandbox.ErrLimit)
 		}
-		if s.wasmMemory+memory > s.cfg.WasmMemory {
-			return nil, fmt.Errorf("create sandbox: wasm sandboxes would use %d of the server's %d bytes for them (serve --wasm-memory): %w", s.wasmMemory+memory, s.cfg.WasmMemory, sandbox.ErrLimit)
+		if s.wasmMemory+need.memory > s.cfg.WasmMemory {
+			return nil, fmt.Errorf("create sandbox: wasm sandboxes would use %d of the server's %d bytes for them (serve --wasm-memory): %w", s.wasmMemory+need.memory, s.cfg.WasmMemory, sandbox.ErrLimit)
 		}
-		s.wasmMemory += memory
+		s.wasmMemory += need.memory
 	}
 	if wasPaused {
 		delete(u.paused, resuming)
 	}
 	u.count++
-	u.memory += memory
+	u.memory += need.memory
+	u.disk += need.disk
 	var once bool
 	return func() {
 		s.mu.Lock()
@@ -148,9 +138,10 @@ func (s *Server) reserve(ctx context.Context, tenant, backend string, memory int
 		}
 		once = true
 		u.count--
-		u.memory -= memory
+		u.memory -= need.memory
+		u.disk -= need.disk
 		if wasm {
-			s.wasmMemory -= memory
+			s.wasmMemory -= need.memory
 		}
 		if wasPaused {
 			u.paused[resuming] = held
@@ -158,30 +149,63 @@ func (s *Server) reserve(ctx context.Context, tenant, backend string, memory int
 	}, nil
 }
 
+// quotaOf is tenant's quota, the server's defaults for what it leaves unset.
+func (s *Server) quotaOf(ctx context.Context, tenant string) (store.Quota, error) {
+	q, err := s.store.GetQuota(ctx, tenant)
+	if err != nil {
+		return q, err
+	}
+	if q.MaxSandboxes == 0 {
+		q.MaxSandboxes = s.cfg.DefaultQuota.MaxSandboxes
+	}
+	if q.MaxMemory == 0 {
+		q.MaxMemory = s.cfg.DefaultQuota.MaxMemory
+	}
+	if q.MaxDisk == 0 {
+		q.MaxDisk = s.cfg.DefaultQuota.MaxDisk
+	}
+	return q, nil
+}
+
+// checkQuota refuses one more sandbox needing need beyond tenant's quota
+// q, u being its usage (held: the hold of the paused sandbox resumed, if
+// wasPaused) and stored its disk outside sandboxes. Under s.mu.
+func (s *Server) checkQuota(tenant string, q store.Quota, u *usage, need charge, held hold, wasPaused bool, stored int64) error {
+	count, mem, dsk := u.count+len(u.paused), u.memory, u.disk+u.pending+stored
+	for _, h := range u.paused {
+		mem, dsk = mem+h.memory, dsk+h.disk
+	}
+	if wasPaused {
+		count, mem, dsk = count-1, mem-held.memory, dsk-held.disk
+	}
+	if q.MaxSandboxes > 0 && count+1 > q.MaxSandboxes {
+		return fmt.Errorf("create sandbox: tenant %q has %d of %d sandboxes (%d of them paused: delete or resume those): %w", tenant, count, q.MaxSandboxes, len(u.paused), sandbox.ErrLimit)
+	}
+	if q.MaxMemory > 0 && mem+need.memory > q.MaxMemory {
+		return fmt.Errorf("create sandbox: tenant %q would use %d of %d bytes of memory (paused sandboxes count): %w", tenant, mem+need.memory, q.MaxMemory, sandbox.ErrLimit)
+	}
+	if q.MaxMemory > 0 && need.memory == 0 {
+		return fmt.Errorf("create sandbox: tenant %q has a memory quota, the policy sets no memory limit: %w", tenant, sandbox.ErrLimit)
+	}
+	return s.checkDiskQuota(tenant, q, dsk, need.disk)
+}
+
 // usageOf is tenant's usage, made on first use. Under s.mu.
 func (s *Server) usageOf(tenant string) *usage {
 	u := s.usage[tenant]
 	if u == nil {
-		u = &usage{paused: map[string]int64{}}
+		u = &usage{paused: map[string]hold{}}
 		s.usage[tenant] = u
 	}
 	return u
 }
 
-func (u *usage) pausedMemory() int64 {
-	var n int64
-	for _, m := range u.paused {
-		n += m
-	}
-	return n
-}
-
-// holdPaused counts paused sandbox id of tenant (memory bytes) against
-// tenant's quota until it is resumed or destroyed.
-func (s *Server) holdPaused(tenant, id string, memory int64) {
+// holdPaused counts paused sandbox id of tenant (its memory and disk)
+// against tenant's quota until it is resumed or destroyed.
+func (s *Server) holdPaused(tenant, id string, h hold) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.usageOf(tenant).paused[id] = memory
+	s.usageOf(tenant).paused[id] = h
 }
 
 // dropPaused ends the hold of paused sandbox id of tenant.
@@ -254,8 +278,9 @@ func (s *Server) unregister(l *live, rec *store.Record, paused bool) {
 		if u := s.usage[rec.Tenant]; u != nil {
 			u.count--
 			u.memory -= l.memory
+			u.disk -= l.diskUse
 			if paused {
-				u.paused[id] = l.memory
+				u.paused[id] = hold{memory: l.memory, disk: l.diskUse}
 			}
 		}
 		if l.backend == "wasm" {

@@ -23,6 +23,7 @@ type live struct {
 	disk      *disk  // the sandbox's files on the host, removed on destroy
 	workdir   string // default working directory inside
 	memory    int64
+	diskUse   int64 // what it counts against its tenant's disk quota (diskquota.go)
 	pooled    bool
 	proxy     *egress.Proxy         // the sandbox's egress proxy; rules change only through the API
 	netless   bool                  // created with network mode none: no in-sandbox egress listener

@@ -205,7 +205,7 @@ func (s *Server) pausedFiles(ctx context.Context) map[string]bool {
 	for _, p := range paused {
 		keep[p.ID], keep[p.ID+".img"] = true, true
 		ids = append(ids, p.ID)
-		s.holdPaused(p.Tenant, p.ID, p.Memory)
+		s.holdPaused(p.Tenant, p.ID, hold{memory: p.Memory, disk: s.pausedDisk(p.ID)})
 	}
 	s.holdPausedImages(ctx, ids)
 	return keep

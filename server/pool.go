@@ -30,6 +30,7 @@ type pool struct {
 	mu       sync.Mutex
 	ready    []pooled
 	mem      int64
+	disk     int64 // each sandbox's disk charge (diskquota.go)
 	memKnown bool
 	pol      *policy.Policy // resolved policy of its sandboxes, once known
 	kick     chan struct{}
@@ -85,11 +86,12 @@ func (p *pool) start() {
 	p.kick <- struct{}{}
 }
 
-// memory reports the memory limit of this pool's sandboxes once known.
-func (p *pool) memory() (int64, bool) {
+// charge reports what one of this pool's sandboxes counts against a
+// tenant's quota, once known.
+func (p *pool) charge() (charge, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.mem, p.memKnown && len(p.ready) > 0
+	return charge{memory: p.mem, disk: p.disk}, p.memKnown && len(p.ready) > 0
 }
 
 // fits reports whether this pool's sandboxes pass check (a tenant's
@@ -222,7 +224,7 @@ func (p *pool) add(l *live, polJSON []byte, pol *policy.Policy) error {
 		p.s.destroy(l, "pool closed")
 		return nil
 	}
-	p.mem, p.memKnown, p.pol = l.memory, true, pol
+	p.mem, p.disk, p.memKnown, p.pol = l.memory, l.diskUse, true, pol
 	it := pooled{l, polJSON, pol, make(chan struct{})}
 	p.ready = append(p.ready, it)
 	p.mu.Unlock()

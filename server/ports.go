@@ -257,7 +257,15 @@ func (s *Server) portCaller(w http.ResponseWriter, r *http.Request, id string, p
 		owner = l.tenant()
 	}
 	l, err := s.lookup(owner, id)
+	if err == nil {
+		// The connection is the sandbox's tenant's from now on: counted
+		// against its per-tenant limit, never evicted as anonymous.
+		err = bindConn(r, owner)
+	}
 	if err != nil {
+		if errors.Is(err, sandbox.ErrLimit) {
+			w.Header().Set("Connection", "close")
+		}
 		s.writeError(w, r, err)
 		return
 	}

@@ -79,7 +79,7 @@ func (s *Server) resumeLocked(ctx context.Context, tenant, id string, before fun
 		keepImage()
 		return nil, fmt.Errorf("resume sandbox %q: %w", id, err)
 	}
-	release, err := s.reserve(ctx, tenant, plan.backend.Name(), int64(pol.Limits.Memory), id)
+	release, err := s.reserve(ctx, tenant, plan.backend.Name(), s.chargeOf(pol), id)
 	if err != nil {
 		keepImage()
 		return nil, err

@@ -291,7 +291,7 @@ func (s *Server) createOn(ctx context.Context, id string, backend sandbox.Backen
 		workdir = pol.Filesystem.WorkspaceInside()
 	}
 	l := newLive(sb, backend.Name(), profile, ws, workdir, int64(pol.Limits.Memory))
-	l.disk = dsk
+	l.disk, l.diskUse = dsk, s.diskCharge(pol)
 	l.image = root
 	l.proxy = proxy
 	l.netless = pol.Network.Mode == "" || pol.Network.Mode == policy.NetworkNone
@@ -397,7 +397,7 @@ func (s *Server) obtain(ctx context.Context, c caller, plan *createPlan) (*live,
 		root.Release()
 		return nil, nil, nil, err
 	}
-	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), int64(pol.Limits.Memory), "")
+	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), s.chargeOf(pol), "")
 	if err != nil {
 		root.Release()
 		return nil, nil, nil, err
@@ -432,11 +432,11 @@ func (s *Server) fromProfilePool(ctx context.Context, c caller, plan *createPlan
 	if pl == nil || !pl.fits(func(pol *policy.Policy) error { return plan.ceil.Fit(c.tenant, pol, pol.Clone()) }) {
 		return nil, nil, nil, nil
 	}
-	mem, ok := pl.memory()
+	need, ok := pl.charge()
 	if !ok {
 		return nil, nil, nil, nil
 	}
-	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), mem, "")
+	release, err := s.reserve(ctx, c.tenant, plan.backend.Name(), need, "")
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -189,6 +189,7 @@ type Server struct {
 	resumes keyLocks     // one resume of a sandbox at a time, by ID (pause.go)
 	changes changes      // sandboxes being rolled back, paused or resumed (change.go)
 	scans   keyLocks     // one checkpoint scan of a tenant at a time, by tenant
+	disks   keyLocks     // a tenant's disk quota checked against the store, by tenant (diskquota.go)
 	snapMu  sync.RWMutex // a snapshot is not deleted while sandboxes are made of it (snapshot.go)
 	held    heldImages   // images of paused sandboxes (imagepause.go)
 
@@ -197,9 +198,11 @@ type Server struct {
 }
 
 type usage struct {
-	count  int
-	memory int64
-	paused map[string]int64 // paused sandboxes' memory, by ID: they count too
+	count   int
+	memory  int64
+	disk    int64           // the live sandboxes' disk charges (diskquota.go)
+	pending int64           // disk bytes reserved for copies under way (snapshots, volumes)
+	paused  map[string]hold // paused sandboxes, by ID: they count too
 }
 
 // New reconciles the store with reality (no sandbox survives a server:

@@ -48,17 +48,25 @@ func (s *Server) snapshot(ctx context.Context, l *live, name string) (*store.Sna
 	if row.Request, err = json.Marshal(src.req); err != nil {
 		return nil, err
 	}
+	// The copy may take what the tenant's disk quota has left, at most
+	// what the source's volume holds; the reservation ends once the row
+	// counts it (or the copy is undone).
+	budget, unreserve, err := s.reserveDisk(ctx, src.tenant, l.diskUse, false, what)
+	if err != nil {
+		return nil, err
+	}
+	defer unreserve()
 	dir := s.snapshotDir(row.ID)
 	fail := func(err error) (*store.SnapRow, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	start := time.Now()
-	st, err := s.fillSnapshot(src, dir)
+	st, err := s.fillSnapshot(src, dir, max(budget, 0))
 	if err != nil {
 		return fail(err)
 	}
-	row.Files, row.Bytes = st.Files, st.Bytes
+	row.Files, row.Bytes, row.Disk = st.Files, st.Bytes, st.Stored
 	row.Copy = api.CopyReport{Method: st.method(), Files: st.Files, Bytes: st.Bytes, Skipped: st.Skipped, Millis: time.Since(start).Milliseconds()}
 	if used+row.Bytes > q.Bytes {
 		return fail(fmt.Errorf("tenant %q would hold %d of %d checkpoint and snapshot bytes: %w", src.tenant, used+row.Bytes, q.Bytes, sandbox.ErrLimit))
@@ -80,8 +88,9 @@ func (s *Server) snapshot(ctx context.Context, l *live, name string) (*store.Sna
 	return row, nil
 }
 
-// fillSnapshot copies src's files into the new directory dir.
-func (s *Server) fillSnapshot(src *cloneSource, dir string) (cloneStats, error) {
+// fillSnapshot copies src's files into the new directory dir, their
+// blocks within limit bytes (0: no limit).
+func (s *Server) fillSnapshot(src *cloneSource, dir string, limit int64) (cloneStats, error) {
 	var st cloneStats
 	if err := os.MkdirAll(filepath.Dir(dir), 0o700); err != nil {
 		return st, err
@@ -96,10 +105,16 @@ func (s *Server) fillSnapshot(src *cloneSource, dir string) (cloneStats, error) 
 	}
 	let := src.still()
 	defer let()
-	st, err := cloneTree(src.ws, filepath.Join(dir, "workspace"))
+	st, err := cloneTreeWithin(src.ws, filepath.Join(dir, "workspace"), limit)
 	if err == nil && src.upper != "" {
+		left := limit - st.Stored
+		if limit == 0 {
+			left = 0
+		} else if left <= 0 {
+			left = -1 // nothing left: any block refuses
+		}
 		var up cloneStats
-		up, err = cloneTree(src.upper, filepath.Join(dir, "upper"))
+		up, err = cloneTreeWithin(src.upper, filepath.Join(dir, "upper"), left)
 		st.add(up)
 	}
 	return st, err

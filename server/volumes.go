@@ -143,6 +143,13 @@ func (s *Server) createVolume(ctx context.Context, tenant string, req api.Create
 	if err := s.checkDiskCommit(req.SizeBytes); err != nil {
 		return nil, fmt.Errorf("create volume %q: %w", req.Name, err)
 	}
+	// Its size counts against the tenant's disk quota, from the store once
+	// its row is there.
+	_, unreserve, err := s.reserveDisk(ctx, tenant, req.SizeBytes, true, fmt.Sprintf("create volume %q", req.Name))
+	if err != nil {
+		return nil, err
+	}
+	defer unreserve()
 	rec := &store.VolumeRecord{ID: newID("vol-"), Tenant: tenant, Name: req.Name, Size: req.SizeBytes, CreatedAt: time.Now().UTC()}
 	img, dir := s.volumeImage(rec.ID), s.volumeMountDir(rec.ID)
 	vol, err := volume.Create(ctx, img, dir, rec.Size, 0, 0)

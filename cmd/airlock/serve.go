@@ -478,7 +478,7 @@ func serveKey(sub string, rest []string) int {
 
 // runServeQuota sets or shows a tenant's quota.
 func runServeQuota(args []string) int {
-	const usage = "usage: airlock serve quota set|get --tenant T [--max-sandboxes N] [--max-memory SIZE] [--data DIR]\n"
+	const usage = "usage: airlock serve quota set|get --tenant T [--max-sandboxes N] [--max-memory SIZE] [--max-disk SIZE] [--data DIR]\n"
 	return dispatch("serve quota", usage, []subcommand{
 		{[]string{"set"}, func(a []string) int { return serveQuota("set", a) }},
 		{[]string{"get"}, func(a []string) int { return serveQuota("get", a) }},
@@ -492,6 +492,7 @@ func serveQuota(sub string, args []string) int {
 	tenant := fs.String("tenant", "", "tenant")
 	maxSandboxes := fs.Int("max-sandboxes", 0, "concurrent sandboxes (0: server default)")
 	maxMemory := fs.String("max-memory", "", "total memory, e.g. 8Gi (empty: server default)")
+	maxDisk := fs.String("max-disk", "", "total disk: sandboxes' limits.disk (paused ones too), volumes and snapshots, e.g. 64Gi (empty: server default)")
 	fs.SetOutput(os.Stderr)
 	if err := fs.Parse(args); err != nil {
 		return exitAirlock
@@ -508,12 +509,18 @@ func serveQuota(sub string, args []string) int {
 	switch sub {
 	case "set":
 		q := store.Quota{MaxSandboxes: *maxSandboxes}
-		if *maxMemory != "" {
-			b, err := policy.ParseByteSize(*maxMemory)
-			if err != nil {
-				return fail("serve quota", err)
+		for _, sz := range []struct {
+			flag, v string
+			to      *int64
+		}{{"--max-memory", *maxMemory, &q.MaxMemory}, {"--max-disk", *maxDisk, &q.MaxDisk}} {
+			if sz.v == "" {
+				continue
 			}
-			q.MaxMemory = int64(b)
+			b, err := policy.ParseByteSize(sz.v)
+			if err != nil || b < 0 {
+				return fail("serve quota", fmt.Errorf("%s %q: want a size such as 8Gi: %w", sz.flag, sz.v, sandbox.ErrInvalid))
+			}
+			*sz.to = int64(b)
 		}
 		if err := st.SetQuota(ctx, *tenant, q); err != nil {
 			return fail("serve quota", err)
@@ -530,10 +537,19 @@ func serveQuota(sub string, args []string) int {
 	panic("serve quota: verb " + sub + " not in dispatch's table")
 }
 func tlsListener(ln net.Listener, certFile, keyFile string) (net.Listener, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cfg, err := tlsConfig(certFile, keyFile)
 	if err != nil {
 		ln.Close()
+		return nil, err
+	}
+	return tls.NewListener(ln, cfg), nil
+}
+
+// tlsConfig is a server's TLS with the certificate and key files.
+func tlsConfig(certFile, keyFile string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
-	return tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}), nil
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }

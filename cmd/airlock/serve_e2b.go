@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -58,8 +59,10 @@ func (f *serveFlags) serveE2B(ctx context.Context, srv *server.Server, errc chan
 		return fmt.Errorf("e2b: listen on %q: %w", f.e2bListen, err)
 	}
 	scheme := "http"
+	var tlsCfg *tls.Config
 	if f.e2bTLSCert != "" {
-		if ln, err = tlsListener(ln, f.e2bTLSCert, f.e2bTLSKey); err != nil {
+		if tlsCfg, err = tlsConfig(f.e2bTLSCert, f.e2bTLSKey); err != nil {
+			ln.Close()
 			iln.Close()
 			return fmt.Errorf("e2b: %w", err)
 		}
@@ -67,10 +70,9 @@ func (f *serveFlags) serveE2B(ctx context.Context, srv *server.Server, errc chan
 	} else {
 		log.Warn("E2B listener without TLS: API keys travel in clear text", "addr", ln.Addr().String())
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second,
-		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext: func(net.Listener) context.Context { return ctx }}
-	go func() { errc <- hs.Serve(ln) }()
+	// The same connection bounds as the API's TCP listener (per client
+	// network, per tenant, total, head deadline).
+	go func() { errc <- srv.ServeDoor(ln, tlsCfg, h, e2b.Credential) }()
 	log.Info("listening", "e2b", scheme+"://"+ln.Addr().String(), "domain", f.e2bDomain)
 	return nil
 }

@@ -33,6 +33,7 @@ type serveFlags struct {
 	perTenantConns                               int
 	headTimeout                                  time.Duration
 	maxMemory, maxUpload, procBuffer, logLevel   string
+	maxDisk                                      string
 	hostIDs, diskQuota, wasmMem, minFree         string
 	publicMetrics                                bool
 	ceilFile, netModes                           string
@@ -63,6 +64,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.idle, "idle-timeout", 0, "destroy sandboxes unused through the API this long (0: never)")
 	fs.IntVar(&f.maxSandboxes, "max-sandboxes", 0, "default per-tenant limit of concurrent sandboxes (0: none)")
 	fs.StringVar(&f.maxMemory, "max-memory", "", "default per-tenant limit of total sandbox memory, e.g. 16Gi")
+	fs.StringVar(&f.maxDisk, "max-disk", "", "default per-tenant limit of disk: sandboxes' limits.disk (paused ones too), named volumes and snapshots together, e.g. 64Gi (needs --disk-quota volume)")
 	fs.DurationVar(&f.retention, "retention", 7*24*time.Hour, "how long stopped sandboxes and their events stay in the store (0: forever)")
 	fs.DurationVar(&f.pausedRetention, "paused-retention", server.DefaultPausedRetention, "how long a sandbox stays paused before it is destroyed with its files (paused sandboxes count against their tenant's quotas meanwhile; negative: forever)")
 	fs.DurationVar(&f.scanTimeout, "scan-timeout", 5*time.Minute, "longest read of a sandbox's files for a checkpoint, pause, resume or rollback (files are read by their data, sparse holes skipped)")
@@ -150,6 +152,9 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 		return cfg, err
 	}
 	cfg.DiskQuota = f.diskQuota
+	if cfg.DefaultQuota.MaxDisk > 0 && cfg.DiskQuota != server.DiskQuotaVolume {
+		return cfg, fmt.Errorf("--max-disk needs --disk-quota volume (a sandbox's disk is bounded only on a volume of its own): %w", sandbox.ErrInvalid)
+	}
 	if f.eventRate <= 0 || f.maxConns <= 0 || f.headTimeout <= 0 {
 		return cfg, fmt.Errorf("--event-rate, --max-conns and --head-timeout must be positive: %w", sandbox.ErrInvalid)
 	}
@@ -190,6 +195,13 @@ func (f *serveFlags) sizes(cfg *server.Config) error {
 			return fmt.Errorf("--max-memory: %w", err)
 		}
 		cfg.DefaultQuota.MaxMemory = int64(b)
+	}
+	if f.maxDisk != "" {
+		b, err := policy.ParseByteSize(f.maxDisk)
+		if err != nil || b < 0 {
+			return fmt.Errorf("--max-disk %q: want a size such as 64Gi: %w", f.maxDisk, sandbox.ErrInvalid)
+		}
+		cfg.DefaultQuota.MaxDisk = int64(b)
 	}
 	upload, err := policy.ParseByteSize(f.maxUpload)
 	if err != nil || upload <= 0 {

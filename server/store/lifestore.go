@@ -248,3 +248,16 @@ func (s *Store) CheckpointUsage(ctx context.Context, tenant string) (int, int64,
 	}
 	return n, b, nil
 }
+
+// StoredDisk returns what tenant holds on the server's disk outside its
+// sandboxes: its named volumes' sizes (an image may grow to its size)
+// and its snapshots' stored bytes.
+func (s *Store) StoredDisk(ctx context.Context, tenant string) (int64, error) {
+	var b int64
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(SUM(n), 0) FROM
+		(SELECT size AS n FROM volumes WHERE tenant = ? UNION ALL SELECT disk AS n FROM snapshots WHERE tenant = ?)`, tenant, tenant).Scan(&b)
+	if err != nil {
+		return 0, fmt.Errorf("disk usage of %q: %w", tenant, err)
+	}
+	return b, nil
+}

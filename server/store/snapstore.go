@@ -23,6 +23,7 @@ type SnapRow struct {
 	Trusted  bool
 	OwnerUID int
 	OwnerGID int
+	Disk     int64 // what its files take on the data disk (a disk quota counts it)
 }
 
 // InsertSnapshot adds r; a name the tenant already gave another snapshot
@@ -33,9 +34,9 @@ func (s *Store) InsertSnapshot(ctx context.Context, r *SnapRow) error {
 		return err
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO snapshots (id, tenant, name, sandbox, backend, image, image_id, request, trusted,
-		owner_uid, owner_gid, created_at, files, bytes, copy) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		owner_uid, owner_gid, created_at, files, bytes, copy, disk) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		r.ID, r.Tenant, r.Name, r.Sandbox, r.Backend, r.Image, r.ImageID, string(r.Request), r.Trusted,
-		r.OwnerUID, r.OwnerGID, unixOrZero(r.CreatedAt), r.Files, r.Bytes, string(cp))
+		r.OwnerUID, r.OwnerGID, unixOrZero(r.CreatedAt), r.Files, r.Bytes, string(cp), r.Disk)
 	if err != nil && strings.Contains(err.Error(), "UNIQUE") {
 		return fmt.Errorf("snapshot name %q: the tenant has a snapshot of that name: %w", r.Name, sandbox.ErrExists)
 	}
@@ -45,14 +46,14 @@ func (s *Store) InsertSnapshot(ctx context.Context, r *SnapRow) error {
 	return nil
 }
 
-const snapCols = `id, tenant, name, sandbox, backend, image, image_id, request, trusted, owner_uid, owner_gid, created_at, files, bytes, copy`
+const snapCols = `id, tenant, name, sandbox, backend, image, image_id, request, trusted, owner_uid, owner_gid, created_at, files, bytes, copy, disk`
 
 func scanSnapshot(sc interface{ Scan(...any) error }) (*SnapRow, error) {
 	var r SnapRow
 	var at int64
 	var req, cp string
 	err := sc.Scan(&r.ID, &r.Tenant, &r.Name, &r.Sandbox, &r.Backend, &r.Image, &r.ImageID, &req, &r.Trusted,
-		&r.OwnerUID, &r.OwnerGID, &at, &r.Files, &r.Bytes, &cp)
+		&r.OwnerUID, &r.OwnerGID, &at, &r.Files, &r.Bytes, &cp, &r.Disk)
 	if err != nil {
 		return nil, err
 	}

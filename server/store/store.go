@@ -137,6 +137,10 @@ var migrations = []string{
 	);
 	CREATE INDEX snapshots_tenant ON snapshots(tenant, created_at);
 	CREATE UNIQUE INDEX snapshots_name ON snapshots(tenant, name) WHERE name <> '';`,
+	// Issue 24: a tenant's disk quota, and what a snapshot takes on the
+	// data disk (its copies' allocated blocks; bytes is their sizes).
+	`ALTER TABLE quotas ADD COLUMN max_disk INTEGER NOT NULL DEFAULT 0;
+	ALTER TABLE snapshots ADD COLUMN disk INTEGER NOT NULL DEFAULT 0;`,
 }
 
 // File is the store's file name in the data directory.
@@ -191,7 +195,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.markStopped, `UPDATE sandboxes SET state = ?, reason = ?, ended_at = ? WHERE id = ? AND state <> ?`},
 		{&s.getSB, `SELECT ` + sandboxCols + ` FROM sandboxes WHERE id = ? AND tenant = ?`},
 		{&s.authKey, `SELECT tenant, hash, revoked_at FROM api_keys WHERE hash = ?`},
-		{&s.getQuota, `SELECT max_sandboxes, max_memory FROM quotas WHERE tenant = ?`},
+		{&s.getQuota, `SELECT max_sandboxes, max_memory, max_disk FROM quotas WHERE tenant = ?`},
 		{&s.updateLife, `UPDATE sandboxes SET expires_at = ?, keep_alive = ? WHERE id = ?`},
 		{&s.insertEvent, `INSERT INTO events (sandbox, time, type, message, fields) VALUES (?,?,?,?,?)`},
 	} {
@@ -545,13 +549,17 @@ func (s *Store) Authenticate(ctx context.Context, key string) (string, error) {
 type Quota struct {
 	MaxSandboxes int   `json:"max_sandboxes"`
 	MaxMemory    int64 `json:"max_memory_bytes"`
+	// MaxDisk bounds what the tenant holds on the server's disk: its
+	// sandboxes' limits.disk (paused ones included), its named volumes'
+	// sizes and its snapshots' stored bytes.
+	MaxDisk int64 `json:"max_disk_bytes"`
 }
 
 // SetQuota stores tenant's quota.
 func (s *Store) SetQuota(ctx context.Context, tenant string, q Quota) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO quotas (tenant, max_sandboxes, max_memory) VALUES (?,?,?)
-		ON CONFLICT(tenant) DO UPDATE SET max_sandboxes = excluded.max_sandboxes, max_memory = excluded.max_memory`,
-		tenant, q.MaxSandboxes, q.MaxMemory)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO quotas (tenant, max_sandboxes, max_memory, max_disk) VALUES (?,?,?,?)
+		ON CONFLICT(tenant) DO UPDATE SET max_sandboxes = excluded.max_sandboxes, max_memory = excluded.max_memory, max_disk = excluded.max_disk`,
+		tenant, q.MaxSandboxes, q.MaxMemory, q.MaxDisk)
 	if err != nil {
 		return fmt.Errorf("set quota of %q: %w", tenant, err)
 	}
@@ -561,7 +569,7 @@ func (s *Store) SetQuota(ctx context.Context, tenant string, q Quota) error {
 // GetQuota returns tenant's stored quota (zero if none).
 func (s *Store) GetQuota(ctx context.Context, tenant string) (Quota, error) {
 	var q Quota
-	err := s.getQuota.QueryRowContext(ctx, tenant).Scan(&q.MaxSandboxes, &q.MaxMemory)
+	err := s.getQuota.QueryRowContext(ctx, tenant).Scan(&q.MaxSandboxes, &q.MaxMemory, &q.MaxDisk)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return q, fmt.Errorf("get quota of %q: %w", tenant, err)
 	}

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/airlock-dev/airlock/api"
 )
 
 // MarkAllStopped returns exactly the sandboxes it stopped, also while
@@ -92,5 +94,44 @@ func TestStoreDecodeErrors(t *testing.T) {
 	}
 	if _, err := st.Events(ctx, "sb-1", 0, 10); err == nil {
 		t.Error("Events with a broken row: no error")
+	}
+}
+
+// TestDiskQuotaAndStoredDisk: max_disk round-trips with the other quota
+// fields, and a tenant's stored disk is its volumes' sizes plus its
+// snapshots' stored bytes (not their logical sizes), no one else's.
+func TestDiskQuotaAndStoredDisk(t *testing.T) {
+	ctx := context.Background()
+	st, err := Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	want := Quota{MaxSandboxes: 3, MaxMemory: 1 << 30, MaxDisk: 5 << 30}
+	if err := st.SetQuota(ctx, "dave", want); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.GetQuota(ctx, "dave"); err != nil || got != want {
+		t.Fatalf("quota: %+v %v, want %+v", got, err, want)
+	}
+	for i, tenant := range []string{"dave", "dave", "bob"} {
+		v := &VolumeRecord{ID: fmt.Sprintf("vol-%d", i), Tenant: tenant, Name: fmt.Sprintf("v%d", i), Size: 100 << 20, CreatedAt: time.Now()}
+		if err := st.InsertVolume(ctx, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap := &SnapRow{Snapshot: api.Snapshot{ID: "snap-1", Sandbox: "sb-1", Backend: "native", Bytes: 2 << 40, CreatedAt: time.Now()},
+		Tenant: "dave", Request: []byte("{}"), Disk: 7 << 20}
+	if err := st.InsertSnapshot(ctx, snap); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.StoredDisk(ctx, "dave"); err != nil || got != 200<<20+7<<20 {
+		t.Fatalf("dave's stored disk: %d %v, want %d", got, err, 200<<20+7<<20)
+	}
+	if got, err := st.StoredDisk(ctx, "bob"); err != nil || got != 100<<20 {
+		t.Fatalf("bob's stored disk: %d %v", got, err)
+	}
+	if got, _ := st.GetSnapshot(ctx, "dave", "snap-1"); got == nil || got.Disk != 7<<20 {
+		t.Fatalf("the snapshot's stored bytes: %+v", got)
 	}
 }

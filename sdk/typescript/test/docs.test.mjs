@@ -13,9 +13,9 @@ import { available, ROOT, startServer, unavailable } from "./_serve.mjs";
 
 const run = promisify(execFile);
 
-/** The code block after <!-- readme-test: LANG --> in README.md. */
-function readmeBlock(lang) {
-  const text = readFileSync(join(ROOT, "README.md"), "utf8");
+/** The code block after <!-- readme-test: LANG --> in README.md (or file). */
+function readmeBlock(lang, file = join(ROOT, "README.md")) {
+  const text = readFileSync(file, "utf8");
   const m = new RegExp("<!-- readme-test: " + lang + " -->\\n```\\w+\\n([\\s\\S]*?)\\n```").exec(text);
   assert.ok(m, `README.md has no ${lang} example marked readme-test`);
   return m[1] + "\n";
@@ -46,6 +46,21 @@ describe("docs", () => {
       writeFileSync(join(d, "readme.mjs"), code);
       const { stdout } = await run(process.execPath, [join(d, "readme.mjs")], { cwd: d, timeout: 300_000 });
       assert.equal(stdout, "3 data.csv\nsum of y: 6\n");
+    } finally {
+      rmSync(d, { recursive: true, force: true });
+    }
+  });
+
+  // The SDK's own README: as written, on the Node it runs on (20 in CI,
+  // the oldest it supports, which has no `await using`).
+  test("SDK README example", async (t) => {
+    if (!available(t)) return;
+    const code = readmeBlock("typescript", join(ROOT, "sdk", "typescript", "README.md"));
+    const d = project();
+    try {
+      writeFileSync(join(d, "readme.mjs"), code);
+      const { stdout } = await run(process.execPath, [join(d, "readme.mjs")], { cwd: d, timeout: 300_000 });
+      assert.equal(stdout, "0 42\nbuilt\n42 no error\n");
     } finally {
       rmSync(d, { recursive: true, force: true });
     }

@@ -42,6 +42,7 @@ func costAttacks() []serveAttack {
 		{name: "slow-readers", item: "issue 24 #7", dos: true, goal: "hold the server's memory with 48 buffered execs of 32 MiB output read slowly", run: attackSlowReaders},
 		{name: "conn-flood", item: "issue 24 #8", dos: true, goal: "keep a keyed tenant out with slow request heads from 69 addresses of one /24, from 90 networks, and 200 keyed connections", run: attackConnFlood},
 		{name: "paused-quota", item: "issue 24 #1", dos: true, goal: "keep more paused sandboxes than the tenant's quota, for ever, and starve the neighbour's creates", run: attackPausedQuota},
+		{name: "disk-quota", item: "issue 24: disk", dos: true, goal: "hold more of the server's disk than the tenant's max_disk through sandboxes, snapshots, volumes, uploads and paused sandboxes", run: attackDiskQuota},
 	}
 }
 
