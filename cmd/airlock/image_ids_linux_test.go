@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/airlock-dev/airlock/images/imagestest"
+	"github.com/airlock-dev/airlock/internal/testutil"
+)
+
+// airlockAs runs bin in dir as uid (0: as we are) with env, returning
+// stdout, stderr and the exit code.
+func airlockAs(t *testing.T, uid uint32, bin, dir string, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir, cmd.Env = dir, env
+	if uid != 0 {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	}
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return o.String(), e.String(), ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), 0
+}
+
+// importBusybox imports the busybox test image as bb:1 into store, as uid.
+func importBusybox(t *testing.T, uid uint32, bin, store string) {
+	t.Helper()
+	tarPath := filepath.Join(filepath.Dir(store), "bb.tar")
+	tg, _ := name.NewTag("bb:1")
+	if err := tarball.WriteToFile(tarPath, tg, imagestest.Busybox(t)); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(tarPath, int(uid), int(uid))
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "AIRLOCK_IMAGE_STORE=" + store}
+	if _, errs, code := airlockAs(t, uid, bin, filepath.Dir(store), env, "image", "import", tarPath); code != 0 {
+		t.Fatalf("import as %d: %d %q", uid, code, errs)
+	}
+}
+
+// Issue 25 item 7: `airlock run --image` as root gives the image a leased
+// host id range, as serve's sandboxes have. Root inside can give files to
+// other ids (what failed with EINVAL before); what it writes in the
+// workspace (through the write mediator, on the idmapped workspace) is
+// the caller's on the host; and the range reaches no host file of another
+// id: a file of uid 1234 in the workspace, which the caller (root)
+// reads unconfined, is neither readable, writable nor re-ownable inside.
+func TestRunImageHostIDs(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	store := filepath.Join(dir, "store")
+	bin := testutil.AirlockBinary(t)
+	importBusybox(t, 0, bin, store)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	other := filepath.Join(ws, "other")
+	if err := os.WriteFile(other, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(other, 1234, 1234)
+	if b, err := os.ReadFile(other); err != nil || string(b) != "secret\n" { // the attack works unconfined
+		t.Fatalf("unconfined read of the other id's file: %q %v", b, err)
+	}
+	script := `id -u
+touch /tmp/f && chown 65534:65534 /tmp/f && stat -c 'chown %u:%g' /tmp/f
+echo hi > /workspace/byroot && mkdir /workspace/d && echo wrote
+stat -c 'mine %u' /workspace/byroot
+cat /workspace/other && echo READ-OTHER
+echo x >> /workspace/other && echo WROTE-OTHER
+chown 0:0 /workspace/other && echo CHOWNED-OTHER
+stat -c 'other %u' /workspace/other
+true`
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/root", "AIRLOCK_IMAGE_STORE=" + store}
+	out, errs, code := airlockAs(t, 0, bin, ws, env, "run", "--image", "bb:1", "--", "sh", "-c", script)
+	t.Logf("inside:\n%s\nstderr: %s", out, errs)
+	if code != 0 {
+		t.Fatalf("run: %d %q %q", code, out, errs)
+	}
+	for _, want := range []string{"0\n", "chown 65534:65534\n", "wrote\n", "mine 0\n", "other 65534\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inside: no %q in %q", want, out)
+		}
+	}
+	for _, bad := range []string{"secret", "READ-OTHER", "WROTE-OTHER", "CHOWNED-OTHER"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("the range reached the other id's file: %q in %q", bad, out)
+		}
+	}
+	for _, p := range []string{"byroot", "d"} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(filepath.Join(ws, p), &st); err != nil || st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("%s on the host: %v uid %d gid %d, want the caller's 0:0", p, err, st.Uid, st.Gid)
+		}
+	}
+	var st syscall.Stat_t
+	if b, _ := os.ReadFile(other); string(b) != "secret\n" || syscall.Lstat(other, &st) != nil || st.Uid != 1234 {
+		t.Errorf("the other id's file changed: %q uid %d", b, st.Uid)
+	}
+	noMountOf(t, ws)
+}
+
+// A normal user's `run --image` on native is refused before anything
+// starts (exit 125, saying why and what to do), not run half-working
+// with one id.
+func TestRunImageNormalUserRefused(t *testing.T) {
+	testutil.RequireRoot(t) // to become the normal user
+	const uid = 65534
+	bin, ws := userWorkspace(t, uid)
+	store := filepath.Join(filepath.Dir(ws), "store")
+	os.Mkdir(store, 0o700)
+	os.Chown(store, uid, uid)
+	importBusybox(t, uid, bin, store)
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/nonexistent", "AIRLOCK_IMAGE_STORE=" + store}
+	out, errs, code := airlockAs(t, uid, bin, ws, env, "run", "--backend", "native", "--image", "bb:1", "--", "id", "-u")
+	if code != 125 || out != "" || !strings.Contains(errs, "airlock leases only as root") || !strings.Contains(errs, "sandbox create --image") {
+		t.Fatalf("normal user's run --image: %d %q %q", code, out, errs)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Errorf("left in the workspace: %v", ents)
+	}
+	noMountOf(t, ws)
+}
+
+// noMountOf fails if the host has a mount at or below dir.
+func noMountOf(t *testing.T, dir string) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), " "+dir) {
+		t.Errorf("a mount of %s left on the host", dir)
+	}
+}
