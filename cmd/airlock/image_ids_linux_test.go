@@ -149,3 +149,53 @@ func noMountOf(t *testing.T, dir string) {
 		t.Errorf("a mount of %s left on the host", dir)
 	}
 }
+
+// When the workspace cannot be bound idmapped (ramfs has no idmapped
+// mounts), the run fails closed before the command (125, naming it) and
+// leaves nothing: no mount on the host, no file in the workspace, no
+// process of ours stopped at its exec (the namespace holder).
+func TestRunImageHostIDsFailsClosed(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	store := filepath.Join(dir, "store")
+	bin := testutil.AirlockBinary(t)
+	importBusybox(t, 0, bin, store)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	if err := syscall.Mount("ramfs", ws, "ramfs", 0, "mode=0755"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(ws, syscall.MNT_DETACH) })
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/root", "AIRLOCK_IMAGE_STORE=" + store}
+	out, errs, code := airlockAs(t, 0, bin, ws, env, "run", "--image", "bb:1", "--", "sh", "-c", "echo ran > /workspace/f")
+	if code != 125 || out != "" || !strings.Contains(errs, "idmapped mount") {
+		t.Fatalf("run on a ramfs workspace: %d %q %q", code, out, errs)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Errorf("left in the workspace: %v", ents)
+	}
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	if n := strings.Count(string(b), " "+ws+" "); n != 1 {
+		t.Errorf("mounts at %s: %d, want only the test's ramfs", ws, n)
+	}
+	stoppedHolders(t, bin)
+}
+
+// stoppedHolders fails if a process running bin is stopped by a tracer.
+func stoppedHolders(t *testing.T, bin string) {
+	t.Helper()
+	ps, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range ps {
+		st, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if i := bytes.LastIndexByte(st, ')'); i < 0 || i+2 >= len(st) || st[i+2] != 't' {
+			continue
+		}
+		if exe, _ := os.Readlink(filepath.Join(filepath.Dir(p), "exe")); exe == bin {
+			t.Errorf("a holder left stopped: %s", filepath.Dir(p))
+		}
+	}
+}
