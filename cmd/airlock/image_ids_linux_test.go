@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/airlock-dev/airlock/images/imagestest"
@@ -42,9 +43,15 @@ func airlockAs(t *testing.T, uid uint32, bin, dir string, env []string, args ...
 // importBusybox imports the busybox test image as bb:1 into store, as uid.
 func importBusybox(t *testing.T, uid uint32, bin, store string) {
 	t.Helper()
-	tarPath := filepath.Join(filepath.Dir(store), "bb.tar")
-	tg, _ := name.NewTag("bb:1")
-	if err := tarball.WriteToFile(tarPath, tg, imagestest.Busybox(t)); err != nil {
+	importImage(t, uid, bin, store, "bb:1", imagestest.Busybox(t))
+}
+
+// importImage imports img as ref into store, as uid.
+func importImage(t *testing.T, uid uint32, bin, store, ref string, img v1.Image) {
+	t.Helper()
+	tarPath := filepath.Join(filepath.Dir(store), "img.tar")
+	tg, _ := name.NewTag(ref)
+	if err := tarball.WriteToFile(tarPath, tg, img); err != nil {
 		t.Fatal(err)
 	}
 	os.Chown(tarPath, int(uid), int(uid))
@@ -197,5 +204,35 @@ func stoppedHolders(t *testing.T, bin string) {
 		if exe, _ := os.Readlink(filepath.Join(filepath.Dir(p), "exe")); exe == bin {
 			t.Errorf("a holder left stopped: %s", filepath.Dir(p))
 		}
+	}
+}
+
+// What the issue found failing under `run --image` as root, in the
+// mmdebstrap Debian image: a process dropping to a system user (apt's
+// _apt), files given to other users, tar keeping owners.
+func TestRunImageDebianUsers(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	store := filepath.Join(dir, "store")
+	bin := testutil.AirlockBinary(t)
+	importImage(t, 0, bin, store, "deb:1", imagestest.Debian(t))
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	script := `set -e
+runuser -u _apt -- sh -c 'id -un; echo x > /tmp/apt-file'
+stat -c 'apt-file %U' /tmp/apt-file
+mkdir -p /tmp/t/a && touch /tmp/t/a/f && chown -R nobody:nogroup /tmp/t/a
+tar -C /tmp/t -cf /tmp/t.tar a && mkdir /tmp/x && tar -C /tmp/x -xpf /tmp/t.tar
+stat -c 'extracted %U:%G' /tmp/x/a/f
+tar -C /tmp/t -cf /workspace/a.tar a && echo saved`
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/root", "AIRLOCK_IMAGE_STORE=" + store}
+	out, errs, code := airlockAs(t, 0, bin, ws, env, "run", "--image", "deb:1", "--", "bash", "-c", script)
+	if code != 0 || out != "_apt\napt-file _apt\nextracted nobody:nogroup\nsaved\n" {
+		t.Fatalf("debian users: %d %q %q", code, out, errs)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(ws, "a.tar"), &st); err != nil || st.Uid != 0 {
+		t.Errorf("a.tar on the host: %v uid %d, want the caller's", err, st.Uid)
 	}
 }
