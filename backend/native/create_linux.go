@@ -424,7 +424,7 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 		}
 		overlay = &overlayRoot{Mapped: len(p.spec.Root.Layers)}
 		rootRule.Access = llReadExec
-		if err := mappedWorkspace(p, st, plan); err != nil {
+		if err := mappedBinds(p, st, plan); err != nil {
 			return nil, err
 		}
 	case st.overlay != nil:

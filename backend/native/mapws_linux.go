@@ -14,52 +14,58 @@ import (
 
 // A sandbox with a host id range whose workspace is a host directory it
 // was not made for (`airlock run --image` in the caller's directory) sees
-// that directory through an idmapped bind: the sandbox's process id (host
-// id lease+uid) stands for the invoking user there, so what it writes
-// (itself or through the write mediator, which acts with its ids through
-// the sandbox's own mounts) lands owned by that user. The mapping is one
-// id wide: every other owner, a host user's file included, stays unmapped
-// inside (shown as the overflow id, no capability of the sandbox's root
-// reaches it), and no other sandbox id can own a file there.
+// that directory, and every other host path bound in (read_write and
+// read_only paths, caches), through idmapped binds: the sandbox's process
+// id (host id lease+uid) stands for the invoking user there, so what it
+// writes (itself or through the write mediator, which acts with its ids
+// through the sandbox's own mounts) lands owned by that user. The mapping
+// is one id wide: every other owner, a host user's file included, stays
+// unmapped inside (shown as the overflow id, no capability of the
+// sandbox's root reaches it), and no other sandbox id can own a file
+// there. The host makes the binds (the init, a range id, could not even
+// reach a path under a directory only the caller may enter).
 
-// mappedWorkspace idmaps the workspace bind of p (if it needs one) and
-// turns its plan step into opMapped; the descriptor goes after the image
-// layers in st.mapped.
-func mappedWorkspace(p *prepared, st *started, plan *fsPlan) error {
-	ws := p.pol.Filesystem.WorkspacePath()
-	if p.lease == nil || p.spec.OwnWorkspace || ws == "" {
+// mappedBinds idmaps the host binds of p's plan (if it needs them) and
+// turns their plan steps into opMapped; the descriptors go after the
+// image layers in st.mapped, in plan order.
+func mappedBinds(p *prepared, st *started, plan *fsPlan) error {
+	if p.lease == nil || p.spec.OwnWorkspace {
 		return nil
 	}
-	i := -1
-	for j, op := range plan.Mounts {
-		if op.Kind == opBind && op.Src == ws && op.Dir {
-			i = j
-			break
+	var binds []int
+	for i, op := range plan.Mounts {
+		if op.Kind == opBind {
+			binds = append(binds, i)
 		}
 	}
-	if i < 0 {
+	if len(binds) == 0 {
 		return nil
 	}
-	c := hostCreds(p)
-	fd, err := idmappedBind(ws, os.Getuid(), os.Getgid(), c.UID, c.GID)
-	if err != nil {
-		return fmt.Errorf("workspace %s: %w", ws, err)
+	if len(st.mapped)+len(binds) > maxMapped {
+		return fmt.Errorf("%d image layers and %d host paths, at most %d with a host id range: %w", len(st.mapped)-1, len(binds), maxMapped-1, sandbox.ErrLimit)
 	}
-	st.mapped = append(st.mapped, fd)
-	plan.Mounts[i].Kind, plan.Mounts[i].Src = opMapped, ""
+	c := hostCreds(p)
+	ns, err := oneIDUserns(os.Getuid(), os.Getgid(), c.UID, c.GID)
+	if err != nil {
+		return err
+	}
+	defer ns.Close()
+	for _, i := range binds {
+		op := &plan.Mounts[i]
+		fd, err := idmappedBind(op.Src, ns)
+		if err != nil {
+			return fmt.Errorf("bind %s: %w", op.Src, err)
+		}
+		st.mapped = append(st.mapped, fd)
+		op.Kind, op.Src = opMapped, ""
+	}
 	return nil
 }
 
-// idmappedBind clones the mount tree at dir, detached, idmapped so that
-// disk ids uid/gid appear as host ids asUID/asGID and nothing else is
-// mapped.
-func idmappedBind(dir string, uid, gid, asUID, asGID int) (*os.File, error) {
-	ns, err := oneIDUserns(uid, gid, asUID, asGID)
-	if err != nil {
-		return nil, err
-	}
-	defer ns.Close()
-	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+// idmappedBind clones the mount tree at path, detached, idmapped through
+// ns.
+func idmappedBind(path string, ns *os.File) (*os.File, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
 		return nil, fmt.Errorf("clone mount: %v: %w", err, sandbox.ErrUnavailable)
 	}
@@ -68,7 +74,7 @@ func idmappedBind(dir string, uid, gid, asUID, asGID int) (*os.File, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("idmapped mount (Linux 5.12+ and a filesystem that supports it, such as ext4, xfs, btrfs or tmpfs): %v: %w", err, sandbox.ErrUnavailable)
 	}
-	return os.NewFile(uintptr(fd), "workspace"), nil
+	return os.NewFile(uintptr(fd), "bind"), nil
 }
 
 // oneIDUserns makes a user namespace mapping uid/gid (inside) onto host

@@ -266,7 +266,7 @@ func attachMapped(op mountOp) error {
 	fd := receivedLayers[0]
 	receivedLayers = receivedLayers[1:]
 	defer unix.Close(fd)
-	if err := mountPoint(op.Dst, true); err != nil {
+	if err := mountPoint(op.Dst, op.Dir); err != nil {
 		return err
 	}
 	if err := imageroot.Attach(fd, op.Dst); err != nil {

@@ -94,13 +94,18 @@ echo x >> /workspace/other && echo WROTE-OTHER
 chown 0:0 /workspace/other && echo CHOWNED-OTHER
 stat -c 'other %u' /workspace/other
 true`
+	// A --rw path under a directory only the caller may enter is bound
+	// idmapped too.
+	rw := filepath.Join(t.TempDir(), "rw")
+	os.Mkdir(rw, 0o755)
+	script += "\necho x > " + rw + "/f && stat -c 'rw %u' " + rw + "/f"
 	env := []string{"PATH=/usr/bin:/bin", "HOME=/root", "AIRLOCK_IMAGE_STORE=" + store}
-	out, errs, code := airlockAs(t, 0, bin, ws, env, "run", "--image", "bb:1", "--", "sh", "-c", script)
+	out, errs, code := airlockAs(t, 0, bin, ws, env, "run", "--image", "bb:1", "--rw", rw, "--", "sh", "-c", script)
 	t.Logf("inside:\n%s\nstderr: %s", out, errs)
 	if code != 0 {
 		t.Fatalf("run: %d %q %q", code, out, errs)
 	}
-	for _, want := range []string{"0\n", "chown 65534:65534\n", "wrote\n", "mine 0\n", "other 65534\n"} {
+	for _, want := range []string{"0\n", "chown 65534:65534\n", "wrote\n", "mine 0\n", "other 65534\n", "rw 0\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inside: no %q in %q", want, out)
 		}
@@ -110,9 +115,9 @@ true`
 			t.Errorf("the range reached the other id's file: %q in %q", bad, out)
 		}
 	}
-	for _, p := range []string{"byroot", "d"} {
+	for _, p := range []string{filepath.Join(ws, "byroot"), filepath.Join(ws, "d"), filepath.Join(rw, "f")} {
 		var st syscall.Stat_t
-		if err := syscall.Lstat(filepath.Join(ws, p), &st); err != nil || st.Uid != 0 || st.Gid != 0 {
+		if err := syscall.Lstat(p, &st); err != nil || st.Uid != 0 || st.Gid != 0 {
 			t.Errorf("%s on the host: %v uid %d gid %d, want the caller's 0:0", p, err, st.Uid, st.Gid)
 		}
 	}
