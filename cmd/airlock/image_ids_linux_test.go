@@ -241,3 +241,29 @@ tar -C /tmp/t -cf /workspace/a.tar a && echo saved`
 		t.Errorf("a.tar on the host: %v uid %d, want the caller's", err, st.Uid)
 	}
 }
+
+// With a policy's non-root user, that user (not root) stands for the
+// caller in the workspace: it writes there as the caller, root inside
+// owns nothing there.
+func TestRunImageHostIDsPolicyUser(t *testing.T) {
+	testutil.RequireRoot(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	store := filepath.Join(dir, "store")
+	bin := testutil.AirlockBinary(t)
+	importBusybox(t, 0, bin, store)
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	pol := filepath.Join(dir, "p.yaml")
+	os.WriteFile(pol, []byte("version: 1\nprocess:\n  uid: 1000\n  gid: 1000\n"), 0o644)
+	env := []string{"PATH=/usr/bin:/bin", "HOME=/root", "AIRLOCK_IMAGE_STORE=" + store}
+	out, errs, code := airlockAs(t, 0, bin, ws, env, "run", "--policy", pol, "--image", "bb:1", "--", "sh", "-c",
+		"id -u; echo hi > /workspace/f && stat -c 'f %u' /workspace/f; stat -c 'ws %u' /workspace")
+	if code != 0 || out != "1000\nf 1000\nws 1000\n" {
+		t.Fatalf("policy user: %d %q %q", code, out, errs)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Lstat(filepath.Join(ws, "f"), &st); err != nil || st.Uid != 0 || st.Gid != 0 {
+		t.Errorf("f on the host: %v uid %d gid %d, want the caller's 0:0", err, st.Uid, st.Gid)
+	}
+}
