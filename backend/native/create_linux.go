@@ -424,6 +424,9 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 		}
 		overlay = &overlayRoot{Mapped: len(p.spec.Root.Layers)}
 		rootRule.Access = llReadExec
+		if err := mappedBinds(p, st, plan); err != nil {
+			return nil, err
+		}
 	case st.overlay != nil:
 		overlay = &overlayRoot{FD: true}
 		rootRule.Access = llReadExec

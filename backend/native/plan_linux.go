@@ -22,6 +22,7 @@ const (
 	opFile     = "file"     // read-only file with Data at Dst
 	opDenyDir  = "denydir"  // empty inaccessible tmpfs over a directory
 	opDenyFile = "denyfile" // empty inaccessible file over a file
+	opMapped   = "mapped"   // attach at Dst the next idmapped bind the host sent (mapws_linux.go); RO, Dir as bind
 )
 
 // mountOp is one step of the root filesystem plan, computed on the host and

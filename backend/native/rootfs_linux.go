@@ -110,16 +110,16 @@ func mountOverlay(o *overlayRoot) error {
 // host sent (n layers, then the writable layer's directory), in the
 // sandbox's user namespace: copy-ups carry its credentials.
 func mountMapped(n int) error {
-	fds := receivedLayers
-	receivedLayers = nil
+	if len(receivedLayers) < n+1 {
+		return fmt.Errorf("image root: %d layer descriptors from the host, want %d", len(receivedLayers), n+1)
+	}
+	fds := receivedLayers[:n+1]
+	receivedLayers = receivedLayers[n+1:] // idmapped binds (opMapped) follow the layers
 	defer func() {
 		for _, fd := range fds {
 			unix.Close(fd)
 		}
 	}()
-	if len(fds) != n+1 {
-		return fmt.Errorf("image root: %d layer descriptors from the host, want %d", len(fds), n+1)
-	}
 	// overlayfs takes private clones of its layers, which it may do only
 	// of mounts in our own namespace: attach them first, on a small tmpfs
 	// at /tmp, detached once the overlay is made.
@@ -200,6 +200,8 @@ func doMount(cfg *initConfig, i int, op mountOp, readOnly *[]string) error {
 			attrs |= unix.MOUNT_ATTR_RDONLY
 		}
 		return setattr(op.Dst, attrs, true)
+	case opMapped:
+		return attachMapped(op)
 	case opSymlink:
 		if err := os.MkdirAll(filepath.Dir(op.Dst), 0o755); err != nil {
 			return err
@@ -253,6 +255,28 @@ func doMount(cfg *initConfig, i int, op mountOp, readOnly *[]string) error {
 		return setattr(op.Dst, bindFlags|unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOEXEC, false)
 	}
 	return fmt.Errorf("unknown mount kind %q", op.Kind)
+}
+
+// attachMapped attaches the next idmapped bind the host sent at op.Dst,
+// with a bind's attributes.
+func attachMapped(op mountOp) error {
+	if len(receivedLayers) == 0 {
+		return fmt.Errorf("idmapped bind %s: no descriptor from the host", op.Dst)
+	}
+	fd := receivedLayers[0]
+	receivedLayers = receivedLayers[1:]
+	defer unix.Close(fd)
+	if err := mountPoint(op.Dst, op.Dir); err != nil {
+		return err
+	}
+	if err := imageroot.Attach(fd, op.Dst); err != nil {
+		return err
+	}
+	attrs := uint64(bindFlags)
+	if op.RO {
+		attrs |= unix.MOUNT_ATTR_RDONLY
+	}
+	return setattr(op.Dst, attrs, true)
 }
 
 // procReadOnly are procfs paths bound read-only over themselves; procMask

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/airlock-dev/airlock/backend"
 	"github.com/airlock-dev/airlock/images"
@@ -26,4 +28,38 @@ func openPolicyBackend(name, isolation string, imgs *images.Store, log *slog.Log
 		return backend.Auto(context.Background(), isolation, opts)
 	}
 	return backend.Open(name, opts)
+}
+
+// errImageIDs is why `run --image` on the native backend refuses a normal
+// user (issue 25 item 7).
+const errImageIDs = "run --image on the native backend gives the image's users a range of host ids of their own, " +
+	"which airlock leases only as root; a normal user's range (its /etc/subuid and /etc/subgid entries, " +
+	"through newuidmap) is not supported yet: run it as root, or in a sandbox of `airlock serve` " +
+	"(airlock sandbox create --image REF)"
+
+// withImageIDs reopens the native backend of a `run --image` with a host
+// id range (airlock's reserved one), as serve's sandboxes have: root
+// inside then owns the image's files and may give them to other ids
+// (apt's _apt, tar keeping owners), while none of those ids is a host
+// user's. The workspace is bound idmapped, so what the sandbox's user
+// writes there lands owned by the caller. Other backends are returned
+// as they are.
+func withImageIDs(b sandbox.Backend, imgs *images.Store, log *slog.Logger) (sandbox.Backend, error) {
+	if b.Name() != "native" {
+		return b, nil
+	}
+	if os.Getuid() != 0 {
+		return nil, fmt.Errorf("%s: %w", errImageIDs, sandbox.ErrUnavailable)
+	}
+	return backend.Open("native", backend.Options{Log: log, Images: imgs, HostIDs: "auto"})
+}
+
+// openRunBackend is openPolicyBackend for `airlock run`: with an image,
+// withImageIDs.
+func openRunBackend(name, isolation string, image bool, imgs *images.Store, log *slog.Logger) (sandbox.Backend, error) {
+	b, err := openPolicyBackend(name, isolation, imgs, log)
+	if err != nil || !image {
+		return b, err
+	}
+	return withImageIDs(b, imgs, log)
 }

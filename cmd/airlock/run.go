@@ -410,7 +410,7 @@ func runOnce(pol *policy.Policy, f runFlags, argv []string, start time.Time) (ru
 			return failRes(err)
 		}
 	}
-	b, err := openPolicyBackend(pol.Backend, pol.Isolation, imgs, log)
+	b, err := openRunBackend(pol.Backend, pol.Isolation, f.image != "", imgs, log)
 	if err != nil {
 		return failRes(err)
 	}
