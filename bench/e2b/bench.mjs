@@ -20,12 +20,22 @@ async function call(method, path, body) {
   return r.status === 204 ? null : r.json()
 }
 
+// phases: create and run apart (p50 of each, to see where the time goes).
+const phases = {}
+function phase(way, create, run) {
+  phases[way] ??= { create: [], run: [] }
+  phases[way].create.push(create)
+  phases[way].run.push(run)
+}
+
 const ways = {
   e2b: async () => {
     const t0 = performance.now()
     const sbx = await Sandbox.create('base')
+    const t1 = performance.now()
     const r = await sbx.commands.run('true')
     const ms = performance.now() - t0
+    phase('e2b', t1 - t0, performance.now() - t1)
     if (r.exitCode !== 0) throw new Error('true failed')
     const v = await call('GET', `/v1/sandboxes/sb-${sbx.sandboxId.slice(2)}`)
     if (!v.pooled) throw new Error(`E2B create ${sbx.sandboxId} not pooled`)
@@ -35,8 +45,10 @@ const ways = {
   v1pool: async () => {
     const t0 = performance.now()
     const sb = await call('POST', '/v1/sandboxes', { profile: 'default' })
+    const t1 = performance.now()
     const r = await call('POST', `/v1/sandboxes/${sb.id}/exec`, { args: ['true'] })
     const ms = performance.now() - t0
+    phase('v1pool', t1 - t0, performance.now() - t1)
     if (r.exit_code !== 0 || !sb.pooled) throw new Error(`true failed or not pooled: ${JSON.stringify(r)} ${sb.pooled}`)
     await call('DELETE', `/v1/sandboxes/${sb.id}`)
     return ms
@@ -84,6 +96,10 @@ for (let i = 0; i < n; i++) {
 const q = (a, p) => [...a].sort((x, y) => x - y)[Math.min(a.length - 1, Math.floor(a.length * p))]
 const out = {}
 for (const [w, a] of Object.entries(times)) out[w] = { p50: +q(a, 0.5).toFixed(1), p90: +q(a, 0.9).toFixed(1) }
+for (const [w, p] of Object.entries(phases)) {
+  out[w].create_p50 = +q(p.create.slice(1), 0.5).toFixed(1) // warm-up left out
+  out[w].run_p50 = +q(p.run.slice(1), 0.5).toFixed(1)
+}
 out.ratio_e2b_to_v1pool = +(out.e2b.p50 / out.v1pool.p50).toFixed(2)
 out.ratio_e2b_to_v1image = +(out.e2b.p50 / out.v1image.p50).toFixed(2)
 console.log(JSON.stringify({ n, ...out }, null, 1))
