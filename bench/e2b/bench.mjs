@@ -4,7 +4,10 @@
 // pool) and with the E2B door's own request (image base + inline policy,
 // served by the template's warm pool too). Before each round the pools are
 // full again (the server's airlock_sandboxes gauge, not timed): each
-// create is measured from a warm pool. Run by bench/e2b.sh, which starts
+// create is measured from a warm pool. v1same runs what E2B's SDK runs for
+// commands.run('true'), `bash -l -c true` as the template's user: the
+// door's own cost is e2b against v1same; against v1pool it includes the
+// login shell's (bash, and /etc/profile's `id -u`). Run by bench/e2b.sh, which starts
 // the server.
 import http from 'node:http'
 import { Sandbox } from '../../test/e2b/node_modules/e2b/dist/index.mjs'
@@ -50,6 +53,21 @@ const ways = {
     const ms = performance.now() - t0
     phase('v1pool', t1 - t0, performance.now() - t1)
     if (r.exit_code !== 0 || !sb.pooled) throw new Error(`true failed or not pooled: ${JSON.stringify(r)} ${sb.pooled}`)
+    await call('DELETE', `/v1/sandboxes/${sb.id}`)
+    return ms
+  },
+  // The command E2B's SDK sends for commands.run('true') (a login shell as
+  // the template's user), through /v1 from the template's warm pool: the
+  // same work as the e2b way, without the door.
+  v1same: async () => {
+    const t0 = performance.now()
+    const sb = await call('POST', '/v1/sandboxes', { image: 'base', policy: { network: { mode: 'open' } } })
+    const r = await call('POST', `/v1/sandboxes/${sb.id}/exec`, {
+      args: ['/bin/bash', '-l', '-c', 'true'], user: 'user', dir: '/home/user',
+      env: { E2B_SANDBOX: 'true', HOME: '/home/user', USER: 'user', LOGNAME: 'user' },
+    })
+    const ms = performance.now() - t0
+    if (r.exit_code !== 0 || !sb.pooled) throw new Error(`bash -l failed or not pooled: ${JSON.stringify(r)} ${sb.pooled}`)
     await call('DELETE', `/v1/sandboxes/${sb.id}`)
     return ms
   },
@@ -102,4 +120,5 @@ for (const [w, p] of Object.entries(phases)) {
 }
 out.ratio_e2b_to_v1pool = +(out.e2b.p50 / out.v1pool.p50).toFixed(2)
 out.ratio_e2b_to_v1image = +(out.e2b.p50 / out.v1image.p50).toFixed(2)
+out.ratio_e2b_to_v1same = +(out.e2b.p50 / out.v1same.p50).toFixed(2)
 console.log(JSON.stringify({ n, ...out }, null, 1))
