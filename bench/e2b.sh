@@ -7,7 +7,7 @@
 # SDK in test/e2b/node_modules (npm ci there).   N=20 bench/e2b.sh
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-bin=$repo/bin/airlock
+bin=${AIRLOCK_BIN:-$repo/bin/airlock}
 image=${E2B_BASE_IMAGE:-/var/cache/airlock-e2b-suite/base-image.tar}
 dir=$(mktemp -d /tmp/e2b-bench.XXXXXX)
 AIRLOCK_IMAGE_STORE=$dir/data/images "$bin" image import -q "$image" >/dev/null

@@ -9,6 +9,7 @@ import (
 	"github.com/airlock-dev/airlock/server/store"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -43,7 +44,7 @@ func imagePoolsOf(ts *testServer) []*pool {
 }
 
 // importBase imports a busybox image as poolImage (label v makes it another image).
-func importBase(t *testing.T, ts *testServer, v string) string {
+func importBase(t testing.TB, ts *testServer, v string) string {
 	t.Helper()
 	img, err := mutate.Config(imagestest.Busybox(t), v1.Config{Labels: map[string]string{"v": v}, Cmd: []string{"sh"}})
 	if err != nil {
@@ -224,4 +225,54 @@ func TestImagePoolNetworkFailsClosed(t *testing.T) {
 		t.Fatalf("handed out the pooled sandbox %s whose network could not be set", warm)
 	}
 	eventually(t, "the pooled sandbox destroyed", func() bool { return !slices.Contains(ts.fake.Live(), warm) })
+}
+
+// A demand pool not taken from for PoolIdle is retired with its warm
+// sandboxes; one taken from within the period stays. The sweep is called
+// with a clock moved past the period (no waiting).
+func TestImagePoolIdleRetired(t *testing.T) {
+	ts := newTestServer(t, func(c *Config) {
+		withImages(t)(c)
+		c.PoolDemand, c.PoolIdle = 1, time.Hour
+	})
+	ctx := context.Background()
+	importBase(t, ts, "1")
+	alice := ts.tenant(t, "alice")
+	if _, err := alice.Create(ctx, e2bShape(`{"mode":"open"}`, nil)); err != nil {
+		t.Fatal(err)
+	}
+	var warm string
+	eventually(t, "demand pool filled", func() bool {
+		for _, p := range imagePoolsOf(ts) {
+			p.mu.Lock()
+			if len(p.ready) == 1 {
+				warm = p.ready[0].l.sb.ID()
+			}
+			p.mu.Unlock()
+		}
+		return warm != ""
+	})
+	ps := imagePoolsOf(ts)
+	if len(ps) != 1 {
+		t.Fatalf("%d image pools, want the one started on demand", len(ps))
+	}
+	p := ps[0]
+	p.mu.Lock()
+	used := p.img.used
+	p.mu.Unlock()
+	ts.srv.sweepPools(used.Add(30 * time.Minute)) // within the period: kept
+	if n := len(imagePoolsOf(ts)); n != 1 || !slices.Contains(ts.fake.Live(), warm) {
+		t.Fatalf("pool retired before its idle period: %d pools, warm sandbox live %v", n, slices.Contains(ts.fake.Live(), warm))
+	}
+	ts.srv.sweepPools(used.Add(time.Hour + time.Second))
+	if n := len(imagePoolsOf(ts)); n != 0 {
+		t.Fatalf("%d image pools after the idle period, want none", n)
+	}
+	eventually(t, "the warm sandbox destroyed", func() bool { return !slices.Contains(ts.fake.Live(), warm) })
+	// The next create of that kind is cold again and starts a new pool.
+	sb, err := alice.Create(ctx, e2bShape(`{"mode":"open"}`, nil))
+	if err != nil || sb.Pooled {
+		t.Fatalf("create after retirement: %v pooled=%v", err, sb != nil && sb.Pooled)
+	}
+	eventually(t, "a new demand pool", func() bool { return len(imagePoolsOf(ts)) == 1 })
 }

@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -327,7 +328,9 @@ func (c *Ceiling) checkLimits(tenant string, l policy.Limits) error {
 
 // checkNetwork checks network rules a tenant asks for (at create and at
 // PUT .../network).
-func (c *Ceiling) checkNetwork(tenant string, n policy.Network, own []netip.Addr) error {
+// own gives the host's addresses; it is called only for an allow entry
+// that names addresses (a host name is checked by the guard at connect).
+func (c *Ceiling) checkNetwork(tenant string, n policy.Network, own func() ([]netip.Addr, error)) error {
 	mode := n.Mode
 	if mode == "" {
 		mode = policy.NetworkNone
@@ -346,7 +349,11 @@ func (c *Ceiling) checkNetwork(tenant string, n policy.Network, own []netip.Addr
 		if !e.Prefix.IsValid() {
 			continue // a name: the guard checks every address it resolves to
 		}
-		why := egress.GuardedOverlap(e.Prefix, own)
+		addrs, err := own()
+		if err != nil {
+			return fmt.Errorf("ceiling: host addresses: %v: %w", err, sandbox.ErrUnavailable)
+		}
+		why := egress.GuardedOverlap(e.Prefix, addrs)
 		if why == "" {
 			continue
 		}
@@ -400,7 +407,7 @@ func (c *Ceiling) bound(pol *policy.Policy) {
 }
 
 // checkPolicy checks a resolved policy of a keyed tenant's sandbox.
-func (c *Ceiling) checkPolicy(tenant string, pol *policy.Policy, own []netip.Addr) error {
+func (c *Ceiling) checkPolicy(tenant string, pol *policy.Policy, own func() ([]netip.Addr, error)) error {
 	if err := c.checkLimits(tenant, pol.Limits); err != nil {
 		return err
 	}
@@ -458,11 +465,7 @@ func (c *Ceiling) Fit(tenant string, raw, pol *policy.Policy) error {
 	}
 	c.ClampUnset(raw, pol)
 	c.ClampOpenFiles(raw, pol)
-	own, err := egress.HostAddrs()
-	if err != nil {
-		return fmt.Errorf("ceiling: host addresses: %v: %w", err, sandbox.ErrUnavailable)
-	}
-	if err := c.checkPolicy(tenant, pol, own); err != nil {
+	if err := c.checkPolicy(tenant, pol, hostAddrs()); err != nil {
 		return err
 	}
 	c.bound(pol)
@@ -475,11 +478,13 @@ func (c *Ceiling) CheckNetwork(tenant string, n policy.Network) error {
 	if c == nil {
 		return nil
 	}
-	own, err := egress.HostAddrs()
-	if err != nil {
-		return fmt.Errorf("ceiling: host addresses: %v: %w", err, sandbox.ErrUnavailable)
-	}
-	return c.checkNetwork(tenant, n, own)
+	return c.checkNetwork(tenant, n, hostAddrs())
+}
+
+// hostAddrs reads the host's interface addresses on first use, once per
+// check: a policy naming no address (most do) costs no netlink dump.
+func hostAddrs() func() ([]netip.Addr, error) {
+	return sync.OnceValues(egress.HostAddrs)
 }
 
 // CheckVolumePath checks the path volume mount i of a create asks for
