@@ -5,6 +5,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The Kubernetes v1.37.2 binaries of test/kube's cluster (tools/kube; about
+# 8 min cold on 2 cores, cached per machine, instant when there): built in
+# the background while the rest, mostly downloads, goes on (first of all,
+# before the Debian packages: it needs only Go and the module proxy, and on a
+# fresh machine it is the longest step); waited for at the end.
+kube_log=$(mktemp /tmp/airlock-kube-build.XXXXXX)
+./scripts/kube.sh >"$kube_log" 2>&1 &
+kube_pid=$!
+# gVisor's runsc and containerd-shim-runsc-v1, pinned (scripts/runsc.sh;
+# about 10 min cold, cached per machine), built beside the Kubernetes
+# binaries; waited for at the end, after them.
+runsc_log=$(mktemp /tmp/airlock-runsc-build.XXXXXX)
+./scripts/runsc.sh >"$runsc_log" 2>&1 &
+runsc_pid=$!
+
 # gcc: the race detector needs cgo (make race).
 # python3-matplotlib: run_code's PNG figures are tested inside sandboxes;
 # python3-pip: the Python SDK's install test.
@@ -43,20 +58,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 		echo "deps: not root, cannot install: ${missing[*]} (tests needing them skip)" >&2
 	fi
 fi
-
-# The Kubernetes v1.37.2 binaries of test/kube's cluster (tools/kube; about
-# 8 min cold on 2 cores, cached per machine, instant when there): built in
-# the background while the rest, mostly downloads, goes on; waited for at
-# the end.
-kube_log=$(mktemp /tmp/airlock-kube-build.XXXXXX)
-./scripts/kube.sh >"$kube_log" 2>&1 &
-kube_pid=$!
-# gVisor's runsc and containerd-shim-runsc-v1, pinned (scripts/runsc.sh;
-# about 10 min cold, cached per machine), built beside the Kubernetes
-# binaries; waited for at the end, after them.
-runsc_log=$(mktemp /tmp/airlock-runsc-build.XXXXXX)
-./scripts/runsc.sh >"$runsc_log" 2>&1 &
-runsc_pid=$!
 
 # The docker backend's tests need a daemon: start one unless one answers.
 if [ "$(id -u)" = 0 ]; then
