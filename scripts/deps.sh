@@ -95,11 +95,17 @@ fi
 if [ ! test/e2b/node_modules/.package-lock.json -nt test/e2b/package-lock.json ]; then
 	(cd test/e2b && npm ci --no-audit --no-fund --loglevel=error)
 fi
-# The Debian test image of the image store's tests (cached per machine).
-./scripts/test-images.sh
-# E2B's templates (base, code-interpreter-v1) as tarballs, cached per
-# machine; `make e2b-templates` imports them into the default image store.
+# The Debian test images of the image store's tests and E2B's templates
+# (base, code-interpreter-v1) as tarballs, cached per machine (`make
+# e2b-templates` imports the templates into the default image store). Both
+# are mostly downloads and unpacking, so they are built side by side.
+./scripts/test-images.sh &
+images_pid=$!
 ./scripts/e2b-templates.sh build
+if ! wait "$images_pid"; then
+	echo "deps: building the test images failed (scripts/test-images.sh)" >&2
+	exit 1
+fi
 if ! wait "$kube_pid"; then
 	cat "$kube_log" >&2
 	rm -f "$kube_log"
