@@ -20,7 +20,8 @@ import (
 // the image; Attach refuses the image until the holder lets go.
 var ErrHeld = fmt.Errorf("volume still held: %w", errdefs.ErrUnavailable)
 
-// WaitFree waits (up to timeout) until no loop device is backed by image:
+// WaitFree waits (up to timeout; 0: only looks) until no loop device is
+// backed by image:
 // a volume whose unmount had to be lazy (a dying sandbox's mount
 // namespace still held it) is written back and gone only then, and a
 // second mount of the same image before that would see stale data and
@@ -34,6 +35,9 @@ func WaitFree(image string, timeout time.Duration) error {
 	for {
 		if len(backing(abs)) == 0 {
 			return nil
+		}
+		if timeout <= 0 {
+			return fmt.Errorf("volume %s: not free yet: %w", image, ErrHeld) // a look, not a wait: who holds it is not searched
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("volume %s: still mounted by a process that has not let go after %s (%s): %w", image, timeout, holders(abs), ErrHeld)
