@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -62,4 +63,26 @@ func TestExecResultCutWhenOutputUnreadable(t *testing.T) {
 	}()
 	writeExecResult(rec, api.ExitStatus{}, "text", strings.NewReader("partial"), iotest.ErrReader(errDetached), 0)
 	t.Fatal("writeExecResult returned")
+}
+
+// An exec's output spilled to a volume the pause detached is known lost:
+// the exec answers the pause (409), not a result missing its output.
+func TestSpillDetachedByPause(t *testing.T) {
+	t.Parallel()
+	var files diskFiles
+	b := &spillBuf{limit: 1 << 20, dir: t.TempDir(), files: &files}
+	defer b.close()
+	if _, err := b.Write(make([]byte, spillWindow+1)); err != nil {
+		t.Fatal(err)
+	}
+	if b.detached() {
+		t.Fatal("detached before the detach")
+	}
+	files.close()
+	if !b.detached() {
+		t.Fatal("a spill closed by the detach is not reported detached")
+	}
+	if _, err := io.ReadAll(b.reader()); !errors.Is(err, sandbox.ErrClosed) {
+		t.Fatalf("reading a detached spill: %v, want a closed sandbox", err)
+	}
 }

@@ -96,6 +96,19 @@ func (b *spillBuf) isTruncated() bool {
 	return b.truncated
 }
 
+// detached reports whether b's spill was closed by its volume's detach
+// (a pause): what it held is gone.
+func (b *spillBuf) detached() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.f == nil {
+		return false
+	}
+	b.f.mu.Lock()
+	defer b.f.mu.Unlock()
+	return b.f.cut
+}
+
 func (b *spillBuf) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
