@@ -70,6 +70,7 @@ func TestVolumeCloseWithCopyInAnotherNamespace(t *testing.T) {
 	// The holder never lets go by itself: whatever the bound, Detach ends
 	// with the image held.
 	err = v.Detach(2 * time.Second)
+	t.Logf("Detach: %v", err)
 	if mounted(t, mp) {
 		t.Fatal("still mounted here after Detach")
 	}

@@ -185,7 +185,7 @@ func (v *Volume) Detach(wait time.Duration) error {
 		return err
 	}
 	if err := WaitFree(v.Image, wait); err != nil {
-		return fmt.Errorf("volume %s: unmounted, its data on the image: %w", v.Image, err)
+		return fmt.Errorf("unmounted here, its data on the image, yet: %w", err)
 	}
 	return nil
 }
