@@ -128,8 +128,9 @@ func (st *storm) end(t *testing.T) {
 	t.Logf("answers: %v; successes sent after the change: %v", st.seen, st.after)
 }
 
-// requestKinds are the console's requests: the sandbox, its file list, a
-// file's preview, an exec, the events stream and a terminal. The sandbox
+// requestKinds are the console's requests: the sandbox, the list of
+// sandboxes, its file list, a file's preview, an exec, the events stream
+// and a terminal. The sandbox
 // may be seen paused only when paused says so (a rollback is no pause:
 // the console would take its terminal away).
 func requestKinds(c *client.Client, id string, paused bool) map[string]func(context.Context) error {
@@ -140,6 +141,33 @@ func requestKinds(c *client.Client, id string, paused bool) map[string]func(cont
 				return fmt.Errorf("get: state %s (%s)", g.State, g.Reason)
 			}
 			return err
+		},
+		"sandboxes": func(ctx context.Context) error {
+			running, err := c.List(ctx, client.ListOptions{})
+			if err != nil {
+				return err
+			}
+			all, err := c.List(ctx, client.ListOptions{All: true})
+			if err != nil {
+				return err
+			}
+			inRunning := false
+			for _, s := range running {
+				inRunning = inRunning || s.ID == id
+			}
+			if !inRunning && !paused {
+				return fmt.Errorf("sandboxes: %s not in the list of the running", id)
+			}
+			for _, s := range all {
+				if s.ID != id {
+					continue
+				}
+				if s.State != "running" && (!paused || s.State != api.StatePaused) {
+					return fmt.Errorf("sandboxes: listed %s (%s)", s.State, s.Reason)
+				}
+				return nil
+			}
+			return fmt.Errorf("sandboxes: %s not listed", id)
 		},
 		"list": func(ctx context.Context) error {
 			_, err := c.ListDir(ctx, id, "/workspace")
@@ -195,8 +223,12 @@ type longLived struct {
 	pty    *client.PTY
 	echo   chan string // what the terminal printed
 	events chan api.Event
-	done   chan error // the events stream's end
+	marks  chan string // args of execs of followMark seen on the events stream
+	done   chan error  // the events stream's end
 }
+
+// followMark starts the arguments of the execs eventsGoOn looks for.
+const followMark = "follow-mark-"
 
 func openLongLived(t *testing.T, c *client.Client, id string) *longLived {
 	t.Helper()
@@ -207,7 +239,7 @@ func openLongLived(t *testing.T, c *client.Client, id string) *longLived {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	ll := &longLived{pty: p, echo: make(chan string, 64), events: make(chan api.Event, 1024), done: make(chan error, 1)}
+	ll := &longLived{pty: p, echo: make(chan string, 64), events: make(chan api.Event, 1024), marks: make(chan string, 16), done: make(chan error, 1)}
 	go func() {
 		b := make([]byte, 4096)
 		for {
@@ -224,6 +256,12 @@ func openLongLived(t *testing.T, c *client.Client, id string) *longLived {
 	ll.waitEcho(t, "cat-ready")
 	go func() {
 		ll.done <- c.FollowEvents(ctx, id, 0, func(e api.Event) error {
+			if args := fmt.Sprint(e.Fields["args"]); e.Type == "exec" && strings.Contains(args, followMark) {
+				select {
+				case ll.marks <- args:
+				default:
+				}
+			}
 			select {
 			case ll.events <- e:
 			default:
@@ -259,15 +297,44 @@ func (ll *longLived) waitEcho(t *testing.T, want string) {
 	}
 }
 
-// ended checks that the terminal and the events stream both ended (the
-// sandbox's processes were restarted): each within the hang guard.
-func (ll *longLived) ended(t *testing.T) {
+// terminalEnded checks that the terminal ended (the sandbox's processes
+// were restarted) within the hang guard.
+func (ll *longLived) terminalEnded(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	if _, err := ll.pty.Wait(ctx); err != nil && !clearRefusal(err) {
 		t.Errorf("terminal open across the change: %v (want its exit status or a clear refusal)", err)
 	}
+}
+
+// eventsGoOn checks that the events stream open across the change still
+// delivers: an exec run after it shows up on it (within the hang guard).
+func (ll *longLived) eventsGoOn(t *testing.T, c *client.Client, id string) {
+	t.Helper()
+	mark := followMark + id
+	runOut(t, c, id, "true "+mark)
+	timeout := time.After(hangGuard)
+	for {
+		select {
+		case args := <-ll.marks:
+			if strings.Contains(args, mark) {
+				return
+			}
+		case err := <-ll.done:
+			t.Fatalf("events stream open across the change ended (%v); it must go on while the sandbox exists", err)
+		case <-timeout:
+			t.Fatal("events stream open across the change: the exec run after it did not show within the hang guard")
+		}
+	}
+}
+
+// eventsEnded checks that the events stream ended cleanly within the
+// hang guard (the sandbox was paused).
+func (ll *longLived) eventsEnded(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
 	select {
 	case err := <-ll.done:
 		if err != nil {
@@ -283,8 +350,10 @@ func (ll *longLived) ended(t *testing.T) {
 // sandbox, its file list, a file, an exec, the events stream, a terminal)
 // answers within the hang guard: it waits for the change and proceeds,
 // or is refused with a clear 409/503; after the change each kind
-// succeeds again. A terminal and an events stream open across a rollback
-// or pause end (its processes restart); across a snapshot they go on.
+// succeeds again. A terminal open across a rollback or pause ends (its
+// processes restart); an events stream ends with a pause and goes on
+// across a rollback (the sandbox still exists) and a snapshot; the list
+// never shows a rollback as a pause.
 // The console once waited forever after a rollback under load.
 func TestE2ERequestsAcrossLifecycle(t *testing.T) {
 	c := requireNative(t).client(t)
@@ -300,24 +369,25 @@ func TestE2ERequestsAcrossLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	changes := []struct {
-		name    string
-		restart bool // the sandbox's processes end
-		paused  bool // it is seen paused for a while
-		do      func(context.Context) error
+		name       string
+		restart    bool // the sandbox's processes end
+		paused     bool // it is seen paused for a while
+		followEnds bool // an events stream ends with it
+		do         func(context.Context) error
 	}{
-		{"rollback", true, false, func(ctx context.Context) error {
+		{"rollback", true, false, false, func(ctx context.Context) error {
 			runOut(t, c, sb.ID, "echo changed > /workspace/ck.txt")
 			_, err := c.Rollback(ctx, sb.ID, cp.ID)
 			return err
 		}},
-		{"pause-resume", true, true, func(ctx context.Context) error {
+		{"pause-resume", true, true, true, func(ctx context.Context) error {
 			if _, err := c.Pause(ctx, sb.ID); err != nil {
 				return err
 			}
 			_, err := c.Resume(ctx, sb.ID)
 			return err
 		}},
-		{"snapshot", false, false, func(ctx context.Context) error {
+		{"snapshot", false, false, false, func(ctx context.Context) error {
 			snap, err := c.Snapshot(ctx, sb.ID, "")
 			if err == nil {
 				err = c.DeleteSnapshot(ctx, snap.ID)
@@ -342,8 +412,13 @@ func TestE2ERequestsAcrossLifecycle(t *testing.T) {
 			st.change = time.Now()
 			st.mu.Unlock()
 			st.waitFor(t, "every kind to succeed after the change", func() bool { return st.each(st.after, kinds) })
+			if ch.followEnds {
+				ll.eventsEnded(t)
+			} else {
+				ll.eventsGoOn(t, c, sb.ID)
+			}
 			if ch.restart {
-				ll.ended(t)
+				ll.terminalEnded(t)
 				return
 			}
 			if _, err := ll.pty.Write([]byte("still-here\n")); err != nil {

@@ -10,7 +10,6 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"os"
 	"path"
 	"strings"
 	"sync/atomic"
@@ -59,17 +58,18 @@ func (s *Server) handleArchivePut(w http.ResponseWriter, r *http.Request) {
 // disk volume (outside its workspace, which it shares the volume's
 // limits.disk with), else in the data directory above its reserve. The
 // whole upload has UploadTimeout, however slowly the body trickles in.
-func (s *Server) spoolUnlinked(w http.ResponseWriter, r *http.Request, l *live) (*os.File, error) {
-	dir, charged := s.cfg.DataDir, false
-	if l.disk != nil && l.disk.vol != nil {
-		dir, charged = l.disk.root, true
+func (s *Server) spoolUnlinked(w http.ResponseWriter, r *http.Request, l *live) (*diskFile, error) {
+	dir, files := s.cfg.DataDir, l.disk.serverFiles()
+	charged := files != nil
+	if charged {
+		dir = l.disk.root
 	}
-	tmp, err := os.CreateTemp(dir, ".upload-*.tar")
+	// Unlinked at once: nothing is left behind by a crash or a shutdown.
+	// On a volume, a pause closes it (diskfiles.go).
+	tmp, err := files.createTemp(dir, ".upload-*.tar")
 	if err != nil {
 		return nil, fmt.Errorf("archive upload: spool: %w", err)
 	}
-	// Unlinked at once: nothing is left behind by a crash or a shutdown.
-	os.Remove(tmp.Name())
 	var dst io.Writer = &guardedWriter{w: tmp, check: s.storageErr}
 	if charged {
 		dst = &quotaWriter{w: tmp, id: l.sb.ID()}
@@ -293,8 +293,8 @@ func spoolArchive(dst io.Writer, body io.Reader, limit int64) error {
 	n, err := io.Copy(dst, io.LimitReader(src, limit+1))
 	var he *httpError
 	switch {
-	case errors.As(err, &he):
-		return err
+	case errors.As(err, &he), errors.Is(err, errDetached):
+		return err // errDetached: the request's sandbox was paused under it (explain)
 	case isMaxBytes(err):
 		return errTooLarge("archive", limit)
 	case err != nil:

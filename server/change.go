@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/sandbox"
+	"github.com/airlock-dev/airlock/server/store"
 )
 
 // A sandbox being rolled back, paused or resumed is between two lives for
@@ -92,6 +94,73 @@ func (c *changes) active(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.m[id] != nil
+}
+
+// rollingBack returns the sandboxes being rolled back: from the
+// rollback's pause to its resume their records say paused, but to their
+// tenants they run (a rollback is no pause).
+func (c *changes) rollingBack() map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ids map[string]bool
+	for id, ch := range c.m {
+		if ch.what == "rolled back" {
+			if ids == nil {
+				ids = map[string]bool{}
+			}
+			ids[id] = true
+		}
+	}
+	return ids
+}
+
+// listAsSeen lists sandboxes by f as their tenant sees them: one being
+// rolled back is running, not paused (its record's state meanwhile).
+// The rollbacks are taken before and after the store's answer, so that
+// one that ends or begins while it is read is seen either way.
+func (s *Server) listAsSeen(ctx context.Context, f store.ListFilter) ([]*store.Record, error) {
+	rolling := s.changes.rollingBack()
+	recs, err := s.store.ListSandboxes(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	for id := range s.changes.rollingBack() {
+		if rolling == nil {
+			rolling = map[string]bool{}
+		}
+		rolling[id] = true
+	}
+	if len(rolling) == 0 || (f.State != "" && f.State != store.StateRunning && f.State != store.StatePaused) {
+		return recs, nil
+	}
+	seen := func(r *store.Record) bool { return r.State == store.StatePaused && rolling[r.ID] }
+	out := recs[:0:0]
+	for _, r := range recs {
+		switch {
+		case !seen(r):
+			out = append(out, r)
+		case f.State != store.StatePaused:
+			r.State, r.Reason = store.StateRunning, ""
+			out = append(out, r)
+		}
+	}
+	if f.State != store.StateRunning {
+		return out, nil
+	}
+	pf := f
+	pf.State = store.StatePaused
+	paused, err := s.store.ListSandboxes(ctx, pf)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range paused {
+		if seen(r) {
+			r.State, r.Reason = store.StateRunning, ""
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.After(out[j].CreatedAt) })
+	return out, nil
 }
 
 // awaitChange waits for a change of tenant's sandbox id (changes.wait).

@@ -27,6 +27,16 @@ type disk struct {
 	scratch   string // where a backend keeps writable layers ("" without volumes)
 	layer     string // an image sandbox's writable layer the server keeps ("": none; imagepause.go)
 	vol       *volume.Volume
+	files     diskFiles // the server's own open files on vol (diskfiles.go)
+}
+
+// serverFiles is where the server's own files on d are registered: its
+// volume's (closed before it detaches), nil without one.
+func (d *disk) serverFiles() *diskFiles {
+	if d == nil || d.vol == nil {
+		return nil
+	}
+	return &d.files
 }
 
 // workspacePath is where sandbox id's workspace will be: with volumes,
@@ -96,14 +106,12 @@ func (d *disk) remove() error {
 	}
 	var errs []error
 	if d.vol != nil {
-		errs = append(errs, d.vol.Close())
+		d.files.close()
+		// Unmounted, image deleted: no wait for other holders of what
+		// is being deleted.
+		errs = append(errs, d.vol.Remove())
 	}
 	errs = append(errs, os.RemoveAll(d.root), d.removeLayer())
-	if d.vol != nil {
-		if err := os.Remove(d.vol.Image); err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
 	return errors.Join(errs...)
 }
 

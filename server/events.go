@@ -273,7 +273,9 @@ func toAPIEvents(evs []store.StoredEvent) []api.Event {
 }
 
 // handleEvents lists a sandbox's audit events (after=SEQ), or follows them
-// as NDJSON (follow=true) or SSE (Accept: text/event-stream).
+// as NDJSON (follow=true) or SSE (Accept: text/event-stream). A follow
+// ends when the sandbox ends or is paused; it goes on across a rollback,
+// whose processes restart in the same sandbox.
 func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	rec := s.stored(w, r)
 	if rec == nil {
@@ -327,8 +329,17 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		l := s.liveByID(id)
+		if l == nil && s.changes.active(id) {
+			// Between two lives of a rollback (or in a pause): the stream
+			// goes on with the life the change leaves, if any.
+			if s.changes.wait(r.Context(), id) != nil {
+				return
+			}
+			continue
+		}
 		if l == nil {
-			// Ended while we read: one more pass picks up the destroy event.
+			// Ended (or paused) while we read: one more pass picks up the
+			// destroy event.
 			rec.State = store.StateStopped
 			continue
 		}

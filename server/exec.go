@@ -182,6 +182,10 @@ func (s *Server) execBuffered(w http.ResponseWriter, r *http.Request, l *live, s
 		return
 	}
 	dur := time.Since(start)
+	if stdout.detached() || stderr.detached() {
+		s.writeError(w, r, errDetached) // a 409 naming the pause (explain)
+		return
+	}
 	if stdout.isTruncated() || stderr.isTruncated() {
 		ex.Truncated = true
 	}

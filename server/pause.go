@@ -15,6 +15,7 @@ import (
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/images"
+	"github.com/airlock-dev/airlock/internal/volume"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server/objstore"
@@ -327,13 +328,7 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 	}
 	var sum string
 	if !mounted {
-		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ScanTimeout)
-		sum, err = s.recordPause(sctx, id, l.disk, base)
-		cancel()
-		if err == nil && l.disk.vol != nil {
-			err = l.disk.vol.Close() // the image stays in the data directory
-		}
-		if err != nil {
+		if sum, err = s.detachPaused(id, l.disk, base); err != nil {
 			s.log.Error("pause sandbox: keep files", "sandbox", id, "err", err)
 			return nil, s.pauseFailed(l, rec, err)
 		}
@@ -354,6 +349,35 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 	s.unregister(l, rec, true)
 	s.log.Info("sandbox paused", "sandbox", id, "reason", reason)
 	return l.disk, nil
+}
+
+// detachPaused records the manifest of a stopped sandbox's files and
+// detaches its volume. The order is what lets a resume that follows at
+// once mount the image again: the server's own files on the volume
+// (spools, spilled output of requests of the ended processes) are closed
+// first, or the unmount could only be lazy and the image stay held for
+// as long as their clients take; then the volume is synced, unmounted
+// and waited for until no mount of it is left anywhere. A volume still
+// held after that (a copy of its mount in another process's mount
+// namespace) has its data on the image: the sandbox is paused all the
+// same, and its resume waits for the holder (volume.ErrHeld, logged
+// with who holds it).
+func (s *Server) detachPaused(id string, d *disk, base objstore.Owner) (string, error) {
+	if d.vol != nil {
+		d.files.close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ScanTimeout)
+	sum, err := s.recordPause(ctx, id, d, base)
+	cancel()
+	if err != nil || d.vol == nil {
+		return sum, err
+	}
+	err = d.vol.Close() // the image stays in the data directory
+	if errors.Is(err, volume.ErrHeld) {
+		s.log.Warn("pause sandbox: its volume is still held elsewhere; its data is on the image, its resume waits for the holder", "sandbox", id, "err", err)
+		err = nil
+	}
+	return sum, err
 }
 
 // pauseFailed ends l, whose processes are gone (or may be), as stopped

@@ -234,6 +234,7 @@ func (s *Server) closeDisk(d *disk) {
 	delete(s.volumes, d)
 	s.mu.Unlock()
 	if d.vol != nil {
+		d.files.close()
 		d.vol.Close()
 	}
 }

@@ -504,7 +504,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	if f.State == "" && q.Get("all") != "true" {
 		f.State = store.StateRunning
 	}
-	recs, err := s.store.ListSandboxes(r.Context(), f)
+	recs, err := s.listAsSeen(r.Context(), f)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -30,9 +29,10 @@ type spillBuf struct {
 	mu        sync.Mutex
 	limit     int64 // bytes kept at most (MaxOutput)
 	mem       []byte
-	f         *os.File // unlinked spill file, made on first need
-	fn        int64    // bytes in f
-	dir       string   // where f is made
+	f         *diskFile  // unlinked spill file, made on first need
+	fn        int64      // bytes in f
+	dir       string     // where f is made
+	files     *diskFiles // f's volume's (nil: not on one)
 	check     func() error
 	truncated bool
 	failed    bool // the spill failed: what follows is dropped
@@ -64,11 +64,10 @@ func (b *spillBuf) Write(p []byte) (int, error) {
 // spill appends p to the spill file. Under b.mu.
 func (b *spillBuf) spill(p []byte) error {
 	if b.f == nil {
-		f, err := os.CreateTemp(b.dir, ".exec-output-*")
+		f, err := b.files.createTemp(b.dir, ".exec-output-*")
 		if err != nil {
 			return err
 		}
-		os.Remove(f.Name()) // unlinked: nothing is left by a crash
 		b.f = f
 	}
 	if b.check != nil && (b.fn+int64(len(p)))/guardEvery != b.fn/guardEvery {
@@ -97,6 +96,19 @@ func (b *spillBuf) isTruncated() bool {
 	return b.truncated
 }
 
+// detached reports whether b's spill was closed by its volume's detach
+// (a pause): what it held is gone.
+func (b *spillBuf) detached() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.f == nil {
+		return false
+	}
+	b.f.mu.Lock()
+	defer b.f.mu.Unlock()
+	return b.f.cut
+}
+
 func (b *spillBuf) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -110,7 +122,7 @@ func (s *Server) newSpillBufs(l *live) (*spillBuf, *spillBuf) {
 	mk := func() *spillBuf {
 		b := &spillBuf{limit: int64(s.cfg.MaxOutput), dir: s.cfg.DataDir, check: s.storageErr}
 		if l.disk != nil && l.disk.vol != nil {
-			b.dir, b.check = l.disk.root, nil // charged to its disk volume
+			b.dir, b.check, b.files = l.disk.root, nil, l.disk.serverFiles() // charged to its disk volume
 		}
 		return b
 	}
@@ -127,9 +139,17 @@ func writeExecResult(w http.ResponseWriter, ex api.ExitStatus, enc string, stdou
 	w.WriteHeader(http.StatusOK)
 	bw := &errWriter{w: w}
 	fmt.Fprintf(bw, `%s,"encoding":%s,"stdout":"`, bytes.TrimSuffix(head, []byte("}")), encName)
-	streamEncoded(bw, stdout, enc)
-	io.WriteString(bw, `","stderr":"`)
-	streamEncoded(bw, stderr, enc)
+	err := streamEncoded(bw, stdout, enc)
+	if err == nil {
+		io.WriteString(bw, `","stderr":"`)
+		err = streamEncoded(bw, stderr, enc)
+	}
+	if err != nil {
+		// The output could not be read to its end (its spill was on a
+		// volume a pause detached): cut the answer off, so that no
+		// client takes what was sent for the whole output.
+		panic(http.ErrAbortHandler)
+	}
 	fmt.Fprintf(bw, `","duration_ms":%s}`+"\n", ms)
 }
 
@@ -149,14 +169,18 @@ func (e *errWriter) Write(p []byte) (int, error) {
 }
 
 // streamEncoded writes r as the inside of a JSON string: base64 of it,
-// or (text) its UTF-8, each run of invalid bytes one U+FFFD.
-func streamEncoded(w *errWriter, r io.Reader, enc string) {
+// or (text) its UTF-8, each run of invalid bytes one U+FFFD. It returns
+// an error of r other than its end (the client's going away is w's).
+func streamEncoded(w *errWriter, r io.Reader, enc string) error {
 	buf := make([]byte, 32<<10)
 	var carry []byte
 	for w.err == nil {
 		n, err := r.Read(buf)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
 		data := append(carry, buf[:n]...)
-		end := errors.Is(err, io.EOF) || err != nil
+		end := err != nil
 		cut := len(data)
 		if !end {
 			cut = encodeCut(data, enc)
@@ -164,9 +188,10 @@ func streamEncoded(w *errWriter, r io.Reader, enc string) {
 		writeJSONChunk(w, data[:cut], enc)
 		carry = append([]byte(nil), data[cut:]...)
 		if end {
-			return
+			return nil
 		}
 	}
+	return nil
 }
 
 // encodeCut is where data may be cut so that its parts encode as the

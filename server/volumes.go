@@ -347,7 +347,12 @@ func (s *Server) unmountVolume(vid, id string) {
 		return
 	}
 	delete(s.nvols.mounted, vid)
-	if err := m.vol.Close(); err != nil {
+	// Synced and unmounted, but no wait under the volumes' lock (every
+	// tenant's) for the kernel to let go of the image: the next mount of
+	// the volume waits for that (volume.Attach), and says who holds it.
+	if err := m.vol.Detach(0); errors.Is(err, volume.ErrHeld) {
+		s.log.Debug("unmount volume: image not free yet", "volume", vid, "err", err)
+	} else if err != nil {
 		s.log.Error("unmount volume", "volume", vid, "err", err)
 	}
 	os.Remove(m.vol.Dir)

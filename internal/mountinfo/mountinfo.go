@@ -14,6 +14,7 @@ import (
 // Mount is one line of a mountinfo file (proc(5)), its paths unescaped.
 type Mount struct {
 	ID, Parent uint64
+	Dev        string // the filesystem's device, "major:minor"
 	Root       string // the path of the mounted tree's root within its filesystem
 	Point      string // where it is mounted, relative to the reader's root
 	Options    string // per-mount options: rw or ro, nosuid, nodev, ...
@@ -61,7 +62,7 @@ func ParseLine(line string) (Mount, error) {
 	if err1 != nil || err2 != nil {
 		return Mount{}, fmt.Errorf("mountinfo line %q: bad mount id", line)
 	}
-	m := Mount{ID: id, Parent: parent, Root: Unescape(lf[3]), Point: Unescape(lf[4]), Options: lf[5],
+	m := Mount{ID: id, Parent: parent, Dev: lf[2], Root: Unescape(lf[3]), Point: Unescape(lf[4]), Options: lf[5],
 		FSType: rf[0], Source: Unescape(rf[1])}
 	if len(rf) > 2 {
 		m.Super = rf[2]

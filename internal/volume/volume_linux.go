@@ -166,15 +166,34 @@ func attachLoop(img *os.File) (*os.File, error) {
 	return nil, fmt.Errorf("no loop device could be had: %w", errdefs.ErrUnavailable)
 }
 
-// Close unmounts the volume (its loop device goes with it); the image
-// stays (Remove deletes it). Idempotent.
-func (v *Volume) Close() error {
-	return unmount(v.Dir)
+// closeWait bounds how long Close waits, after its unmount, for the
+// kernel to let go of the image.
+const closeWait = 30 * time.Second
+
+// Close writes what is in the volume to its image, unmounts it and
+// returns once no mount of it is left anywhere (its loop device gone):
+// then the image is complete and Attach may mount it again at once. When
+// another mount of it lives on past closeWait (a copy in another mount
+// namespace, a file open in a lazily detached mount) it returns ErrHeld
+// naming the holders: the data is on the image, the image is not free.
+// The image stays (Remove deletes it). Idempotent.
+func (v *Volume) Close() error { return v.Detach(closeWait) }
+
+// Detach is Close with its own bound on the wait for the holders.
+func (v *Volume) Detach(wait time.Duration) error {
+	if err := unmount(v.Dir); err != nil {
+		return err
+	}
+	if err := WaitFree(v.Image, wait); err != nil {
+		return fmt.Errorf("unmounted here, its data on the image, yet: %w", err)
+	}
+	return nil
 }
 
-// Remove unmounts (if mounted) and deletes the volume and its mount point.
+// Remove unmounts (if mounted) and deletes the volume and its mount point,
+// without waiting for other holders: what they hold is being deleted.
 func (v *Volume) Remove() error {
-	err := v.Close()
+	err := unmount(v.Dir)
 	if rerr := os.Remove(v.Image); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
 		err = fmt.Errorf("volume %s: %w", v.Image, rerr)
 	}
@@ -184,30 +203,46 @@ func (v *Volume) Remove() error {
 	return err
 }
 
+// unmount writes the filesystem mounted at dir to its device, then
+// unmounts it. The sync comes first, always: an unmount here succeeds
+// while a copy of the mount lives in another mount namespace, and then
+// the kernel writes nothing back until that copy goes, so "unmounted"
+// alone never meant "on the image" (issue 24 item 14).
 func unmount(dir string) error {
+	if err := syncMounted(dir); err != nil {
+		return fmt.Errorf("unmount %s: sync: %w", dir, err)
+	}
 	err := unix.Unmount(dir, unix.UMOUNT_NOFOLLOW)
 	switch {
 	case err == nil, errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
 		return nil // unmounted now, or not a mount point (any more)
 	case errors.Is(err, unix.EBUSY):
-		// Something still holds it (a process about to die): write what
-		// is in it to the image first, so that what was written until
-		// now is there; then detach it from the tree; the kernel
+		// Something in this namespace still holds it (a process about
+		// to die, a file open in it): what was written until now is on
+		// the image (synced above); detach it from the tree; the kernel
 		// finishes when the holder lets go, and until then Attach
 		// refuses the image.
-		if fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0); err == nil {
-			serr := unix.Syncfs(fd)
-			unix.Close(fd)
-			if serr != nil {
-				return fmt.Errorf("unmount %s: sync before a lazy unmount: %w", dir, serr)
-			}
-		}
 		if err := unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("unmount %s: %w", dir, err)
 		}
 		return nil
 	}
 	return fmt.Errorf("unmount %s: %w", dir, err)
+}
+
+// syncMounted syncs the filesystem mounted at dir, if dir is a mount
+// point (another device than its parent's): never the parent's.
+func syncMounted(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil // nothing there to sync
+	}
+	defer unix.Close(fd)
+	var st, parent unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || unix.Stat(filepath.Dir(dir), &parent) != nil || st.Dev == parent.Dev {
+		return nil
+	}
+	return unix.Syncfs(fd)
 }
 
 // Sweep unmounts every mount at or below root (deepest first): what a

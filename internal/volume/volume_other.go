@@ -5,6 +5,7 @@ package volume
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/airlock-dev/airlock/errdefs"
 )
@@ -30,3 +31,6 @@ func (v *Volume) Remove() error { return errNoVolumes }
 
 // Sweep is Linux-only.
 func Sweep(root string) error { return nil }
+
+// Detach is Linux-only.
+func (v *Volume) Detach(wait time.Duration) error { return errNoVolumes }
