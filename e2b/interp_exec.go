@@ -43,7 +43,8 @@ func stamp() string { return time.Now().UTC().Format(time.RFC3339Nano) }
 
 // execute runs one cell and streams E2B's messages: stdout and stderr as
 // they come, the results (what the cell displayed, then its value), the
-// error, the execution count, the end. A client that hangs up (E2B's SDKs
+// error, the execution count, the end. env_vars hold for this cell only
+// (interp.CellOptions.Env). A client that hangs up (E2B's SDKs
 // do at their timeoutMs) interrupts the cell; its context's state is kept
 // when the cell stops in the grace period.
 func (ip *Interpreter) execute(w http.ResponseWriter, r *http.Request, c *client.Client, id string) {
@@ -52,8 +53,8 @@ func (ip *Interpreter) execute(w http.ResponseWriter, r *http.Request, c *client
 		writeErr(w, http.StatusBadRequest, "body: %v", err)
 		return
 	}
-	if len(req.EnvVars) > 0 {
-		writeErr(w, http.StatusBadRequest, "env_vars: per-execution environment variables are not supported here (set envs at the sandbox's create)")
+	if err := interp.CheckEnv(req.EnvVars); err != nil {
+		writeErr(w, http.StatusBadRequest, "env_vars: %v", err)
 		return
 	}
 	cc, status, err := ip.contextFor(r, c, id, req)
@@ -71,9 +72,9 @@ func (ip *Interpreter) execute(w http.ResponseWriter, r *http.Request, c *client
 	w.WriteHeader(http.StatusOK)
 	out := &ndjson{w: w, rc: http.NewResponseController(w)}
 	out.rc.Flush()
-	res, err := k.RunStream(r.Context(), req.Code, maxCell, func(name, text string) {
+	res, err := k.RunWith(r.Context(), req.Code, maxCell, interp.CellOptions{Env: req.EnvVars, OnOutput: func(name, text string) {
 		out.send(map[string]any{"type": name, "text": text, "timestamp": stamp()})
-	})
+	}})
 	if err != nil {
 		// The client left (its timeout): the cell was interrupted.
 		ip.log.Debug("code interpreter: cell ended early", "sandbox", id, "context", cc.ID, "err", err)

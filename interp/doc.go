@@ -8,7 +8,7 @@
 // the sandbox, let alone the user's workspace. The host reaches a kernel only
 // through that process's stdin and stdout:
 //
-//	host -> kernel   {"id": N, "code": "..."}\n
+//	host -> kernel   {"id": N, "code": "...", "env": {"NAME": "value"}}\n   (env: for this cell only)
 //	kernel -> host   {"type": "ready", "language": "python", "version": "3.11.2"}\n   (once)
 //	                 {"type": "result", "id": N, "stdout": "...", "stderr": "...",
 //	                  "result": "repr" | null, "error": {"name","value","traceback"} | null,

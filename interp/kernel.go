@@ -357,7 +357,7 @@ func (k *Kernel) fail(err error) {
 // cell was not run to an answer: ctx ended, or the kernel was already
 // unusable (sandbox.ErrClosed: start a new one).
 func (k *Kernel) Run(ctx context.Context, code string, timeout time.Duration) (*Result, error) {
-	return k.run(ctx, code, timeout, nil)
+	return k.run(ctx, code, timeout, CellOptions{})
 }
 
 // RunStream is Run with the cell's output handed to onOutput as it comes
@@ -366,10 +366,52 @@ func (k *Kernel) Run(ctx context.Context, code string, timeout time.Duration) (*
 // of what the cell showed. onOutput must not block for long: the kernel
 // waits for it.
 func (k *Kernel) RunStream(ctx context.Context, code string, timeout time.Duration, onOutput func(name, text string)) (*Result, error) {
-	return k.run(ctx, code, timeout, onOutput)
+	return k.run(ctx, code, timeout, CellOptions{OnOutput: onOutput})
 }
 
-func (k *Kernel) run(ctx context.Context, code string, timeout time.Duration, onOutput func(name, text string)) (*Result, error) {
+// CellOptions are the settings of one cell (RunWith).
+type CellOptions struct {
+	// Env is set in the interpreter's environment for this cell only
+	// (Python's os.environ, node's process.env, bash's exported
+	// variables; what the cell starts inherits it) and put back as it
+	// was once the cell ends, interrupted or not. Names are shell
+	// identifiers (CheckEnv).
+	Env map[string]string
+	// OnOutput, when set, streams the cell's output as RunStream does.
+	OnOutput func(name, text string)
+}
+
+// RunWith is Run with the settings of o. A bad o.Env is an error wrapping
+// sandbox.ErrInvalid, before anything runs.
+func (k *Kernel) RunWith(ctx context.Context, code string, timeout time.Duration, o CellOptions) (*Result, error) {
+	if err := CheckEnv(o.Env); err != nil {
+		return nil, err
+	}
+	return k.run(ctx, code, timeout, o)
+}
+
+// CheckEnv checks the names and values of a cell's environment: names are
+// shell identifiers (bash must be able to export them), values hold no
+// NUL byte.
+func CheckEnv(env map[string]string) error {
+	for name, v := range env {
+		ok := name != ""
+		for i := 0; i < len(name) && ok; i++ {
+			c := name[i]
+			ok = c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9'
+		}
+		if !ok {
+			return fmt.Errorf("cell environment: %q is not a variable name: %w", clipString(name, 64), sandbox.ErrInvalid)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("cell environment: the value of %s holds a NUL byte: %w", name, sandbox.ErrInvalid)
+		}
+	}
+	return nil
+}
+
+func (k *Kernel) run(ctx context.Context, code string, timeout time.Duration, o CellOptions) (*Result, error) {
+	onOutput := o.OnOutput
 	select {
 	case k.sem <- struct{}{}:
 		defer func() { <-k.sem }()
@@ -386,10 +428,11 @@ func (k *Kernel) run(ctx context.Context, code string, timeout time.Duration, on
 	k.nextID++
 	id := k.nextID
 	line, err := json.Marshal(struct {
-		ID     int64  `json:"id"`
-		Code   string `json:"code"`
-		Stream bool   `json:"stream,omitempty"`
-	}{id, code, onOutput != nil})
+		ID     int64             `json:"id"`
+		Code   string            `json:"code"`
+		Stream bool              `json:"stream,omitempty"`
+		Env    map[string]string `json:"env,omitempty"`
+	}{id, code, onOutput != nil, o.Env})
 	if err != nil {
 		return nil, fmt.Errorf("run cell: %w", err)
 	}

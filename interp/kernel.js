@@ -89,8 +89,30 @@ function errorOf(e) {
   return { name: String(e.name || 'Error'), value: clip(e.message || '', MAX_TEXT), traceback: clip(stack, MAX_TEXT) };
 }
 
+// cellEnv sets a cell's environment in process.env (what it starts
+// inherits it) and returns what puts back the values from before.
+function cellEnv(env) {
+  if (env === undefined || env === null) return () => {};
+  if (typeof env !== 'object' || Array.isArray(env)) throw new Error('env: want an object');
+  const saved = [];
+  for (const [k, v] of Object.entries(env)) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(k) || typeof v !== 'string' || v.includes('\0')) throw new Error(`env: bad variable ${JSON.stringify(k)}`);
+  }
+  for (const [k, v] of Object.entries(env)) {
+    saved.push([k, Object.prototype.hasOwnProperty.call(process.env, k), process.env[k]]);
+    process.env[k] = v;
+  }
+  return () => {
+    for (const [k, had, old] of saved) {
+      if (had) process.env[k] = old;
+      else delete process.env[k];
+    }
+  };
+}
+
 async function runCell(req, count) {
   if (typeof req.code !== 'string') throw new Error('code: want a string');
+  const restoreEnv = cellEnv(req.env);
   cur = { out: [], outLen: 0, err: [], errLen: 0, truncated: false, stream: !!req.stream, id: req.id };
   const reply = { type: 'result', id: req.id, result: null, error: null, images: [] };
   running = true;
@@ -115,6 +137,7 @@ async function runCell(req, count) {
   } finally {
     running = false;
     interrupt = null;
+    restoreEnv();
   }
   reply.stdout = Buffer.concat(cur.out).toString();
   reply.stderr = Buffer.concat(cur.err).toString();

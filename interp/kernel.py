@@ -19,6 +19,8 @@ import inspect
 import io
 import json
 import linecache
+import re
+import shlex
 import os
 import signal
 import sys
@@ -35,6 +37,7 @@ MAX_STREAM = 1 << 20  # bytes of stdout and of stderr kept per cell
 MAX_TEXT = 64 << 10  # bytes of the result's repr and of the traceback
 MAX_IMAGES = 8 << 20  # bytes of PNG data per cell
 MAX_REQUEST = 8 << 20  # bytes of one request line
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("MPLCONFIGDIR", os.path.join(tempfile.gettempdir(), ".airlock-matplotlib"))
@@ -390,13 +393,16 @@ def run_cell_streamed(req, count):
 
 class Bash:
     """A bash process whose variables, functions and working directory
-    live across cells: each cell is eval'd by its loop (base64 on one
-    line), which reports the status on fd 3."""
+    live across cells. It is an interactive bash (as a terminal's, and
+    as E2B's Jupyter bash kernel) reading one command line per cell from
+    its stdin, so that SIGINT ends the cell's command line and bash then
+    reads the next one, its state kept; a non-interactive bash would die
+    of it. Each line eval's the cell (base64 on the line) and reports
+    "TOKEN STATUS" on fd 3; after an interrupt an acknowledgement line
+    reports for the cell, so status lines are matched by token."""
 
-    LOOP = ('trap "" INT; exec 3>&FD FD>&- 4<&0; while IFS= read -r __airlock_l <&4; do '
-            '__airlock_c=$(printf %s "$__airlock_l" | base64 -d); '
-            'trap - INT; eval "$__airlock_c" </dev/null; __airlock_s=$?; trap "" INT; '
-            'printf "%s\\n" "$__airlock_s" >&3; done')
+    INIT = ("exec 3>&SW SW>&- 2>&ERR ERR>&-; PS1= PS2= PS0= PROMPT_COMMAND=; "
+            "set +o history +H; unset HISTFILE MAILCHECK TMOUT")
 
     def __init__(self):
         self.proc = None
@@ -404,39 +410,118 @@ class Bash:
     def start(self):
         self.sr, sw = os.pipe()
         self.out, self.err = os.pipe(), os.pipe()
-        self.proc = subprocess.Popen(["bash", "--noprofile", "--norc", "-c", self.LOOP.replace("FD", str(sw))], stdin=subprocess.PIPE,
-                                     stdout=self.out[1], stderr=self.err[1], pass_fds=(sw,), process_group=0,
-                                     env=dict(os.environ), close_fds=True)
+        # stderr starts as /dev/null: an interactive bash without a
+        # terminal says so, and prints a prompt, before INIT runs.
+        self.proc = subprocess.Popen(["bash", "--noprofile", "--norc", "--noediting", "+m", "-i"], stdin=subprocess.PIPE,
+                                     stdout=self.out[1], stderr=subprocess.DEVNULL, pass_fds=(sw, self.err[1]),
+                                     process_group=0, env=dict(os.environ), close_fds=True)
+        self.line(self.INIT.replace("SW", str(sw)).replace("ERR", str(self.err[1])))
         for fd in (sw, self.out[1], self.err[1]):
             os.close(fd)
-        self.status = os.fdopen(self.sr, "rb")
+        self.buf = b""
 
     def ensure(self):
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
-                for fd in (self.out[0], self.err[0]):
+                for fd in (self.out[0], self.err[0], self.sr):
                     os.close(fd)
-                self.status.close()
             self.start()
 
-    def run(self, code):
-        self.proc.stdin.write(base64.b64encode(code.encode("utf-8")) + b"\n")
+    def line(self, text):
+        self.proc.stdin.write(text.encode("utf-8") + b"\n")
         self.proc.stdin.flush()
-        line = self.status.readline()
-        if not line:
-            self.proc.wait()
-            raise SystemExit("bash exited; its variables are gone, the next cell starts a new one")
-        return int(line.strip() or b"0")
 
-    def interrupt(self):
-        if self.proc is not None and self.proc.poll() is None:
+    def status(self, token, wait=None):
+        """The status reported for token (lines of earlier tokens are
+        dropped); None when wait seconds pass first."""
+        while True:
+            nl = self.buf.find(b"\n")
+            if nl >= 0:
+                got, self.buf = self.buf[:nl].split(b" "), self.buf[nl + 1:]
+                if got[0] == token.encode() and len(got) == 2:
+                    return int(got[1] or b"0")
+                continue
+            if wait is not None and not select.select([self.sr], [], [], wait)[0]:
+                return None
+            data = os.read(self.sr, 4096)
+            if not data:
+                self.proc.wait()
+                raise SystemExit("bash exited; its variables are gone, the next cell starts a new one")
+            self.buf += data
+
+    @staticmethod
+    def env_lines(env):
+        """Commands that set env for one cell, and those that put back
+        what was there before (set or not)."""
+        before, after = [], []
+        for i, (k, v) in enumerate(sorted(env.items())):
+            before.append("__airlock_h%d=${%s+1} __airlock_v%d=${%s-}; export %s=%s;" % (i, k, i, k, k, shlex.quote(v)))
+            after.append('if [ -n "$__airlock_h%d" ]; then %s=$__airlock_v%d; else unset %s; fi; unset __airlock_h%d __airlock_v%d;'
+                         % (i, k, i, k, i, i))
+        return " ".join(before), " ".join(after)
+
+    def run(self, code, token, env):
+        """Runs code and returns its exit status; on KeyboardInterrupt
+        (the host's SIGINT) interrupts bash's command line and raises
+        it once bash has acknowledged."""
+        set_env, self.restore = self.env_lines(env)
+        b64 = base64.b64encode(code.encode("utf-8")).decode()
+        self.line('%s __airlock_c=$(printf %%s %s | base64 -d); eval "$__airlock_c" </dev/null; __airlock_s=$?; %s'
+                  'printf "%%s\\n" "%s $__airlock_s" >&3' % (set_env, b64, self.restore, token))
+        return self.status(token)
+
+    def interrupt(self, token):
+        """Interrupts the running line (its process group: bash and its
+        foreground commands) and waits for bash to read on: the
+        acknowledgement line, sent again should bash have dropped it
+        while being interrupted, puts the cell's environment back."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGINT)
+        except OSError:
+            return
+        while True:
+            self.line('%s printf "%%s\\n" "%s 130" >&3' % (self.restore, token))
             try:
-                os.killpg(self.proc.pid, signal.SIGINT)
-            except OSError:
+                if self.status(token, wait=1.0) is not None:
+                    return
+            except KeyboardInterrupt:
                 pass
 
 
 bash = Bash()
+
+
+def check_env(req):
+    """The cell's environment (host-checked too): identifiers to strings."""
+    env = req.get("env") or {}
+    if not isinstance(env, dict):
+        raise ValueError("env: want an object")
+    for k, v in env.items():
+        if not (isinstance(k, str) and isinstance(v, str) and ENV_NAME.match(k) and "\0" not in v):
+            raise ValueError("env: bad variable %r" % (k,))
+    return env
+
+
+class cell_env:
+    """Sets a cell's environment in os.environ and puts it back after."""
+
+    def __init__(self, env):
+        self.env, self.saved = env, {}
+
+    def __enter__(self):
+        for k, v in self.env.items():
+            self.saved[k] = os.environ.get(k)
+            os.environ[k] = v
+
+    def __exit__(self, *exc):
+        for k, old in self.saved.items():
+            if old is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = old
+        return False
 
 
 def run_bash(req, count):
@@ -446,25 +531,24 @@ def run_bash(req, count):
     code = req.get("code")
     if not isinstance(code, str):
         raise ValueError("code: want a string")
+    env = check_env(req)
     rid = req.get("id")
     reply = {"type": "result", "id": rid, "result": None, "error": None, "images": [], "stdout": "", "stderr": ""}
     bash.ensure()
+    token = "c%d" % count
     so, se = Streamer(rid, "stdout", bash.out), Streamer(rid, "stderr", bash.err)
     if not req.get("stream"):
         so.keep, se.keep = [], []
     try:
         running = True
         try:
-            st = bash.run(code)
+            st = bash.run(code, token, env)
             if st != 0:
                 reply["error"] = {"name": "ExitCodeError", "value": "exit status %d" % st, "traceback": ""}
         except KeyboardInterrupt:
-            bash.interrupt()
+            running = False
+            bash.interrupt(token)
             reply["error"] = {"name": "KeyboardInterrupt", "value": "interrupted", "traceback": ""}
-            try:
-                bash.status.readline()
-            except KeyboardInterrupt:
-                pass
         except SystemExit as e:
             reply["error"] = {"name": "KernelDied", "value": str(e), "traceback": ""}
     finally:
@@ -552,10 +636,12 @@ def main():
             req = json.loads(line)
             if LANGUAGE == "bash":
                 reply = run_bash(req, count)
-            elif isinstance(req, dict) and req.get("stream"):
-                reply = run_cell_streamed(req, count)
             else:
-                reply = run_cell(req, count)
+                with cell_env(check_env(req)):
+                    if req.get("stream"):
+                        reply = run_cell_streamed(req, count)
+                    else:
+                        reply = run_cell(req, count)
         except BaseException as e:
             reply = {"type": "result", "id": None, "stdout": "", "stderr": "", "result": None, "images": [],
                      "error": {"name": "KernelError", "value": clip(str(e), MAX_TEXT)[0], "traceback": ""}}

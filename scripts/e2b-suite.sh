@@ -31,7 +31,9 @@ fi
 # cached per package list. python-is-python3: E2B's base template has
 # `python` (its suite starts `python -m http.server`).
 pkgs=bash,coreutils,git,curl,ca-certificates,python3,python-is-python3,procps,sudo,nodejs,findutils,grep,sed,less
-rootfs=$cache/base-rootfs-$(echo "$pkgs" | sha256sum | cut -c1-12).tar
+# scripts/e2b-login-profile.sh: the login shell E2B runs every command in
+# starts without a fork (as in scripts/e2b-templates.sh); part of the key.
+rootfs=$cache/base-rootfs-$(cat <(echo "$pkgs") "$repo/scripts/e2b-login-profile.sh" | sha256sum | cut -c1-12).tar
 if [ ! -s "$rootfs" ]; then
 	mmdebstrap --quiet --mode=root --variant=minbase --format=tar \
 		--include="$pkgs" \
@@ -39,6 +41,7 @@ if [ ! -s "$rootfs" ]; then
 		--dpkgopt='path-exclude=/usr/share/locale/*' \
 		--customize-hook='chroot "$1" useradd -m -s /bin/bash -u 1000 user' \
 		--customize-hook='echo "user ALL=(ALL:ALL) NOPASSWD: ALL" > "$1/etc/sudoers.d/user"; chmod 0440 "$1/etc/sudoers.d/user"' \
+		--customize-hook="$repo/scripts/e2b-login-profile.sh \"\$1\"" \
 		bookworm "$rootfs.tmp"
 	mv "$rootfs.tmp" "$rootfs"
 fi

@@ -32,9 +32,14 @@ opts=(--variant=minbase --format=tar
 	--dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*'
 	# E2B's default user; its home is where relative paths of every call land.
 	--customize-hook='chroot "$1" useradd --create-home --shell /bin/bash --uid 1000 --user-group user'
+	# E2B runs every command as `bash -l -c CMD`: a login shell that forks
+	# for nothing (scripts/e2b-login-profile.sh says what and why). Named
+	# by a variable, so that the key below does not depend on the path.
+	--customize-hook='"$AIRLOCK_E2B_PROFILE_HOOK" "$1"'
 	--customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/*')
 base_pkgs=bash,coreutils,python3,nodejs,git,curl,ca-certificates,procps,less
 ci_pkgs=$base_pkgs,python3-matplotlib,python3-numpy,python3-pandas
+export AIRLOCK_E2B_PROFILE_HOOK=$PWD/scripts/e2b-login-profile.sh
 mkdir -p "$dir"
 exec 9>"$dir/.lock"
 flock 9
@@ -68,7 +73,7 @@ dockerize() {
 # The root filesystem is cached by its options, the image by its packing.
 build() {
 	local name=$1 pkgs=$2 key pack
-	key=$(printf '%s\n' "$suite" "$pkgs" "${opts[@]}" | sha256sum | cut -c1-12)
+	key=$(printf '%s\n' "$suite" "$pkgs" "${opts[@]}" "$(cat scripts/e2b-login-profile.sh)" | sha256sum | cut -c1-12)
 	pack=$(printf '%s\n' "$key" "$(declare -f dockerize)" | sha256sum | cut -c1-12)
 	local rootfs="$dir/$name-$key.rootfs.tar" out="$dir/$name-$pack.tar"
 	if [ ! -s "$rootfs" ]; then

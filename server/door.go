@@ -20,15 +20,18 @@ import (
 // and the head deadline. credential returns the credential a request
 // carries as the door forwards it to /v1 (an API key or a sandbox
 // token; "" for none): a valid one makes the request's connection its
-// tenant's. tlsConfig, when set, serves TLS above the bounds, so a
-// connection is counted before its handshake.
+// tenant's. As on the API's own listeners, each wait for a request
+// body's next bytes, and for the client to take the next response bytes,
+// is bounded by the I/O timeout (Config.IOTimeout). tlsConfig, when set,
+// serves TLS above the bounds, so a connection is counted before its
+// handshake.
 func (s *Server) ServeDoor(ln net.Listener, tlsConfig *tls.Config, h http.Handler, credential func(*http.Request) string) error {
 	var cl net.Listener = newLimitListener(ln, s.cfg.TCPLimits, s.metrics)
 	if tlsConfig != nil {
 		cl = tls.NewListener(cl, tlsConfig)
 	}
 	hs := &http.Server{
-		Handler:           s.bindDoor(h, credential),
+		Handler:           withDeadlines(s.cfg.IOTimeout, s.bindDoor(h, credential)),
 		ReadHeaderTimeout: s.cfg.HeadTimeout,
 		ConnContext:       withConn,
 		IdleTimeout:       doorIdleTimeout,

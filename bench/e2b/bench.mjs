@@ -7,7 +7,8 @@
 // create is measured from a warm pool. v1same runs what E2B's SDK runs for
 // commands.run('true'), `bash -l -c true` as the template's user: the
 // door's own cost is e2b against v1same; against v1pool it includes the
-// login shell's (bash, and /etc/profile's `id -u`). Run by bench/e2b.sh, which starts
+// login shell's (bash; in templates built before scripts/e2b-login-profile.sh
+// also /etc/profile's `id -u`). Run by bench/e2b.sh, which starts
 // the server.
 import http from 'node:http'
 import { Sandbox } from '../../test/e2b/node_modules/e2b/dist/index.mjs'

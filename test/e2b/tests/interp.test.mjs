@@ -103,3 +103,34 @@ test('a cell past its timeout is interrupted and the state kept', async () => {
   const e = await sbx.runCode('z')
   assert.equal(e.text, "'kept'")
 })
+
+test('envs hold for one runCode call, in every language', async () => {
+  const py = await sbx.runCode(
+    'import os, subprocess\nprint(os.environ["CELL_VAR"], subprocess.run(["sh", "-c", "echo $CELL_VAR"], capture_output=True, text=True).stdout, end="")',
+    { envs: { CELL_VAR: 'py value' } },
+  )
+  assert.equal(py.error, undefined)
+  assert.equal(py.logs.stdout.join(''), 'py value py value\n')
+  assert.equal((await sbx.runCode('import os; str(os.environ.get("CELL_VAR"))')).text, "'None'")
+  const sh = await sbx.runCode('echo "$CELL_VAR"; sh -c \'echo "$CELL_VAR"\'', { language: 'bash', envs: { CELL_VAR: "it's" } })
+  assert.equal(sh.logs.stdout.join(''), "it's\nit's\n")
+  assert.equal((await sbx.runCode('echo "${CELL_VAR-unset}"', { language: 'bash' })).logs.stdout.join(''), 'unset\n')
+  const js = await sbx.runCode('process.env.CELL_VAR', { language: 'js', envs: { CELL_VAR: 'js' } })
+  assert.equal(js.text, "'js'")
+  assert.equal((await sbx.runCode('String(process.env.CELL_VAR)', { language: 'js' })).text, "'undefined'")
+})
+
+test('a bash cell past its timeout is interrupted and the context kept', async () => {
+  await sbx.runCode('kept=yes; cd /tmp', { language: 'bash' })
+  for (const [cell, envs] of [['sleep 600; echo after', undefined], ['while :; do :; done', { CELL_VAR: 'x' }]]) {
+    await assert.rejects(
+      sbx.runCode(cell, { language: 'bash', timeoutMs: 2000, envs }),
+      (err) => err.name === 'TimeoutError',
+    )
+    // A bash that died of the interrupt would have lost kept and the cd;
+    // the cell's envs are put back too.
+    const e = await sbx.runCode('echo "$kept $PWD ${CELL_VAR-unset}"', { language: 'bash' })
+    assert.equal(e.error, undefined)
+    assert.deepEqual(e.logs.stdout, ['yes /tmp unset\n'])
+  }
+})
