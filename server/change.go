@@ -96,6 +96,15 @@ func (c *changes) active(id string) bool {
 	return c.m[id] != nil
 }
 
+// rollingBackOne reports whether sandbox id is being rolled back (not
+// paused or resumed: a follow goes on only across a rollback).
+func (c *changes) rollingBackOne(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.m[id]
+	return ch != nil && ch.what == "rolled back"
+}
+
 // rollingBack returns the sandboxes being rolled back: from the
 // rollback's pause to its resume their records say paused, but to their
 // tenants they run (a rollback is no pause).

@@ -329,9 +329,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		l := s.liveByID(id)
-		if l == nil && s.changes.active(id) {
-			// Between two lives of a rollback (or in a pause): the stream
-			// goes on with the life the change leaves, if any.
+		if l == nil && s.changes.rollingBackOne(id) {
+			// Between two lives of a rollback: the stream goes on with the
+			// life it leaves, if any. A pause (and the resume after it)
+			// ends the stream, even when the resume comes at once.
 			if s.changes.wait(r.Context(), id) != nil {
 				return
 			}
