@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -395,12 +396,7 @@ func (k *Kernel) RunWith(ctx context.Context, code string, timeout time.Duration
 // NUL byte.
 func CheckEnv(env map[string]string) error {
 	for name, v := range env {
-		ok := name != ""
-		for i := 0; i < len(name) && ok; i++ {
-			c := name[i]
-			ok = c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9'
-		}
-		if !ok {
+		if !policy.ValidEnvName(name) {
 			return fmt.Errorf("cell environment: %q is not a variable name: %w", clipString(name, 64), sandbox.ErrInvalid)
 		}
 		if strings.IndexByte(v, 0) >= 0 {

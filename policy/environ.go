@@ -79,7 +79,7 @@ func (p *Policy) Environ(host []string) []string {
 	m := map[string]string{}
 	for _, kv := range host {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok || !validEnvName(k) || strings.IndexByte(v, 0) >= 0 {
+		if !ok || !ValidEnvName(k) || strings.IndexByte(v, 0) >= 0 {
 			continue
 		}
 		if p.envAllowed(k) && !IsSecretName(k) && !(p.Filesystem.Image != "" && ImageOwnedEnv[k]) {

@@ -182,13 +182,13 @@ func (c *checker) process() {
 		switch {
 		case s == "*" || name == "":
 			c.add(f, "%q would pass the whole host environment; list names or PREFIX_* globs", s)
-		case !validEnvName(name) || strings.Contains(name, "*"):
+		case !ValidEnvName(name) || strings.Contains(name, "*"):
 			c.add(f, "%q is not a variable name or PREFIX_* glob", s)
 		}
 	}
 	for _, k := range sortedKeys(pr.Env) {
 		f := "process.env." + k
-		if !validEnvName(k) {
+		if !ValidEnvName(k) {
 			c.add(f, "%q is not a valid variable name", k)
 		}
 		if strings.IndexByte(pr.Env[k], 0) >= 0 {
@@ -291,7 +291,7 @@ func (c *checker) secrets() {
 			env, envField = s.Name, f+".name"
 		}
 		if s.Name != "" || s.Env != "" {
-			if !validEnvName(env) {
+			if !ValidEnvName(env) {
 				c.add(envField, "%q is not a valid variable name (the secret's placeholder variable; set env: to choose one)", env)
 			} else if envs[env] && !dup {
 				c.add(envField, "variable %s is used by two secrets", env)
@@ -303,7 +303,7 @@ func (c *checker) secrets() {
 			c.add(f, "needs one of from_env or from_file")
 		case s.FromEnv != "" && s.FromFile != "":
 			c.add(f, "set only one of from_env and from_file")
-		case s.FromEnv != "" && !validEnvName(s.FromEnv):
+		case s.FromEnv != "" && !ValidEnvName(s.FromEnv):
 			c.add(f+".from_env", "%q is not a valid variable name", s.FromEnv)
 		case s.FromFile != "":
 			c.path(f+".from_file", s.FromFile)
@@ -324,7 +324,9 @@ func (c *checker) secrets() {
 	}
 }
 
-func validEnvName(s string) bool {
+// ValidEnvName reports whether s is an environment variable name a shell
+// can export: a letter or _ first, then letters, digits and _.
+func ValidEnvName(s string) bool {
 	if s == "" {
 		return false
 	}

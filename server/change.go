@@ -30,6 +30,10 @@ type changes struct {
 	m  map[string]*change
 }
 
+// changeRollback is a rollback's what: the one change a sandbox is not
+// paused by to its tenant (lists show it running, follows go on).
+const changeRollback = "rolled back"
+
 type change struct {
 	what string
 	n    int // begun and not ended (a rollback's pause and resume nest)
@@ -89,21 +93,19 @@ func (c *changes) wait(ctx context.Context, id string) error {
 	return nil
 }
 
-// active reports whether sandbox id is changing.
-func (c *changes) active(id string) bool {
+// what says how sandbox id is changing ("rolled back", "paused",
+// "resumed"), "" when it is not.
+func (c *changes) what(id string) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[id] != nil
+	if ch := c.m[id]; ch != nil {
+		return ch.what
+	}
+	return ""
 }
 
-// rollingBackOne reports whether sandbox id is being rolled back (not
-// paused or resumed: a follow goes on only across a rollback).
-func (c *changes) rollingBackOne(id string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := c.m[id]
-	return ch != nil && ch.what == "rolled back"
-}
+// active reports whether sandbox id is changing.
+func (c *changes) active(id string) bool { return c.what(id) != "" }
 
 // rollingBack returns the sandboxes being rolled back: from the
 // rollback's pause to its resume their records say paused, but to their
@@ -113,7 +115,7 @@ func (c *changes) rollingBack() map[string]bool {
 	defer c.mu.Unlock()
 	var ids map[string]bool
 	for id, ch := range c.m {
-		if ch.what == "rolled back" {
+		if ch.what == changeRollback {
 			if ids == nil {
 				ids = map[string]bool{}
 			}

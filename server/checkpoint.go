@@ -212,7 +212,7 @@ func (s *Server) rollback(ctx context.Context, l *live, cpID string) (*live, err
 	// From the pause to the resume the sandbox is changing: requests wait
 	// for it (change.go), and no other resume or delete of its paused
 	// files comes between (s.resumes).
-	defer s.changes.begin(id, "rolled back")()
+	defer s.changes.begin(id, changeRollback)()
 	defer s.resumes.lock(id)()
 	// The files stay attached: nothing but this server touches them
 	// before the restore, which trusts the objects verified above.

@@ -80,15 +80,17 @@ func (files *diskFiles) close() {
 	}
 }
 
+// wasCut reports whether the detach closed df.
+func (df *diskFile) wasCut() bool {
+	df.mu.Lock()
+	defer df.mu.Unlock()
+	return df.cut
+}
+
 // err turns the error of a file the detach closed into errDetached.
 func (df *diskFile) err(err error) error {
-	if err != nil && errors.Is(err, os.ErrClosed) {
-		df.mu.Lock()
-		cut := df.cut
-		df.mu.Unlock()
-		if cut {
-			return errDetached
-		}
+	if err != nil && errors.Is(err, os.ErrClosed) && df.wasCut() {
+		return errDetached
 	}
 	return err
 }

@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"errors"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -30,23 +28,7 @@ func (s *Server) ServeDoor(ln net.Listener, tlsConfig *tls.Config, h http.Handle
 	if tlsConfig != nil {
 		cl = tls.NewListener(cl, tlsConfig)
 	}
-	hs := &http.Server{
-		Handler:           withDeadlines(s.cfg.IOTimeout, s.bindDoor(h, credential)),
-		ReadHeaderTimeout: s.cfg.HeadTimeout,
-		ConnContext:       withConn,
-		IdleTimeout:       doorIdleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return s.ctx },
-	}
-	s.httpMu.Lock()
-	s.servers = append(s.servers, hs)
-	s.httpMu.Unlock()
-	err := hs.Serve(cl)
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
-	return err
+	return s.serveHTTP(cl, s.bindDoor(h, credential), doorIdleTimeout, nil)
 }
 
 // bindDoor makes the connection of a request with a valid credential its

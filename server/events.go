@@ -329,7 +329,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		l := s.liveByID(id)
-		if l == nil && s.changes.rollingBackOne(id) {
+		if l == nil && s.changes.what(id) == changeRollback {
 			// Between two lives of a rollback: the stream goes on with the
 			// life it leaves, if any. A pause (and the resume after it)
 			// ends the stream, even when the resume comes at once.

@@ -291,7 +291,7 @@ func (s *Server) stop(l *live, reason string, mounted bool) (*disk, error) {
 	id := l.sb.ID()
 	what := "paused"
 	if mounted {
-		what = "rolled back"
+		what = changeRollback
 	}
 	// Before it is marked closing: a request that finds it closing finds
 	// the change too, and waits for it.

@@ -431,19 +431,32 @@ func (s *Server) Serve(ln net.Listener, trusted bool) error {
 		lim = s.cfg.UnixLimits
 	}
 	ln = newLimitListener(ln, lim, s.metrics)
+	var addr net.Addr
+	if !trusted {
+		addr = ln.Addr()
+	}
+	return s.serveHTTP(ln, s.withTrust(trusted, s.handler), idleTimeout, addr)
+}
+
+// serveHTTP serves h on ln (already bounded by a limit listener) until
+// Shutdown, with the server's deadlines: the head's, and the I/O timeout
+// on each wait for a body's next bytes or for the client to take the
+// next response bytes. tcpAddr, when set, is recorded as one of the
+// server's TCP addresses.
+func (s *Server) serveHTTP(ln net.Listener, h http.Handler, idle time.Duration, tcpAddr net.Addr) error {
 	hs := &http.Server{
-		Handler:           withDeadlines(s.cfg.IOTimeout, s.withTrust(trusted, s.handler)),
+		Handler:           withDeadlines(s.cfg.IOTimeout, h),
 		ReadHeaderTimeout: s.cfg.HeadTimeout,
 		ConnContext:       withConn,
-		IdleTimeout:       idleTimeout,
+		IdleTimeout:       idle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 	}
 	s.httpMu.Lock()
 	s.servers = append(s.servers, hs)
-	if !trusted {
-		s.tcpAddrs = append(s.tcpAddrs, ln.Addr())
+	if tcpAddr != nil {
+		s.tcpAddrs = append(s.tcpAddrs, tcpAddr)
 	}
 	s.httpMu.Unlock()
 	err := hs.Serve(ln)

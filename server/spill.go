@@ -101,12 +101,7 @@ func (b *spillBuf) isTruncated() bool {
 func (b *spillBuf) detached() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.f == nil {
-		return false
-	}
-	b.f.mu.Lock()
-	defer b.f.mu.Unlock()
-	return b.f.cut
+	return b.f != nil && b.f.wasCut()
 }
 
 func (b *spillBuf) close() {
