@@ -1,9 +1,11 @@
 package native
 
 import (
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -200,4 +202,74 @@ func processCPU(b *testing.B, pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
+}
+
+// TestEgressProgramRulesNodeAndH2: a program rule decides for Node (its
+// own http client through the proxy: node is named, python3 refused) and
+// for an HTTP/2 client (curl --http2 over the intercepted TLS: the
+// request is decided on its h2 stream and curl is named). The proof:
+// before the rule names programs, python3 passes the same way.
+func TestEgressProgramRulesNodeAndH2(t *testing.T) {
+	testutil.RequireBinary(t, "curl")
+	testutil.RequireBinary(t, "node")
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "HELLO-FROM-HOST")
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	roots := x509.NewCertPool()
+	roots.AddCert(srv.Certificate())
+	network := func(programs ...string) policy.Network {
+		return policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{fmt.Sprintf("127.0.0.1/32:%d", port)},
+			Requests: []policy.RequestRule{{Host: "example.com", Methods: []string{"GET"}, Programs: programs}}}
+	}
+	rec := newEventLog()
+	b := testBackend(t)
+	pol := testPolicy(t, workspace(t), func(p *policy.Policy) { p.Network = network() })
+	id := newID(t)
+	px, err := egress.New(egress.Config{SandboxID: id, Network: pol.Network, Audit: rec, RootCAs: roots,
+		Resolver: egress.StaticResolver{"example.com": {netip.MustParseAddr("127.0.0.1")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sandbox.Spec{ID: id, Policy: pol}
+	px.Attach(&spec, nil)
+	sb := backendtest.Create(t, b, spec, 60*time.Second)
+	u := fmt.Sprintf("https://example.com:%d/x", port)
+	clients := map[string]string{
+		// curl prints the HTTP version of its own leg (to the proxy's TLS).
+		"curl --http2": "curl -sS --http2 --max-time 20 -o /dev/null -w '%{http_code} h%{http_version}' " + u,
+		// Node's https client, tunnelled by CONNECT through the proxy
+		// (Host names the target, as npm proxy agents send it).
+		"node": `node -e '
+const http = require("http"), https = require("https"), u = new URL(process.env.HTTPS_PROXY || process.env.https_proxy);
+http.request({host: u.hostname, port: u.port, method: "CONNECT", path: "example.com:` + strconv.Itoa(port) + `", headers: {host: "example.com:` + strconv.Itoa(port) + `"}}).on("connect", (res, socket) => {
+  if (res.statusCode !== 200) { process.stdout.write(String(res.statusCode)); return; }
+  https.get({host: "example.com", port: ` + strconv.Itoa(port) + `, path: "/x", socket, agent: false, ca: require("fs").readFileSync(process.env.NODE_EXTRA_CA_CERTS || process.env.SSL_CERT_FILE)},
+    r => { process.stdout.write(String(r.statusCode)); r.resume(); }).on("error", e => process.stdout.write("error " + e.message));
+}).on("error", e => process.stdout.write("error " + e.message)).end();'`,
+		"python3": "python3 -c \"import urllib.request as u\ntry: print(u.urlopen('" + u + "').status, end='')\nexcept Exception as e: print(getattr(e, 'code', e), end='')\"",
+	}
+	for _, name := range []string{"curl --http2", "node", "python3"} {
+		if _, out := sh(t, sb, clients[name]); !strings.HasPrefix(out, "200") {
+			t.Fatalf("without a program rule %s got %q, want 200 (the proof); refusals %v", name, out, refusals(rec))
+		}
+	}
+	if err := px.SetNetwork(network("curl", "node")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ client, want, program string }{
+		{"curl --http2", "200 h2", "/curl"}, {"node", "200", "/node"}, {"python3", "403", ""},
+	} {
+		_, out := sh(t, sb, clients[tc.client])
+		prog := lastProgram(rec)
+		if out != tc.want {
+			t.Errorf("programs [curl node], %s: %q (program %q), want %q; refusals %v", tc.client, out, prog, tc.want, refusals(rec))
+		}
+		if tc.program != "" && !(strings.HasPrefix(prog, "/") && strings.HasSuffix(prog, tc.program)) {
+			t.Errorf("programs [curl node], %s passed as %q, want a path ending in %s", tc.client, prog, tc.program)
+		}
+	}
 }

@@ -1,0 +1,101 @@
+package docker
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/egress"
+	"github.com/airlock-dev/airlock/policy"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// events records the proxy's audit events.
+type events struct {
+	mu  sync.Mutex
+	all []audit.Event
+}
+
+func (e *events) Emit(ev audit.Event) { e.mu.Lock(); e.all = append(e.all, ev); e.mu.Unlock() }
+
+// lastProgram is the program named on the last request event, or why none.
+func (e *events) lastProgram() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := len(e.all) - 1; i >= 0; i-- {
+		if f := e.all[i].Fields; f["request"] == true {
+			if p, ok := f["program"].(string); ok {
+				return p
+			}
+			return fmt.Sprint("unverified: ", f["program_unverified"])
+		}
+	}
+	return ""
+}
+
+// TestEgressProgramRules: on docker, as on native, a request rule that
+// names curl lets curl through (the in-container agent names the program
+// behind the connection) and refuses python3 and a copy of curl made in
+// the workspace. Without the rule (the unconfined proof), python3 and
+// the copy reach the server.
+func TestEgressProgramRules(t *testing.T) {
+	b := testBackend(t)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "HELLO-FROM-HOST")
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	defer srv.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	network := func(programs ...string) policy.Network {
+		return policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{fmt.Sprintf("127.0.0.1/32:%d", port)},
+			Requests: []policy.RequestRule{{Host: "web.test", Methods: []string{"GET"}, Programs: programs}}}
+	}
+	rec := &events{}
+	pol := testPolicy(t, workspace(t), func(p *policy.Policy) { direct(p); p.Network = network() })
+	id := newID(t)
+	px, err := egress.New(egress.Config{SandboxID: id, Network: pol.Network, Audit: rec,
+		Resolver: egress.StaticResolver{"web.test": {netip.MustParseAddr("127.0.0.1")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sandbox.Spec{ID: id, Policy: pol}
+	bundle, _ := egress.SystemBundle()
+	px.Attach(&spec, bundle)
+	sb := create(t, b, spec)
+	u := fmt.Sprintf("http://web.test:%d/x", port)
+	clients := map[string]string{
+		"curl":         "curl -sS --max-time 20 -o /dev/null -w '%{http_code}' " + u,
+		"copy of curl": "cp $(command -v curl) ./curl2 && ./curl2 -sS --max-time 20 -o /dev/null -w '%{http_code}' " + u,
+		"python3":      "python3 -c \"import urllib.request as u\ntry: print(u.urlopen('" + u + "').status, end='')\nexcept Exception as e: print(e.code, end='')\"",
+	}
+	if st, out := sh(t, sb, "command -v curl && command -v python3"); st.Code != 0 {
+		t.Fatalf("the test image lacks curl or python3: %+v %q", st, out)
+	}
+	for _, name := range []string{"curl", "copy of curl", "python3"} {
+		if _, code := sh(t, sb, clients[name]); code != "200" {
+			t.Fatalf("without a program rule %s got %q, want 200 (the proof)", name, code)
+		}
+	}
+	if err := px.SetNetwork(network("curl")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ client, code string }{{"curl", "200"}, {"copy of curl", "403"}, {"python3", "403"}} {
+		_, code := sh(t, sb, clients[tc.client])
+		prog := rec.lastProgram()
+		if code != tc.code {
+			t.Errorf("programs [curl], %s: %q (program %q), want %s", tc.client, code, prog, tc.code)
+		}
+		if tc.client == "curl" && !(strings.HasPrefix(prog, "/") && strings.HasSuffix(prog, "/curl")) {
+			t.Errorf("programs [curl], curl passed as %q, want curl's path", prog)
+		}
+	}
+}
