@@ -36,7 +36,7 @@ func BenchmarkRequestRules(b *testing.B) {
 	hs := newHarness(b, Config{
 		Network:  policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"tunnel.test", "127.0.0.1/32:443"}, Requests: rules},
 		Resolver: StaticResolver{"rules.test": {loopback}, "tunnel.test": {loopback}},
-		RootCAs:  ca.pool,
+		RootCAs:  ca.Pool,
 	}, port)
 	pu, _ := url.Parse("http://" + hs.addr)
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu),

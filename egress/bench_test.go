@@ -32,7 +32,7 @@ func benchSetup(b *testing.B) (*harness, *testCA, uint16, string) {
 		Resolver: StaticResolver{"api.test": {loopback}, "other.test": {loopback}},
 		Secrets:  []policy.Secret{{Name: "K", FromEnv: "K", Hosts: []string{"api.test"}}},
 		Getenv:   func(string) string { return "real-value" },
-		RootCAs:  ca.pool,
+		RootCAs:  ca.Pool,
 	}, tlsPort)
 	return hs, ca, tlsPort, fmt.Sprint(plainPort)
 }
@@ -57,13 +57,13 @@ func BenchmarkHTTPSRequest(b *testing.B) {
 	hs, ca, tlsPort, _ := benchSetup(b)
 	direct := &http.Client{Transport: &http.Transport{
 		DisableKeepAlives: true,
-		TLSClientConfig:   &tls.Config{RootCAs: ca.pool},
+		TLSClientConfig:   &tls.Config{RootCAs: ca.Pool},
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, fmt.Sprintf("127.0.0.1:%d", tlsPort))
 		},
 	}}
-	roots := ca.pool.Clone()
+	roots := ca.Pool.Clone()
 	roots.AppendCertsFromPEM(hs.p.CAPEM())
 	viaProxy := hs.client(roots)
 	b.Run("direct", func(b *testing.B) {
@@ -105,7 +105,7 @@ func BenchmarkThroughput(b *testing.B) {
 		return c, nil
 	}}}
 	directTLS := &http.Client{Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: ca.pool},
+		TLSClientConfig: &tls.Config{RootCAs: ca.Pool},
 		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, network, fmt.Sprintf("127.0.0.1:%d", tlsPort))

@@ -42,13 +42,13 @@ func TestRequestRulesGRPC(t *testing.T) {
 	mux.Handle("/test.Echo/Admin", connect.NewUnaryHandler("/test.Echo/Admin", echo))
 	s := httptest.NewUnstartedServer(mux)
 	s.Config.ErrorLog = log.New(io.Discard, "", 0)
-	s.TLS = ca.serverConfig(t, "api.test")
+	s.TLS = ca.ServerConfig(t, "api.test")
 	s.EnableHTTP2 = true
 	s.StartTLS()
 	t.Cleanup(s.Close)
 	n := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"127.0.0.1/32:443"},
 		Requests: []policy.RequestRule{{Host: "api.test", Methods: []string{"POST"}, Path: "/test.Echo/Say"}}}
-	h := newHarness(t, Config{Network: n, RootCAs: ca.pool, Resolver: StaticResolver{"api.test": {loopback}}}, portOf(t, s.URL))
+	h := newHarness(t, Config{Network: n, RootCAs: ca.Pool, Resolver: StaticResolver{"api.test": {loopback}}}, portOf(t, s.URL))
 	pu, _ := url.Parse("http://" + h.addr)
 	hc := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu), ForceAttemptHTTP2: true,
 		TLSClientConfig: &tls.Config{RootCAs: poolWith(t, h.p.CAPEM())}}}

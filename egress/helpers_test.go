@@ -2,16 +2,10 @@ package egress
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"fmt"
-	"io"
-	"log"
-	"math/big"
+	"github.com/airlock-dev/airlock/internal/testutil/realserver"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -93,68 +87,13 @@ func egressEvent(action, host, reason string) func(audit.Event) bool {
 }
 
 // testCA issues server certificates for the tests' "real" servers.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
+type testCA = realserver.CA
 
-func newTestCA(t testing.TB) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test upstream CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &testCA{cert: cert, key: key, pool: pool}
-}
-
-func (ca *testCA) serverConfig(t testing.TB, names ...string) *tls.Config {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: names[0]},
-		DNSNames: names, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	tmpl.DNSNames = nil
-	for _, n := range names {
-		if ip := net.ParseIP(n); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, n)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
-}
+func newTestCA(t testing.TB) *testCA { return realserver.NewCA(t) }
 
 // startTLS starts a real HTTPS server on 127.0.0.1 for names.
 func startTLS(t testing.TB, ca *testCA, h http.Handler, names ...string) uint16 {
-	t.Helper()
-	s := httptest.NewUnstartedServer(h)
-	s.Config.ErrorLog = log.New(io.Discard, "", 0)
-	s.TLS = ca.serverConfig(t, names...)
-	s.StartTLS()
-	t.Cleanup(s.Close)
-	return portOf(t, s.URL)
+	return realserver.StartTLS(t, ca, h, names...)
 }
 
 // startHTTP starts a real plain HTTP server on 127.0.0.1.

@@ -101,7 +101,7 @@ func TestSandboxEgress(t *testing.T) {
 			"loop.test": {loopback}, "meta.test": {netip.MustParseAddr("169.254.169.254")},
 		},
 		Getenv:  func(k string) string { return map[string]string{"HOST_API_KEY": realKey}[k] },
-		RootCAs: ca.pool,
+		RootCAs: ca.Pool,
 		Dial: func(ctx context.Context, network string, ap netip.AddrPort) (net.Conn, error) {
 			dialMu.Lock()
 			dialed = append(dialed, ap)

@@ -71,7 +71,7 @@ func TestLoopbackGuard(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("plain HTTP to a name resolving to 127.0.0.1: got %d, want 403", resp.StatusCode)
 	}
-	if _, err := h.client(ca.pool).Get("https://web.test/"); err == nil {
+	if _, err := h.client(ca.Pool).Get("https://web.test/"); err == nil {
 		t.Fatal("CONNECT to a name resolving to 127.0.0.1 succeeded")
 	}
 	h.rec.wait(t, "deny loopback (http)", func(e audit.Event) bool {

@@ -44,7 +44,7 @@ func TestRequestRulesIPLiteral(t *testing.T) {
 			{Host: "127.0.0.1", Methods: []string{"GET"}, Path: "/ok/**"},
 			{Host: fmt.Sprintf("[::1]:%d", port6), Methods: []string{"GET"}, Path: "/v6/*"},
 		}}
-	h := newHarness(t, Config{Network: n, RootCAs: ca.pool}, tlsPort)
+	h := newHarness(t, Config{Network: n, RootCAs: ca.Pool}, tlsPort)
 	pu, _ := url.Parse("http://" + h.addr)
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu), DisableKeepAlives: true,
 		TLSClientConfig: &tls.Config{RootCAs: poolWith(t, h.p.CAPEM())}}}

@@ -60,14 +60,14 @@ func TestSandboxRequestRules(t *testing.T) {
 		Git: &policy.GitRules{Fetch: []string{"git.test"}, Push: []string{"git.test/acme/*"}}}
 	rec := newRecorder()
 	p, err := New(Config{
-		SandboxID: "sb-rules-it", Network: network, Audit: rec, RootCAs: g.ca.pool,
+		SandboxID: "sb-rules-it", Network: network, Audit: rec, RootCAs: g.CA.Pool,
 		Resolver: StaticResolver{"api.test": {loopback}, "git.test": {loopback}},
 		Dial: func(ctx context.Context, network string, ap netip.AddrPort) (net.Conn, error) {
 			if ap.Port() != 443 || ap.Addr() != loopback {
 				return nil, fmt.Errorf("test refuses to dial %v", ap)
 			}
 			var d net.Dialer
-			return d.DialContext(ctx, network, netip.AddrPortFrom(ap.Addr(), g.port).String())
+			return d.DialContext(ctx, network, netip.AddrPortFrom(ap.Addr(), g.Port).String())
 		},
 	})
 	if err != nil {
@@ -88,7 +88,7 @@ func TestSandboxRequestRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	system, _ := SystemBundle()
-	bundle := append(append([]byte{}, system...), pemOf(g.ca)...)
+	bundle := append(append([]byte{}, system...), pemOf(g.CA)...)
 	b := native.New(native.Config{AgentBinary: testutil.AirlockBinary(t), StateDir: t.TempDir(), CgroupParent: fmt.Sprintf("airlock-egress-rules-test-%d", os.Getpid())})
 	env := p.SandboxEnv()
 	env["HOME"] = "/tmp"
@@ -139,17 +139,17 @@ except e.HTTPError as x: print(x.code)"`, "403"},
 			t.Fatalf("clone %s inside: %s", repo, out)
 		}
 	}
-	before := g.head(t, "evil/repo.git")
+	before := g.Head(t, "evil/repo.git")
 	if out := run(`cd /tmp/evil && git push -q origin main; echo "exit=$?"`); strings.HasSuffix(out, "exit=0") {
 		t.Errorf("push to evil inside passed: %s", out)
 	}
-	if g.head(t, "evil/repo.git") != before {
+	if g.Head(t, "evil/repo.git") != before {
 		t.Error("evil/repo.git changed")
 	}
 	if out := run(`cd /tmp/acme && git push -q origin main; echo "exit=$?"`); !strings.HasSuffix(out, "exit=0") {
 		t.Errorf("push to acme inside: %s", out)
 	}
-	if g.head(t, "acme/repo.git") != run(`cd /tmp/acme && git rev-parse HEAD`) {
+	if g.Head(t, "acme/repo.git") != run(`cd /tmp/acme && git rev-parse HEAD`) {
 		t.Error("acme/repo.git did not get the push")
 	}
 }

@@ -26,7 +26,7 @@ func rulesHarness(t *testing.T, n policy.Network) (*harness, *http.Client, *seen
 		io.Copy(io.Discard, r.Body)
 		srv.handler(w, r)
 	}), "api.test", "free.test")
-	h := newHarness(t, Config{Network: n, RootCAs: ca.pool,
+	h := newHarness(t, Config{Network: n, RootCAs: ca.Pool,
 		Resolver: StaticResolver{"api.test": {loopback}, "free.test": {loopback}}}, port)
 	return h, h.client(poolWith(t, h.p.CAPEM(), pemOf(ca))), srv
 }
@@ -262,7 +262,7 @@ func TestRequestRulesWebSocket(t *testing.T) {
 	}), "api.test")
 	n := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"127.0.0.1/32:443"},
 		Requests: []policy.RequestRule{{Host: "api.test", Methods: []string{"GET"}, Path: "/ws/ok", Headers: map[string]string{"Upgrade": "websocket"}}}}
-	h := newHarness(t, Config{Network: n, RootCAs: ca.pool, Resolver: StaticResolver{"api.test": {loopback}}}, port)
+	h := newHarness(t, Config{Network: n, RootCAs: ca.Pool, Resolver: StaticResolver{"api.test": {loopback}}}, port)
 	for _, tc := range []struct{ path, want string }{{"/ws/ok", "echo hello"}, {"/ws/other", "403"}} {
 		conn := rawTLS(t, h, h.p.CAPEM())
 		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: api.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", tc.path)
@@ -303,13 +303,13 @@ func TestRequestRulesHTTP2(t *testing.T) {
 		w.Header().Set("Grpc-Status", "0")
 	}))
 	s.Config.ErrorLog = log.New(io.Discard, "", 0)
-	s.TLS = ca.serverConfig(t, "api.test")
+	s.TLS = ca.ServerConfig(t, "api.test")
 	s.EnableHTTP2 = true
 	s.StartTLS()
 	t.Cleanup(s.Close)
 	n := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{"127.0.0.1/32:443"},
 		Requests: []policy.RequestRule{{Host: "api.test", Methods: []string{"GET"}, Path: "/ok/**"}}}
-	h := newHarness(t, Config{Network: n, RootCAs: ca.pool, Resolver: StaticResolver{"api.test": {loopback}}}, portOf(t, s.URL))
+	h := newHarness(t, Config{Network: n, RootCAs: ca.Pool, Resolver: StaticResolver{"api.test": {loopback}}}, portOf(t, s.URL))
 	pu, _ := url.Parse("http://" + h.addr)
 	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu), ForceAttemptHTTP2: true,
 		TLSClientConfig: &tls.Config{RootCAs: poolWith(t, h.p.CAPEM())}}}

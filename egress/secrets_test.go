@@ -50,7 +50,7 @@ func secretHarness(t *testing.T, rootCAs *x509.CertPool) (*harness, *seen, uint1
 	tlsPort := startTLS(t, ca, http.HandlerFunc(s.handler), "api.test", "other.test", "third.test")
 	plainPort := startHTTP(t, http.HandlerFunc(s.handler))
 	if rootCAs == nil {
-		rootCAs = ca.pool
+		rootCAs = ca.Pool
 	}
 	h := newHarness(t, Config{
 		Network:  allowlist("api.test", "other.test", "third.test", "web.test", "127.0.0.1/32"),
@@ -184,7 +184,7 @@ func TestSecretInjection(t *testing.T) {
 func TestNoInterceptionElsewhere(t *testing.T) {
 	h, srv, _, ca := secretHarness(t, nil)
 	key := h.p.SandboxEnv()["API_KEY"]
-	c := h.client(ca.pool) // trusts only the real servers' CA
+	c := h.client(ca.Pool) // trusts only the real servers' CA
 	resp := get(t, c, "https://other.test/", map[string]string{"Authorization": "Bearer " + key})
 	if resp.StatusCode != 200 || resp.TLS.PeerCertificates[0].Issuer.CommonName != "test upstream CA" {
 		t.Fatalf("status %d", resp.StatusCode)
@@ -221,7 +221,7 @@ func TestUpstreamVerified(t *testing.T) {
 }
 
 func pemOf(ca *testCA) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.cert.Raw})
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw})
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"fmt"
+	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"net"
 	"net/http"
 	"net/netip"
@@ -98,4 +99,12 @@ func TestEgressProgramRules(t *testing.T) {
 			t.Errorf("programs [curl], curl passed as %q, want curl's path", prog)
 		}
 	}
+}
+
+// TestEgressGitPreset: real git in a container clones through the git
+// preset and pushes only where it names (backendtest.GitThroughRules).
+func TestEgressGitPreset(t *testing.T) {
+	b := testBackend(t)
+	pol := testPolicy(t, workspace(t), direct)
+	backendtest.GitThroughRules(t, pol, func(spec sandbox.Spec) sandbox.Sandbox { return create(t, b, spec) })
 }

@@ -2,6 +2,7 @@ package gvisor
 
 import (
 	"fmt"
+	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"net"
 	"net/http"
 	"net/netip"
@@ -171,4 +172,12 @@ func TestEgressProgramRules(t *testing.T) {
 			t.Errorf("%s: %q, want %s", tc.name, out, tc.want)
 		}
 	}
+}
+
+// TestEgressGitPreset: real git inside gVisor clones through the git
+// preset and pushes only where it names (backendtest.GitThroughRules).
+func TestEgressGitPreset(t *testing.T) {
+	b := testBackend(t)
+	pol := testPolicy(t, workspace(t), nil)
+	backendtest.GitThroughRules(t, pol, func(spec sandbox.Spec) sandbox.Sandbox { return create(t, b, spec) })
 }

@@ -2,6 +2,7 @@ package microvm
 
 import (
 	"fmt"
+	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"net"
 	"net/http"
 	"net/netip"
@@ -85,4 +86,12 @@ func lastProgram(rec *auditLog) string {
 		}
 	}
 	return ""
+}
+
+// TestEgressGitPreset: real git in the guest clones through the git preset
+// and pushes only where it names (backendtest.GitThroughRules).
+func TestEgressGitPreset(t *testing.T) {
+	b := testBackend(t, false)
+	pol := testPolicy(t, workspace(t), false)
+	backendtest.GitThroughRules(t, pol, func(spec sandbox.Spec) sandbox.Sandbox { return create(t, b, spec) })
 }
