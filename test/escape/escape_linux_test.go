@@ -101,9 +101,11 @@ func TestEscape(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			for _, a := range attacks {
+				start := time.Now()
 				res := r.runInside(t, bk, a)
 				card.set(a, proofs[a.name], name, res)
-				t.Logf("%-30s %-8s %s", a.name, res.Verdict, clip(res.Evidence, 200))
+				// The time per attack says where this suite's minutes go.
+				t.Logf("%-30s %-8s %5.1fs %s", a.name, res.Verdict, time.Since(start).Seconds(), clip(res.Evidence, 200))
 				switch res.Verdict {
 				case Escaped:
 					t.Errorf("ESCAPED: %s on %s: %s", a.name, name, res.Evidence)
