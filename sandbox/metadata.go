@@ -69,11 +69,11 @@ func ValidMetadataValue(v string) bool {
 }
 
 // CheckMetadata checks a whole metadata map against the key and value
-// rules and the count and size bounds; the error wraps ErrInvalid (a bad
-// key or value) or ErrLimit (too many or too large).
+// rules and the count and size bounds; the error wraps ErrInvalid (bad
+// input, whichever rule it breaks).
 func CheckMetadata(m map[string]string) error {
 	if len(m) > MaxMetadataEntries {
-		return fmt.Errorf("file metadata: %d keys, at most %d: %w", len(m), MaxMetadataEntries, ErrLimit)
+		return fmt.Errorf("file metadata: %d keys, at most %d: %w", len(m), MaxMetadataEntries, ErrInvalid)
 	}
 	total := 0
 	for k, v := range m {
@@ -86,7 +86,7 @@ func CheckMetadata(m map[string]string) error {
 		total += len(MetadataXattrPrefix) + len(k) + len(v)
 	}
 	if total > MaxMetadataBytes {
-		return fmt.Errorf("file metadata: %d bytes (keys with the %q prefix, values), at most %d: %w", total, MetadataXattrPrefix, MaxMetadataBytes, ErrLimit)
+		return fmt.Errorf("file metadata: %d bytes (keys with the %q prefix, values), at most %d: %w", total, MetadataXattrPrefix, MaxMetadataBytes, ErrInvalid)
 	}
 	return nil
 }
