@@ -94,7 +94,7 @@ test('a filesystem-only pause reboots (a new boot id); a pause with memory does 
   try {
     const first = await bootID(sbx)
     assert.match(first, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
-    await sbx.files.write('/home/user/kept.txt', 'kept')
+    await sbx.files.write('/home/user/kept.txt', 'kept', { metadata: { kept: 'across the pause' } })
     await sbx.pause()
     const frozen = await sbx.connect()
     assert.equal(await bootID(frozen), first)
@@ -102,6 +102,7 @@ test('a filesystem-only pause reboots (a new boot id); a pause with memory does 
     assert.equal(await sbx.isRunning(), false)
     const back = await sbx.connect()
     assert.equal(await back.files.read('/home/user/kept.txt'), 'kept')
+    assert.deepEqual((await back.files.getInfo('/home/user/kept.txt')).metadata, { kept: 'across the pause' })
     const second = await bootID(back)
     assert.notEqual(second, first)
     assert.match(second, /^[0-9a-f-]{36}$/)
