@@ -229,6 +229,9 @@ func (f files) List(ctx context.Context, p string) ([]sandbox.FileInfo, error) {
 					return nil, f.c.wrapErr(ctx, op, err)
 				}
 				size += listEntryOverhead + 2*len(ents[i].Name) + len(p) + len(ents[i].Link)
+				for k, v := range ents[i].Meta {
+					size += len(k) + len(v)
+				}
 				if size > MaxListBytes {
 					return nil, fmt.Errorf("%s: listing larger than %d bytes: %w", op, MaxListBytes, sandbox.ErrLimit)
 				}
@@ -322,7 +325,30 @@ func toFileInfo(w *wireFileInfo, name, p string) sandbox.FileInfo {
 		IsDir:   mode.IsDir(),
 		Link:    link,
 		Owner:   &sandbox.FileOwner{UID: int(w.UID), GID: int(w.GID), User: boundName(w.Owner), Group: boundName(w.Group)},
+		// The guest's claim, kept only when within the rules and bounds.
+		Metadata: boundMeta(w.Meta),
 	}
+}
+
+// boundMeta is metadata from the guest, dropped whole unless it passes
+// sandbox.CheckMetadata.
+func boundMeta(m map[string]string) map[string]string {
+	if len(m) == 0 || sandbox.CheckMetadata(m) != nil {
+		return nil
+	}
+	return m
+}
+
+// SetMetadata replaces the metadata of p (see sandbox.MetadataFiles).
+func (f files) SetMetadata(ctx context.Context, p string, m map[string]string) error {
+	op := fmt.Sprintf("set metadata of %q", truncate(p, 256))
+	if err := sandbox.CheckMetadata(m); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if err := f.simple(ctx, op, &request{Op: opSetMeta, Path: p, Meta: m}, "set metadata"); err != nil {
+		return err
+	}
+	return nil
 }
 
 // boundName is a user or group name from the guest, dropped when longer

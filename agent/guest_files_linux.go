@@ -153,7 +153,9 @@ func (g *guest) lstat(p string) (*wireFileInfo, error) {
 		if err := unix.Fstat(g.root.fd, &s); err != nil {
 			return nil, errnoKind(err)
 		}
-		return toWireInfo("/", &s, ""), nil
+		info := toWireInfo("/", &s, "")
+		info.Meta = readMetaFD(g.root.fd)
+		return info, nil
 	}
 	dfd, base, err := g.root.parent(p)
 	if err != nil {
@@ -176,7 +178,11 @@ func statAt(dfd int, name string) (*wireFileInfo, error) {
 			link = string(buf[:n])
 		}
 	}
-	return toWireInfo(name, &s, link), nil
+	info := toWireInfo(name, &s, link)
+	if metaFileOK(s.Mode) {
+		info.Meta = readMetaAt(dfd, name)
+	}
+	return info, nil
 }
 
 func toWireInfo(name string, s *unix.Stat_t, link string) *wireFileInfo {

@@ -245,14 +245,15 @@ func (g *guest) awaitConfig() *GuestConfig {
 
 func (g *guest) fileOps() map[string]func(*yamux.Stream, *request) {
 	return map[string]func(*yamux.Stream, *request){
-		opRead:   g.readFile,
-		opWrite:  g.writeFile,
-		opStat:   g.stat,
-		opList:   g.list,
-		opMkdir:  g.mkdir,
-		opRemove: g.remove,
-		opRename: g.rename,
-		opWatch:  g.watch,
+		opRead:    g.readFile,
+		opWrite:   g.writeFile,
+		opStat:    g.stat,
+		opList:    g.list,
+		opMkdir:   g.mkdir,
+		opRemove:  g.remove,
+		opRename:  g.rename,
+		opSetMeta: g.setMeta,
+		opWatch:   g.watch,
 	}
 }
 

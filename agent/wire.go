@@ -45,19 +45,20 @@ const (
 
 // Operations (request Op).
 const (
-	opHello  = "hello"
-	opPing   = "ping"
-	opExec   = "exec"
-	opRead   = "read"
-	opWrite  = "write"
-	opStat   = "stat"
-	opList   = "list"
-	opMkdir  = "mkdir"
-	opRemove = "remove"
-	opRename = "rename"
-	opEgress = "egress" // guest -> host
-	opDial   = "dial"   // host -> guest: a stream to a port on the guest's loopback
-	opWatch  = "watch"  // host -> guest: filesystem events under a path
+	opHello   = "hello"
+	opPing    = "ping"
+	opExec    = "exec"
+	opRead    = "read"
+	opWrite   = "write"
+	opStat    = "stat"
+	opList    = "list"
+	opMkdir   = "mkdir"
+	opRemove  = "remove"
+	opRename  = "rename"
+	opSetMeta = "setmeta" // replace a file's metadata (user.e2b.* xattrs)
+	opEgress  = "egress"  // guest -> host
+	opDial    = "dial"    // host -> guest: a stream to a port on the guest's loopback
+	opWatch   = "watch"   // host -> guest: filesystem events under a path
 	// host -> guest: whether to name the program behind egress connections
 	opPrograms = "programs"
 )
@@ -94,6 +95,9 @@ type request struct {
 	Mode      uint32 `json:"mode,omitempty"`
 	Parents   bool   `json:"parents,omitempty"` // write (mkdirs), mkdir
 	Recursive bool   `json:"recursive,omitempty"`
+	// setmeta: the keys (without their attribute prefix, which only the
+	// guest adds) and values
+	Meta map[string]string `json:"meta,omitempty"`
 
 	Remote string `json:"remote,omitempty"` // egress: peer address as seen by the guest
 	// egress: the peer's verified executable, or why there is none (the
@@ -146,6 +150,8 @@ type wireFileInfo struct {
 	GID     uint32 `json:"gid"`
 	Owner   string `json:"owner,omitempty"` // UID's name in the sandbox's /etc/passwd
 	Group   string `json:"group,omitempty"` // GID's name in its /etc/group
+	// Meta is the file's metadata (user.e2b.* xattrs, prefix stripped).
+	Meta map[string]string `json:"meta,omitempty"`
 }
 
 // errProtocol marks a peer that broke the protocol. The host ends the

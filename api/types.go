@@ -268,6 +268,9 @@ type FileInfo struct {
 	GID   *int   `json:"gid,omitempty"`
 	Owner string `json:"owner,omitempty"`
 	Group string `json:"group,omitempty"`
+	// Metadata is the file's user metadata (extended attributes
+	// user.e2b.KEY), absent when it has none.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // FileList is the answer of a directory listing.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -20,6 +21,23 @@ func (c *Client) WriteFile(ctx context.Context, id, path string, r io.Reader, mo
 	q := url.Values{"path": {path}, "mkdirs": {"true"}}
 	if mode != 0 {
 		q.Set("mode", fmt.Sprintf("%o", mode.Perm()))
+	}
+	return c.send(ctx, "PUT", sbPath(id, "/files"), q, r, "application/octet-stream")
+}
+
+// WriteFileMetadata is WriteFile that also gives the written file metadata
+// (kept as extended attributes user.e2b.KEY; see api.FileInfo.Metadata).
+func (c *Client) WriteFileMetadata(ctx context.Context, id, path string, r io.Reader, mode fs.FileMode, metadata map[string]string) error {
+	q := url.Values{"path": {path}, "mkdirs": {"true"}}
+	if mode != 0 {
+		q.Set("mode", fmt.Sprintf("%o", mode.Perm()))
+	}
+	if len(metadata) > 0 {
+		b, err := json.Marshal(metadata)
+		if err != nil {
+			return err
+		}
+		q.Set("metadata", string(b))
 	}
 	return c.send(ctx, "PUT", sbPath(id, "/files"), q, r, "application/octet-stream")
 }

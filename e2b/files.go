@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
+	"github.com/airlock-dev/airlock/sandbox"
 )
 
 // signature is E2B's URL signature of a /files operation ("read" or
@@ -115,14 +116,15 @@ type uploaded struct {
 	Path string `json:"path"`
 	Name string `json:"name"`
 	Type string `json:"type"`
+	// Metadata is what the upload set (E2B's WriteInfo.metadata).
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 func (e *envd) upload(w http.ResponseWriter, r *http.Request, sc *scope) {
-	for k := range r.Header {
-		if strings.HasPrefix(strings.ToLower(k), "x-metadata-") {
-			writeErr(w, http.StatusBadRequest, "file metadata (X-Metadata-* headers, extended attributes) is not supported on this server")
-			return
-		}
+	meta, err := fileMetadataOf(r.Header)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, "%s", err.Error())
+		return
 	}
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	target := r.URL.Query().Get("path")
@@ -148,7 +150,7 @@ func (e *envd) upload(w http.ResponseWriter, r *http.Request, sc *scope) {
 			writeErr(w, http.StatusBadRequest, "Content-Encoding %q: only gzip", enc)
 			return
 		}
-		u, err := e.put(r.Context(), sc, sc.resolve(target), body)
+		u, err := e.put(r.Context(), sc, sc.resolve(target), body, meta)
 		if err != nil {
 			e.writeUploadErr(w, r, sc, err)
 			return
@@ -156,7 +158,7 @@ func (e *envd) upload(w http.ResponseWriter, r *http.Request, sc *scope) {
 		out = append(out, u)
 	case "multipart/form-data":
 		var ok bool
-		if out, ok = e.uploadParts(w, r, sc, params["boundary"], target); !ok {
+		if out, ok = e.uploadParts(w, r, sc, params["boundary"], target, meta); !ok {
 			return
 		}
 	default:
@@ -171,7 +173,7 @@ func (e *envd) upload(w http.ResponseWriter, r *http.Request, sc *scope) {
 
 // uploadParts writes every part named "file" of a multipart upload; on
 // false it answered.
-func (e *envd) uploadParts(w http.ResponseWriter, r *http.Request, sc *scope, boundary, target string) ([]uploaded, bool) {
+func (e *envd) uploadParts(w http.ResponseWriter, r *http.Request, sc *scope, boundary, target string, meta map[string]string) ([]uploaded, bool) {
 	var out []uploaded
 	mr := multipart.NewReader(r.Body, boundary)
 	seen := map[string]bool{}
@@ -200,7 +202,7 @@ func (e *envd) uploadParts(w http.ResponseWriter, r *http.Request, sc *scope, bo
 			return nil, false
 		}
 		seen[p] = true
-		u, err := e.put(r.Context(), sc, p, part)
+		u, err := e.put(r.Context(), sc, p, part, meta)
 		part.Close()
 		if err != nil {
 			e.writeUploadErr(w, r, sc, err)
@@ -211,13 +213,42 @@ func (e *envd) uploadParts(w http.ResponseWriter, r *http.Request, sc *scope, bo
 	return out, true
 }
 
-// put writes body to p (parents made) and gives it to the caller's user.
-func (e *envd) put(ctx context.Context, sc *scope, p string, body io.Reader) (uploaded, error) {
-	if err := sc.c.WriteFile(ctx, sc.id, p, body, 0o644); err != nil {
+// put writes body to p (parents made) with exactly the metadata meta and
+// gives it to the caller's user.
+func (e *envd) put(ctx context.Context, sc *scope, p string, body io.Reader, meta map[string]string) (uploaded, error) {
+	if err := sc.c.WriteFileMetadata(ctx, sc.id, p, body, 0o644, meta); err != nil {
 		return uploaded{}, err
 	}
 	e.chown(ctx, sc, p)
-	return uploaded{Path: p, Name: path.Base(p), Type: "file"}, nil
+	return uploaded{Path: p, Name: path.Base(p), Type: "file", Metadata: meta}, nil
+}
+
+// metadataPrefix starts the request headers that carry file metadata.
+const metadataPrefix = "X-Metadata-"
+
+// fileMetadataOf is the file metadata an upload's headers carry, as envd reads
+// it: every X-Metadata-KEY header, KEY lower-cased, the first value of a
+// repeated one; nil when none. Keys and values are checked here (so a bad
+// one writes nothing) and again by the sandbox's side.
+func fileMetadataOf(h http.Header) (map[string]string, error) {
+	var m map[string]string
+	for k, vs := range h {
+		if len(k) < len(metadataPrefix) || !strings.EqualFold(k[:len(metadataPrefix)], metadataPrefix) {
+			continue
+		}
+		key := strings.ToLower(k[len(metadataPrefix):])
+		if m == nil {
+			m = map[string]string{}
+		}
+		if _, dup := m[key]; dup || len(vs) == 0 {
+			continue // two spellings of one key: the first seen wins
+		}
+		m[key] = vs[0]
+	}
+	if err := sandbox.CheckMetadata(m); err != nil {
+		return nil, fmt.Errorf("invalid metadata: %w", err)
+	}
+	return m, nil
 }
 
 func (e *envd) writeUploadErr(w http.ResponseWriter, r *http.Request, sc *scope, err error) {

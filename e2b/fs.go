@@ -28,6 +28,7 @@ func (f *fsSvc) entry(ctx context.Context, sc *scope, p string, fi *api.FileInfo
 	e := &envdpb.EntryInfo{Name: path.Base(p), Path: p, Size: fi.Size, Mode: uint32(fi.Mode.Perm()),
 		Permissions: fi.Mode.String(), ModifiedTime: timestamppb.New(fi.ModTime)}
 	e.Owner, e.Group = idName(fi.Owner, fi.UID), idName(fi.Group, fi.GID)
+	e.Metadata = fi.Metadata
 	switch {
 	case fi.Mode&fs.ModeSymlink != 0:
 		target := fi.Link

@@ -268,6 +268,9 @@ type FileInfo struct {
 	Link    string      `json:"link,omitempty"` // symlink target, not followed
 	// Owner, when the backend knows it (nil: it does not, as on wasm).
 	Owner *FileOwner `json:"owner,omitempty"`
+	// Metadata is the file's metadata (see MetadataFiles), nil when it has
+	// none or the backend keeps none.
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // FileOwner is a file's owner and group as the sandbox sees them: ids

@@ -24,6 +24,7 @@ func apiFileInfo(f sandbox.FileInfo) api.FileInfo {
 		uid, gid := o.UID, o.GID
 		out.UID, out.GID, out.Owner, out.Group = &uid, &gid, o.User, o.Group
 	}
+	out.Metadata = f.Metadata
 	return out
 }
 

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/sandbox"
 	"github.com/airlock-dev/airlock/server/guestpath"
 )
 
@@ -79,6 +81,11 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	meta, err := fileMetadata(l, p, q.Get("metadata"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	files := l.sb.Files()
 	// Write a hidden sibling and rename it into place: a broken or
 	// oversized upload never leaves a half-written file at path.
@@ -87,6 +94,11 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 	err = files.WriteFile(r.Context(), tmp, body, mode, q.Get("mkdirs") != "false")
 	if err == nil && body.err != nil {
 		err = body.err // the sandbox accepted a short file: the body broke off
+	}
+	if err == nil && meta != nil {
+		// On the sibling: the file appears at p with its metadata, and a
+		// write without metadata leaves none of the file it replaced.
+		err = files.(sandbox.MetadataFiles).SetMetadata(r.Context(), tmp, meta)
 	}
 	if err == nil {
 		err = files.Rename(r.Context(), tmp, p)
@@ -114,6 +126,28 @@ func (s *Server) handleFileWrite(w http.ResponseWriter, r *http.Request) {
 	s.events.emit(audit.Event{Sandbox: l.sb.ID(), Type: audit.TypeFile, Message: "file written through the API",
 		Fields: map[string]any{"path": p, "bytes": body.n, "tenant": callerOf(r).tenant}})
 	writeJSON(w, http.StatusOK, map[string]any{"path": p, "bytes": body.n})
+}
+
+// fileMetadata is the metadata a write asks for (query "metadata", a JSON
+// object of strings; nil when absent), checked before anything is written.
+func fileMetadata(l *live, p, raw string) (map[string]string, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(raw), &m); err != nil {
+		return nil, errBadRequest("write %q: metadata: want a JSON object of strings: %v", p, err)
+	}
+	if err := sandbox.CheckMetadata(m); err != nil {
+		return nil, fmt.Errorf("write %q: %w", p, err)
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	if _, ok := l.sb.Files().(sandbox.MetadataFiles); !ok {
+		return nil, fmt.Errorf("write %q: file metadata: the %s backend keeps none (no extended attributes): %w", p, l.backend, sandbox.ErrNotSupported)
+	}
+	return m, nil
 }
 
 // renamedError is err with every mention of the name old replaced by new

@@ -1,6 +1,7 @@
 package native
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -14,10 +15,13 @@ import (
 )
 
 const (
-	oldRoot   = "/oldroot"
-	denyFile  = "/.airlock-deny"
-	stageDir  = "/.airlock-files"
-	bindFlags = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
+	oldRoot  = "/oldroot"
+	denyFile = "/.airlock-deny"
+	// bootIDFile holds the sandbox's boot id until it is bound over
+	// procfs's (see writeBootID); removed like denyFile.
+	bootIDFile = "/.airlock-boot-id"
+	stageDir   = "/.airlock-files"
+	bindFlags  = unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV
 )
 
 // buildRoot assembles the sandbox's root filesystem on a fresh tmpfs and
@@ -55,6 +59,9 @@ func buildRoot(cfg *initConfig) error {
 	} else {
 		return stage("create deny file", err)
 	}
+	if err := writeBootID(); err != nil {
+		return stage("create boot id", err)
+	}
 	var readOnly []string // tmpfs mounts made read-only once populated
 	for i, op := range cfg.Mounts {
 		if err := doMount(cfg, i, op, &readOnly); err != nil {
@@ -70,6 +77,9 @@ func buildRoot(cfg *initConfig) error {
 	_ = os.RemoveAll(stageDir)
 	if err := os.Remove(denyFile); err != nil {
 		return stage("remove deny file", err)
+	}
+	if err := os.Remove(bootIDFile); err != nil {
+		return stage("remove boot id file", err)
 	}
 	if cfg.Overlay == nil {
 		readOnly = append(readOnly, "/") // an image's root keeps its writable layer
@@ -310,9 +320,13 @@ func mountProc(dst string) error {
 			return fmt.Errorf("read-only %s: %w", p, err)
 		}
 	}
+	masks := map[string]string{"sys/kernel/random/boot_id": bootIDFile}
 	for _, p := range procMask {
+		masks[p] = denyFile
+	}
+	for p, src := range masks {
 		p = dst + "/" + p
-		if err := unix.Mount(denyFile, p, "", unix.MS_BIND, ""); err != nil {
+		if err := unix.Mount(src, p, "", unix.MS_BIND, ""); err != nil {
 			if errors.Is(err, unix.ENOENT) {
 				continue
 			}
@@ -323,6 +337,29 @@ func mountProc(dst string) error {
 		}
 	}
 	return nil
+}
+
+// writeBootID writes bootIDFile: a random boot id (the kernel's form, a
+// version 4 UUID) for this life of the sandbox, bound read-only over
+// /proc/sys/kernel/random/boot_id. Programs read it to learn whether the
+// machine restarted since they wrote state (what ran before is gone): a
+// sandbox's life is that boot, so a sandbox started again from its files
+// (a resume without memory) gets a new one, a frozen one keeps its own,
+// and no sandbox reads the host's.
+func writeBootID() error {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	id := fmt.Sprintf("%x-%x-%x-%x-%x\n", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+	fd, err := unix.Open(bootIDFile, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o444)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	_, err = unix.Write(fd, []byte(id))
+	return err
 }
 
 // mountDev makes a minimal /dev: host device nodes bound in, a private

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"sort"
 	"strconv"
@@ -154,6 +155,7 @@ type node struct {
 	mode fs.FileMode
 	link string
 	mt   time.Time
+	meta map[string]string
 }
 
 // Sandbox is a fake sandbox.
@@ -576,7 +578,33 @@ func (s *Sandbox) info(p string, n *node) sandbox.FileInfo {
 	if n.dir {
 		fi.Mode |= fs.ModeDir
 	}
+	fi.Metadata = maps.Clone(n.meta)
 	return fi
+}
+
+// SetMetadata implements sandbox.MetadataFiles.
+func (f files) SetMetadata(_ context.Context, p string, m map[string]string) error {
+	if err := sandbox.CheckMetadata(m); err != nil {
+		return err
+	}
+	s := f.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.check("set metadata", p); err != nil {
+		return err
+	}
+	n := s.files[p]
+	if n == nil {
+		return fmt.Errorf("set metadata %q: %w", p, sandbox.ErrNotFound)
+	}
+	if n.link != "" {
+		return fmt.Errorf("set metadata %q: not a regular file or directory: %w", p, sandbox.ErrInvalid)
+	}
+	n.meta = nil
+	if len(m) > 0 {
+		n.meta = maps.Clone(m)
+	}
+	return nil
 }
 
 func (f files) Stat(_ context.Context, p string) (sandbox.FileInfo, error) {

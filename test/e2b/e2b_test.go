@@ -188,6 +188,28 @@ func TestE2BFork(t *testing.T) {
 		"tests/fork.test.mjs")
 }
 
+// TestE2BFileMetadata: file metadata (X-Metadata-* uploads, extended
+// attributes user.e2b.KEY) through E2B's SDK, its bounds, and that no
+// header reaches another attribute namespace (tests/metadata.test.mjs).
+// Unconfined, root on this host sets a trusted.* attribute (so one that
+// reached the kernel under its own name would be set); through the door
+// such names only ever become keys under user.e2b.
+func TestE2BFileMetadata(t *testing.T) {
+	testutil.RequireRoot(t)
+	probe := filepath.Join(t.TempDir(), "probe")
+	if err := os.WriteFile(probe, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set := exec.Command("python3", "-c", "import os,sys; os.setxattr(sys.argv[1], 'trusted.airlock-probe', b'x'); print(os.listxattr(sys.argv[1]))", probe)
+	if out, err := set.CombinedOutput(); err != nil || !strings.Contains(string(out), "trusted.airlock-probe") {
+		t.Fatalf("unconfined trusted.* attribute: %v %s (the attack would show nothing)", err, out)
+	}
+	s, key := startServer(t, "--e2b-domain", "e2b.airlock.test")
+	url := "http://" + s.addr
+	nodeTests(t, []string{"E2B_API_URL=" + url, "E2B_SANDBOX_URL=" + url, "E2B_API_KEY=" + key},
+		"tests/metadata.test.mjs")
+}
+
 // withE2BUser is img with the user "user" (uid 1000, home /home/user) and
 // the label that makes it envd's default user, the sandbox running as root.
 func withE2BUser(t *testing.T, img v1.Image) v1.Image {

@@ -237,6 +237,8 @@ class FileInfo:
     gid: Optional[int] = None
     owner: str = ""
     group: str = ""
+    # The file's metadata (extended attributes user.e2b.KEY), None when none.
+    metadata: Optional[Dict[str, str]] = None
 
 
 @dataclass

@@ -218,6 +218,8 @@ export interface FileInfo {
   /** Names of uid and gid in the sandbox's /etc/passwd and /etc/group. */
   owner?: string;
   group?: string;
+  /** The file's metadata (extended attributes user.e2b.KEY), absent when none. */
+  metadata?: Record<string, string>;
 }
 
 /** An exception a cell raised: its name, TimeoutError or KernelDied. */

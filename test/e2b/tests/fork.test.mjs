@@ -9,6 +9,7 @@ test('fork: every copy sees the files, changes are independent', async () => {
   const made = [sbx]
   try {
     await sbx.files.write('/home/user/notes.txt', 'from the source\n')
+    await sbx.files.write('/home/user/meta.txt', 'm', { metadata: { kept: 'by fork' } })
     await sbx.commands.run('mkdir -p /home/user/d && head -c 65536 /dev/urandom > /home/user/d/blob && sha256sum /home/user/d/blob > /home/user/sum')
     const sum = await sbx.files.read('/home/user/sum')
     const forks = await sbx.fork({ count: 2 })
@@ -21,6 +22,7 @@ test('fork: every copy sees the files, changes are independent', async () => {
       const check = await f.commands.run('sha256sum /home/user/d/blob')
       assert.equal(check.stdout, sum)
       assert.equal((await f.getInfo()).metadata.suite, 'fork')
+      assert.deepEqual((await f.files.getInfo('/home/user/meta.txt')).metadata, { kept: 'by fork' })
     }
     await forks[0].files.write('/home/user/notes.txt', 'fork 0\n')
     await sbx.files.write('/home/user/only-source', 'x')

@@ -1,9 +1,11 @@
 // Behaviours E2B's own SDK suite checks that Airlock's first tests did
 // not: file owners by name, watch events of writes through files.write,
-// and the error of a command whose sandbox is killed under it.
+// the error of a command whose sandbox is killed under it, and a new boot
+// id after a filesystem-only pause.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { Sandbox, FilesystemEventType, FileType, TimeoutError } from 'e2b'
+import { template } from './helpers.mjs'
 
 // events collects a watch's events; wait(pred) resolves with the first
 // event (seen before or after the call) for which pred holds.
@@ -84,4 +86,27 @@ test('a command whose sandbox is killed under it ends with TimeoutError', async 
   const err = await cmd.wait().catch((e) => e)
   assert.ok(err instanceof TimeoutError, `${err?.constructor?.name}: ${err?.message}`)
   assert.match(err.message, /sandbox was killed or reached its end of life/)
+})
+
+test('a filesystem-only pause reboots (a new boot id); a pause with memory does not', async () => {
+  const sbx = await Sandbox.create(template)
+  const bootID = async (s) => (await s.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim()
+  try {
+    const first = await bootID(sbx)
+    assert.match(first, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+    await sbx.files.write('/home/user/kept.txt', 'kept', { metadata: { kept: 'across the pause' } })
+    await sbx.pause()
+    const frozen = await sbx.connect()
+    assert.equal(await bootID(frozen), first)
+    await sbx.pause({ keepMemory: false })
+    assert.equal(await sbx.isRunning(), false)
+    const back = await sbx.connect()
+    assert.equal(await back.files.read('/home/user/kept.txt'), 'kept')
+    assert.deepEqual((await back.files.getInfo('/home/user/kept.txt')).metadata, { kept: 'across the pause' })
+    const second = await bootID(back)
+    assert.notEqual(second, first)
+    assert.match(second, /^[0-9a-f-]{36}$/)
+  } finally {
+    await sbx.kill()
+  }
 })
