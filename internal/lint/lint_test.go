@@ -151,6 +151,7 @@ var hostPathHomes = map[string]string{
 	"sandbox/sandboxtest/suite.go":       "test support: places the helper into the test's own workspace",
 	"internal/testutil/testutil.go":      "test support: the airlock binary built into its own temp dir",
 	"internal/testutil/ocitest/":         "test support: containerd configs and image tarballs written into the caller's temp dir, the test images read from their cache",
+	"internal/testutil/realserver/":      "test support: the seed repository written into the test's own temp dir",
 	"internal/testutil/kubecluster/":     "test support: the test cluster's own temp dir, and the host state the kubelet changes (sysctls, /var/lib/kubelet, /var/log/pods, cgroups, /proc) recorded and restored",
 
 	// Paths the operator or user named, or the host's own fixed ones.

@@ -123,7 +123,9 @@ func StartGit(t testing.TB, other http.Handler) *Git {
 	root := t.TempDir()
 	seed := t.TempDir()
 	GitRun(t, seed, "init", "-q", "-b", "main")
-	os.WriteFile(filepath.Join(seed, "README"), []byte("hello\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(seed, "README"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	GitRun(t, seed, "add", "README")
 	GitRun(t, seed, "commit", "-q", "-m", "seed")
 	for _, r := range []string{"acme/repo.git", "evil/repo.git"} {
