@@ -76,6 +76,12 @@ type CreateSandboxRequest struct {
 	// or "pause" (its processes are frozen, memory kept, and it is kept
 	// alive until resumed or deleted).
 	OnTimeout string `json:"on_timeout,omitempty"`
+	// AccessTokens are the scopes (TokenScopeSandbox, TokenScopePorts)
+	// whose access tokens the answer carries in Sandbox.AccessTokens:
+	// the tokens POST /v1/sandboxes/{id}/access-tokens would hand out,
+	// without its round trip. A scope that is not one of these refuses
+	// the create; the sandbox is made only when every scope is valid.
+	AccessTokens []string `json:"access_tokens,omitempty"`
 }
 
 // OnTimeout values.
@@ -116,6 +122,10 @@ type Sandbox struct {
 	// Runtime is how the sandbox runs where its backend says more than
 	// its name (gvisor: runsc_version, platform).
 	Runtime map[string]string `json:"runtime,omitempty"`
+	// AccessTokens are the tokens of the scopes the create asked for
+	// (CreateSandboxRequest.AccessTokens), in its order: in the answer
+	// of the create only, never in a get or a list.
+	AccessTokens []AccessToken `json:"access_tokens,omitempty"`
 }
 
 // Stats is a sandbox's resource use so far.

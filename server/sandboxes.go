@@ -101,6 +101,18 @@ func checkImageRef(ref string) error {
 	return nil
 }
 
+// checkFields validates a create request's labels, env and access token
+// scopes.
+func checkFields(req api.CreateSandboxRequest) error {
+	if err := checkLabels(req.Labels); err != nil {
+		return err
+	}
+	if err := checkEnv(req.Env); err != nil {
+		return err
+	}
+	return checkTokenScopes(req.AccessTokens)
+}
+
 // createPlan is a validated create request.
 type createPlan struct {
 	req         api.CreateSandboxRequest
@@ -130,10 +142,7 @@ func (s *Server) planCreate(c caller, req api.CreateSandboxRequest) (*createPlan
 			return nil, err
 		}
 	}
-	if err := checkLabels(req.Labels); err != nil {
-		return nil, err
-	}
-	if err := checkEnv(req.Env); err != nil {
+	if err := checkFields(req); err != nil {
 		return nil, err
 	}
 	p.timeout = req.Timeout.D()
@@ -336,7 +345,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.recordLife(r.Context(), l, c, plan.req); err != nil {
+	life := plan.req
+	life.AccessTokens = nil // a resume hands out none
+	if err := s.recordLife(r.Context(), l, c, life); err != nil {
 		s.log.Error("store lifecycle", "sandbox", rec.ID, "err", err)
 	}
 	l.mu.Lock()
@@ -360,7 +371,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		Fields: map[string]any{"tenant": c.tenant, "backend": l.backend, "profile": l.profile, "pooled": l.pooled}})
 	s.metrics.createTotal.WithLabelValues(l.backend, fmt.Sprint(l.pooled)).Observe(time.Since(start).Seconds())
 	s.log.Info("sandbox created", "sandbox", rec.ID, "tenant", c.tenant, "backend", l.backend, "pooled", l.pooled)
-	writeJSON(w, http.StatusCreated, s.view(l, rec, false))
+	v := s.view(l, rec, false)
+	v.AccessTokens = s.createTokens(rec.ID, c.tenant, plan.req.AccessTokens)
+	writeJSON(w, http.StatusCreated, v)
 }
 
 // obtain takes quota and then a pooled sandbox when the request fits a

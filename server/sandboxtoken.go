@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/airlock-dev/airlock/api"
 	"github.com/airlock-dev/airlock/audit"
@@ -89,4 +90,31 @@ func (s *Server) handleAccessToken(w http.ResponseWriter, r *http.Request) {
 	s.events.emit(audit.Event{Sandbox: rec.ID, Type: audit.TypeExec, Message: "sandbox access token handed out through the API",
 		Fields: map[string]any{"scope": req.Scope, "tenant": c.tenant}})
 	writeJSON(w, http.StatusOK, api.AccessToken{Sandbox: rec.ID, Scope: req.Scope, Token: tok})
+}
+
+// checkTokenScopes validates the access_tokens of a create request: each
+// a known scope, none twice (so that a refusal comes before anything is
+// made).
+func checkTokenScopes(scopes []string) error {
+	for i, sc := range scopes {
+		if tokenRoutes[sc] == nil {
+			return errBadRequest("create sandbox: access_tokens[%d] %q: not a scope (want %q or %q)", i, sc, api.TokenScopeSandbox, api.TokenScopePorts)
+		}
+		if slices.Contains(scopes[:i], sc) {
+			return errBadRequest("create sandbox: access_tokens[%d] %q: listed twice", i, sc)
+		}
+	}
+	return nil
+}
+
+// createTokens mints the access tokens a create asked for (scopes
+// checked by checkTokenScopes), audited as the access-tokens route's are.
+func (s *Server) createTokens(id, tenant string, scopes []string) []api.AccessToken {
+	var out []api.AccessToken
+	for _, sc := range scopes {
+		out = append(out, api.AccessToken{Sandbox: id, Scope: sc, Token: s.portTokens.MintSandbox(sc, id, tenant)})
+		s.events.emit(audit.Event{Sandbox: id, Type: audit.TypeExec, Message: "sandbox access token handed out with its create",
+			Fields: map[string]any{"scope": sc, "tenant": tenant}})
+	}
+	return out
 }

@@ -35,6 +35,7 @@ class CreateSandboxRequest(TypedDict, total=False):
     auto_resume: bool
     public_ports: bool
     on_timeout: str
+    access_tokens: List[str]  # scopes: "sandbox", "ports" (SandboxInfo.access_tokens)
 
 
 class PatchSandboxRequest(TypedDict, total=False):
@@ -150,6 +151,9 @@ class SandboxInfo:
     # A resumed sandbox's files matched the manifest its pause recorded
     # (False after a server crash: nothing was recorded).
     verified: bool = False
+    # The tokens of the scopes the create asked for ({"sandbox", "scope",
+    # "token"} each): its answer only, never a get or a list.
+    access_tokens: List[Dict[str, str]] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, d: Dict[str, Any]) -> "SandboxInfo":

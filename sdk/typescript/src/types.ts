@@ -24,6 +24,8 @@ export interface CreateSandboxRequest {
   public_ports?: boolean;
   /** What its timeout does: destroy (the default) or pause (memory kept). */
   on_timeout?: "destroy" | "pause";
+  /** Scopes whose access tokens the create's answer carries (SandboxInfo.access_tokens). */
+  access_tokens?: ("sandbox" | "ports")[];
 }
 
 /**
@@ -149,6 +151,8 @@ export interface SandboxInfo {
    * (false after a server crash: nothing was recorded).
    */
   verified?: boolean;
+  /** The tokens of the scopes the create asked for (its answer only, never a get or a list). */
+  access_tokens?: { sandbox: string; scope: "sandbox" | "ports"; token: string }[];
 }
 
 /**
