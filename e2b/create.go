@@ -156,6 +156,12 @@ func (h *Handler) plan(ctx context.Context, c *client.Client, req *newSandbox) (
 	if autoPause {
 		creq.OnTimeout = api.OnTimeoutPause
 	}
+	// The tokens describe hands out come with the create's answer: one
+	// round trip fewer (two for a private sandbox).
+	creq.AccessTokens = []string{api.TokenScopeSandbox}
+	if !creq.PublicPorts {
+		creq.AccessTokens = append(creq.AccessTokens, api.TokenScopePorts)
+	}
 	return creq, nil
 }
 
@@ -279,9 +285,10 @@ func isDomain(entry string) bool {
 	return strings.ContainsFunc(entry, func(c rune) bool { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '*' })
 }
 
-// describe is E2B's Sandbox for sb, with its access tokens.
+// describe is E2B's Sandbox for sb, with its access tokens: those sb
+// carries (the answer of a create that asked for them), else asked for.
 func (h *Handler) describe(r *http.Request, c *client.Client, sb *api.Sandbox) (*sandboxOut, error) {
-	tok, err := c.AccessToken(r.Context(), sb.ID, api.TokenScopeSandbox)
+	tok, err := accessToken(r.Context(), c, sb, api.TokenScopeSandbox)
 	if err != nil {
 		return nil, err
 	}
@@ -289,13 +296,24 @@ func (h *Handler) describe(r *http.Request, c *client.Client, sb *api.Sandbox) (
 		EnvdVersion: envdVersion, EnvdAccessToken: tok, Domain: h.domain(r)}
 	h.remember(sb, tok)
 	if sb.Labels[labelPrivate] == "true" {
-		t, err := c.AccessToken(r.Context(), sb.ID, api.TokenScopePorts)
+		t, err := accessToken(r.Context(), c, sb, api.TokenScopePorts)
 		if err != nil {
 			return nil, err
 		}
 		out.TrafficAccessToken = &t
 	}
 	return out, nil
+}
+
+// accessToken is sb's token of scope: the one its create's answer
+// carries, else one more /v1 call.
+func accessToken(ctx context.Context, c *client.Client, sb *api.Sandbox, scope string) (string, error) {
+	for _, t := range sb.AccessTokens {
+		if t.Scope == scope && t.Sandbox == sb.ID {
+			return t.Token, nil
+		}
+	}
+	return c.AccessToken(ctx, sb.ID, scope)
 }
 
 // validUserName: a user name of /etc/passwd's usual shape.
