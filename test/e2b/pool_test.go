@@ -60,6 +60,48 @@ func TestE2BPool(t *testing.T) {
 			t.Errorf("%s was not handed out from the pool", id)
 		}
 	}
+	// Each create's tokens came with its /v1 create (access_tokens): the
+	// door asked the access-tokens route for none.
+	creates := apiRequests(t, s, "POST /v1/sandboxes", "201")
+	if n := len(strings.Fields(string(made))); n == 0 || creates < n {
+		t.Errorf("%d sandboxes made through the door, %d /v1 creates answered 201", n, creates)
+	}
+	if n := apiRequests(t, s, "POST /v1/sandboxes/{id}/access-tokens", ""); n != 0 {
+		t.Errorf("the door asked POST /v1/sandboxes/{id}/access-tokens %d times; its creates' answers carry the tokens", n)
+	}
+}
+
+// apiRequests is the server's count of /v1 requests of route (with
+// status, or of any status when it is ""): its airlock_api_requests_total.
+func apiRequests(t *testing.T, s *server, route, status string) int {
+	t.Helper()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", s.socket)
+	}}}
+	r, err := hc.Get("http://airlock/metrics")
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer r.Body.Close()
+	prefix := `airlock_api_requests_total{route="` + route + `",status="` + status
+	total := 0
+	sc := bufio.NewScanner(r.Body)
+	for sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), prefix)
+		if !ok || status != "" && !strings.HasPrefix(line, `"}`) {
+			continue
+		}
+		_, v, _ := strings.Cut(line, "} ")
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("metrics line %q: %v", sc.Text(), err)
+		}
+		total += n
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	return total
 }
 
 // waitPooled waits until the server holds n pooled sandboxes (its

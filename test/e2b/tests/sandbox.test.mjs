@@ -189,6 +189,27 @@ test('a port reached through getHost', async () => {
   assert.equal(gone.status, 502)
 })
 
+// A private sandbox's ports answer only with its traffic token (the door
+// gets it, with the envd token, in the /v1 create's answer).
+test('a private sandbox: its port needs the traffic access token', async () => {
+  const sbx = await Sandbox.create(template, { network: { allowPublicTraffic: false } })
+  try {
+    assert.ok(sbx.trafficAccessToken, 'no trafficAccessToken for a private sandbox')
+    await sbx.files.write('/tmp/www/index.html', 'private page')
+    await sbx.commands.run('cd /tmp/www && python3 -m http.server 8000', { background: true })
+    const host = sbx.getHost(8000)
+    const res = await until(async () => {
+      const r = await hostGet(host, '/index.html', { 'e2b-traffic-access-token': sbx.trafficAccessToken })
+      return r.status === 200 ? r : null
+    })
+    assert.equal(res.body, 'private page')
+    assert.equal((await hostGet(host, '/index.html')).status, 403)
+    assert.equal((await hostGet(host, '/index.html', { 'e2b-traffic-access-token': sbx.trafficAccessToken + 'x' })).status, 403)
+  } finally {
+    await sbx.kill()
+  }
+})
+
 test('a template naming its envd user: calls run as user in /home/user, root on request', async () => {
   const sbx = await Sandbox.create('userbase')
   try {
