@@ -442,3 +442,33 @@ func TestTenantRequestsCapped(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSStalledRefusalDoesNotBlockAccept: a connection over its
+// network's limit that never sends a ClientHello does not stop the
+// listener from serving another network's client.
+func TestTLSStalledRefusalDoesNotBlockAccept(t *testing.T) {
+	t.Parallel()
+	ts := newTLSServer(t, func(c *Config) { c.TCPLimits = ConnLimits{PerPrefix: 1, PerTenant: 256, Total: 4096} })
+	for range 2 { // the first is held, the second refused: both silent
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	time.Sleep(100 * time.Millisecond) // both accepted (no assertion rests on it)
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, 1)}}
+	tr := &http.Transport{DialContext: d.DialContext, TLSClientConfig: &tls.Config{RootCAs: ts.pool}}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	req, _ := http.NewRequest("GET", "https://"+ts.addr+"/v1/sandboxes", nil)
+	req.Header.Set("Authorization", "Bearer "+ts.key(t, "bob"))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("another network's client while a refused connection is silent: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("another network's client: %s", resp.Status)
+	}
+}
