@@ -38,6 +38,19 @@ type tlsServer struct {
 func newTLSServer(t *testing.T, mod func(*Config)) *tlsServer {
 	t.Helper()
 	ts := newTestServer(t, mod)
+	cfg, pool := testTLS(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ts.srv.ServeTLS(ln, cfg)
+	return &tlsServer{testServer: ts, addr: ln.Addr().String(), pool: pool}
+}
+
+// testTLS is a server configuration with a fresh certificate for
+// 127.0.0.1, and the pool that trusts it.
+func testTLS(t *testing.T) (*tls.Config, *x509.CertPool) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -56,13 +69,7 @@ func newTLSServer(t *testing.T, mod func(*Config)) *tlsServer {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
-	go ts.srv.ServeTLS(ln, cfg)
-	return &tlsServer{testServer: ts, addr: ln.Addr().String(), pool: pool}
+	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}, pool
 }
 
 // key stores a fresh API key of tenant.
@@ -470,5 +477,27 @@ func TestTLSStalledRefusalDoesNotBlockAccept(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("another network's client: %s", resp.Status)
+	}
+}
+
+// TestDoorTLSSpeaksH2AndH1: a door's TLS listener (the E2B adapter's,
+// --e2b-tls-cert) negotiates HTTP/2 or HTTP/1.1 by ALPN as the API's does.
+func TestDoorTLSSpeaksH2AndH1(t *testing.T) {
+	t.Parallel()
+	ts := newTestServer(t, nil)
+	cfg, pool := testTLS(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Proto) })
+	go ts.srv.ServeDoor(ln, cfg, h, func(*http.Request) string { return "" })
+	door := &tlsServer{testServer: ts, addr: ln.Addr().String(), pool: pool}
+	for _, h2 := range []bool{true, false} {
+		resp, body := door.get(t, door.httpClient(t, h2), "none", "/health")
+		want := map[bool]string{true: "HTTP/2.0", false: "HTTP/1.1"}[h2]
+		if resp.StatusCode != 200 || string(body) != want {
+			t.Errorf("door, h2=%v: %s %q, want 200 %q", h2, resp.Status, body, want)
+		}
 	}
 }
