@@ -80,6 +80,11 @@ type limitListener struct {
 	prefix map[string]int
 	tenant map[string]int
 	anon   list.List // *limitedConn not yet a tenant's, oldest first
+
+	// refuseTLS, on a TLS listener (withTLS), is the configuration its
+	// refusals are written with; refusing bounds how many at once.
+	refuseTLS *tls.Config
+	refusing  chan struct{}
 }
 
 func newLimitListener(ln net.Listener, lim ConnLimits, m *serverMetrics) *limitListener {
@@ -112,7 +117,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		if lc == nil {
 			l.metrics.connRefused.Inc()
-			refuse(c, refusal)
+			if l.refuseTLS != nil {
+				l.refuseOverTLS(c, refusal)
+			} else {
+				refuse(c, refusal)
+			}
 			continue
 		}
 		return lc, nil

@@ -24,9 +24,10 @@ import (
 // serves TLS above the bounds, so a connection is counted before its
 // handshake.
 func (s *Server) ServeDoor(ln net.Listener, tlsConfig *tls.Config, h http.Handler, credential func(*http.Request) string) error {
-	var cl net.Listener = newLimitListener(ln, s.cfg.TCPLimits, s.metrics)
+	ll := newLimitListener(ln, s.cfg.TCPLimits, s.metrics)
+	var cl net.Listener = ll
 	if tlsConfig != nil {
-		cl = tls.NewListener(cl, tlsConfig)
+		cl = ll.withTLS(tlsConfig)
 	}
 	return s.serveHTTP(cl, s.bindDoor(h, credential), doorIdleTimeout, nil)
 }

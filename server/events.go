@@ -84,9 +84,13 @@ func (w *eventWriter) sink(id, backend string, rate int) audit.Sink {
 // sandboxSink is one sandbox's audit sink. Beyond rate events a second
 // (a burst of one second's worth allowed) events are not stored one by
 // one: each second, one event per type and message says how many more
-// like it there were ("N more like this"), so a loop of denied calls
-// cannot fill the store while nothing is lost from the record but the
-// repetition. Lifecycle events are never held back.
+// like it there were ("N more like this"), for the first heldKinds
+// messages; events of further messages are counted per type in one
+// summary each ("N more of type T"), and types beyond heldKinds in one
+// last summary. So what a sandbox adds each second is bounded by
+// rate + 2*heldKinds + 1 rows whatever its messages say (a path or an
+// errno that differs each time), while every event is counted. Lifecycle
+// events are never held back.
 type sandboxSink struct {
 	w       *eventWriter
 	id      string
@@ -97,8 +101,14 @@ type sandboxSink struct {
 	tokens  float64
 	last    time.Time
 	held    map[[2]string]*heldEvents // (type, message) -> count beyond the rate
+	kinds   map[string]*heldEvents    // type -> count of messages beyond heldKinds
+	others  *heldEvents               // types beyond heldKinds
 	flusher interface{ Stop() bool }
 }
+
+// heldKinds is how many distinct messages, and then how many types, a
+// sandbox's aggregates keep apart each second.
+const heldKinds = 16
 
 type heldEvents struct {
 	first audit.Event
@@ -131,13 +141,7 @@ func (s *sandboxSink) allow(e audit.Event) bool {
 	if s.held == nil {
 		s.held = map[[2]string]*heldEvents{}
 	}
-	k := [2]string{e.Type, e.Message}
-	h := s.held[k]
-	if h == nil {
-		h = &heldEvents{first: e}
-		s.held[k] = h
-	}
-	h.n++
+	s.hold(e)
 	s.w.metrics.eventsDropped.WithLabelValues(e.Type).Inc()
 	if s.flusher == nil {
 		s.flusher = s.w.clock.AfterFunc(time.Second, s.flush)
@@ -145,25 +149,74 @@ func (s *sandboxSink) allow(e audit.Event) bool {
 	return false
 }
 
-// flush stores one aggregate per held (type, message).
+// hold counts e in the aggregate of its message, of its type, or of the
+// other types: the first that has room (s.mu held).
+func (s *sandboxSink) hold(e audit.Event) {
+	k := [2]string{e.Type, e.Message}
+	if h := s.held[k]; h != nil {
+		h.n++
+		return
+	}
+	if len(s.held) < heldKinds {
+		s.held[k] = &heldEvents{first: e, n: 1}
+		return
+	}
+	if s.kinds == nil {
+		s.kinds = map[string]*heldEvents{}
+	}
+	if h := s.kinds[e.Type]; h != nil {
+		h.n++
+		return
+	}
+	if len(s.kinds) < heldKinds {
+		s.kinds[e.Type] = &heldEvents{first: e, n: 1}
+		return
+	}
+	if s.others == nil {
+		s.others = &heldEvents{first: e}
+	}
+	s.others.n++
+}
+
+// flush stores one aggregate per held (type, message), one summary per
+// type of the messages beyond those, and one for the types beyond.
 func (s *sandboxSink) flush() {
 	s.mu.Lock()
-	held := s.held
-	s.held, s.flusher = nil, nil
+	held, kinds, others := s.held, s.kinds, s.others
+	s.held, s.kinds, s.others, s.flusher = nil, nil, nil, nil
 	s.mu.Unlock()
 	for _, h := range held {
-		e := h.first
-		e.Time = s.w.clock.Now().UTC()
-		fields := map[string]any{"aggregated": h.n, "first_at": h.first.Time}
+		s.emitAggregate(h, fmt.Sprintf("%d more like this (over %d events a second): %s", h.n, s.rate, h.first.Message), true)
+	}
+	for typ, h := range kinds {
+		s.emitAggregate(h, fmt.Sprintf("%d more %s events (over %d events a second and %d messages): the first said: %s",
+			h.n, typ, s.rate, heldKinds, h.first.Message), false)
+	}
+	if others != nil {
+		s.emitAggregate(others, fmt.Sprintf("%d more events of other types (over %d events a second and %d types): the first was %s: %s",
+			others.n, s.rate, heldKinds, others.first.Type, others.first.Message), false)
+	}
+}
+
+// emitAggregate stores h as one event saying msg. An aggregate of one
+// message keeps the first event's fields; a summary of many keeps none
+// (they describe only the first) but names the first's message.
+func (s *sandboxSink) emitAggregate(h *heldEvents, msg string, sameMessage bool) {
+	e := h.first
+	e.Time = s.w.clock.Now().UTC()
+	fields := map[string]any{"aggregated": h.n, "first_at": h.first.Time}
+	if sameMessage {
 		for k, v := range h.first.Fields {
 			if _, ok := fields[k]; !ok {
 				fields[k] = v
 			}
 		}
-		e.Fields = fields
-		e.Message = fmt.Sprintf("%d more like this (over %d events a second): %s", h.n, s.rate, h.first.Message)
-		s.w.emit(e)
+	} else {
+		fields["first_message"] = h.first.Message
 	}
+	e.Fields = fields
+	e.Message = msg
+	s.w.emit(e)
 }
 
 // batchWindow is how long the writer gathers events before a commit.

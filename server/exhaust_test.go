@@ -212,6 +212,63 @@ func TestEventsAggregatedBeyondRate(t *testing.T) {
 	}
 }
 
+// TestEventsAggregatedWhateverTheMessage: a sandbox whose violations say
+// something different each time (another path, another errno, and types
+// no one expected) still adds a bounded number of rows each second, and
+// every event is counted in them.
+func TestEventsAggregatedWhateverTheMessage(t *testing.T) {
+	t.Parallel()
+	const rate = 50
+	ts := newTestServer(t, func(c *Config) { c.EventRate = rate })
+	clk := &stepClock{now: time.Unix(1_700_000_000, 0)}
+	ts.srv.events.clock = clk
+	sink := ts.srv.events.sink("sb-vary", "fake", rate)
+	const seconds, perSecond = 5, 4000
+	types := []string{audit.TypeViolation, audit.TypeDenied, audit.TypeEgress, audit.TypeFile}
+	for i := range 40 {
+		types = append(types, fmt.Sprintf("made-up-%d", i))
+	}
+	sent := 0
+	for sec := range seconds {
+		for i := range perSecond {
+			typ := types[0]
+			if i%5 == 0 {
+				typ = types[i/5%len(types)]
+			}
+			sink.Emit(audit.Event{Type: typ, Message: fmt.Sprintf("denied open /tmp/%d-%d: errno %d", sec, i, i%133),
+				Fields: map[string]any{"path": fmt.Sprintf("/tmp/%d-%d", sec, i)}})
+			sent++
+		}
+		clk.step(time.Second) // this second's aggregates
+	}
+	ts.srv.events.flush()
+	evs, err := ts.store.Events(context.Background(), "sb-vary", 0, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, summaries := 0, 0
+	for _, e := range evs {
+		a, ok := e.Fields["aggregated"].(float64)
+		if !ok {
+			total++
+			continue
+		}
+		total += int(a)
+		if _, ok := e.Fields["first_message"]; ok {
+			summaries++
+		}
+	}
+	// Per second: rate single events (one burst of rate more at the
+	// start), heldKinds aggregates of one message, heldKinds summaries of
+	// one type and one of the other types.
+	bound := rate + seconds*(rate+2*heldKinds+1)
+	if len(evs) > bound || total != sent || summaries == 0 {
+		t.Fatalf("%d rows for %d distinct events (counted %d, %d summaries): want at most %d rows counting all",
+			len(evs), sent, total, summaries, bound)
+	}
+	t.Logf("%d distinct events over %d s: %d rows (bound %d), %d of them summaries", sent, seconds, len(evs), bound, summaries)
+}
+
 // TestSparseArchiveCountedBySize: a tiny tar of a sparse 2 GiB file (GNU
 // and PAX formats, as GNU tar writes them) is refused before anything is
 // written; the limit counts what extraction would write.

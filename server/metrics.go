@@ -24,6 +24,7 @@ type serverMetrics struct {
 	connRefused   *metrics.Counter
 	connEvicted   *metrics.Counter
 	eventsDropped *metrics.CounterVec
+	h2Errors      *metrics.CounterVec
 }
 
 var latencyBuckets = []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
@@ -51,6 +52,7 @@ func newMetrics(s *Server) (*serverMetrics, error) {
 		violations:    counter("airlock_violations_total", "Policy violations reported by sandboxes.", "backend"),
 		errors:        counter("airlock_api_errors_total", "Error answers by error code.", "code"),
 		requests:      counter("airlock_api_requests_total", "API requests by route and status.", "route", "status"),
+		h2Errors:      counter("airlock_http2_errors_total", "HTTP/2 protocol errors of clients (resets over the stream limit, floods, bad frames), by kind.", "type"),
 		eventsDropped: counter("airlock_events_aggregated_total", "Audit events over a sandbox's rate, stored as one aggregate each second.", "type"),
 	}
 	m.connRefused = counter("airlock_connections_refused_total", "Connections closed at accept: over the per-network limit, or the total one with no anonymous connection to evict.").WithLabelValues()

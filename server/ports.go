@@ -269,6 +269,13 @@ func (s *Server) portCaller(w http.ResponseWriter, r *http.Request, id string, p
 		s.writeError(w, r, err)
 		return
 	}
+	// What the token's visitors run counts as its tenant's requests.
+	release, err := s.inflight.acquire(owner, s.cfg.TenantRequests)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	defer release()
 	if fromQuery {
 		exp, _ := tokenExpiry(tok)
 		http.SetCookie(w, &http.Cookie{Name: portTokenCookie, Value: tok, Path: prefix + "/",

@@ -56,6 +56,14 @@ func (s *Server) authenticate(h http.HandlerFunc) http.HandlerFunc {
 			s.writeError(w, r, err)
 			return
 		}
+		if !c.trusted {
+			release, err := s.inflight.acquire(c.tenant, s.cfg.TenantRequests)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			defer release()
+		}
 		if key != "" {
 			// A key revoked while this request runs (a stream) ends it.
 			ctx, cancel := context.WithCancel(r.Context())

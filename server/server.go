@@ -130,6 +130,11 @@ type Config struct {
 	// TCPLimits and UnixLimits bound the connections of TCP and unix
 	// listeners (zero: DefaultTCPLimits, DefaultUnixLimits).
 	TCPLimits, UnixLimits ConnLimits
+	// TenantRequests is the most requests one keyed tenant may have
+	// running at once on every listener together; beyond, 429 (0:
+	// DefaultTenantRequests; <0: none). The local tenant of the trusted
+	// socket has none.
+	TenantRequests int
 	// PreviewDomain, when set, routes requests for host PORT-ID.DOMAIN to
 	// that port of sandbox ID (apps that need to be at /); PreviewScheme
 	// is the scheme of the preview URLs the server hands out ("http").
@@ -180,6 +185,7 @@ type Server struct {
 	servers []*http.Server
 
 	keyWatch keyWatch // requests by API key, ended when it is revoked
+	inflight inflight // requests each tenant has running (Config.TenantRequests)
 	storage  *storageGuard
 
 	portTokens    *token.Signer   // port and sandbox access tokens (server/token)
@@ -285,6 +291,9 @@ func (cfg *Config) setDefaults() {
 		cfg.PoolTenantMax = 4
 	}
 	def(&cfg.HeadTimeout, DefaultHeadTimeout)
+	if cfg.TenantRequests == 0 {
+		cfg.TenantRequests = DefaultTenantRequests
+	}
 	if cfg.RunDir == "" {
 		cfg.RunDir = cfg.DataDir
 	}
@@ -450,6 +459,8 @@ func (s *Server) serveHTTP(ln net.Listener, h http.Handler, idle time.Duration, 
 		ConnContext:       withConn,
 		IdleTimeout:       idle,
 		MaxHeaderBytes:    64 << 10,
+		Protocols:         protocols(),
+		HTTP2:             h2Config(s.cfg.IOTimeout, func(typ string) { s.metrics.h2Errors.WithLabelValues(typ).Inc() }),
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 	}

@@ -167,13 +167,18 @@ func (f *serveFlags) serveListeners(srv *server.Server, errc chan<- error, log *
 		return fmt.Errorf("listen on %q: %w", f.listen, err)
 	}
 	if f.tlsCert != "" {
-		if tln, err = tlsListener(tln, f.tlsCert, f.tlsKey); err != nil {
+		cfg, err := tlsConfig(f.tlsCert, f.tlsKey)
+		if err != nil {
+			tln.Close()
 			os.Remove(f.socket)
 			return err
 		}
-	} else {
-		log.Warn("TCP listener without TLS: API keys travel in clear text; put it behind TLS", "addr", tln.Addr().String())
+		// HTTP/2 or HTTP/1.1 by ALPN; TLS above the connection limits.
+		go func() { errc <- srv.ServeTLS(tln, cfg) }()
+		log.Info("listening", "tcp", tln.Addr().String(), "tls", "h2, http/1.1", "auth", "API key required")
+		return nil
 	}
+	log.Warn("TCP listener without TLS: API keys travel in clear text; put it behind TLS", "addr", tln.Addr().String())
 	go func() { errc <- srv.Serve(tln, false) }()
 	log.Info("listening", "tcp", tln.Addr().String(), "auth", "API key required")
 	return nil
@@ -535,14 +540,6 @@ func serveQuota(sub string, args []string) int {
 		return 0
 	}
 	panic("serve quota: verb " + sub + " not in dispatch's table")
-}
-func tlsListener(ln net.Listener, certFile, keyFile string) (net.Listener, error) {
-	cfg, err := tlsConfig(certFile, keyFile)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
-	return tls.NewListener(ln, cfg), nil
 }
 
 // tlsConfig is a server's TLS with the certificate and key files.

@@ -30,7 +30,7 @@ type serveFlags struct {
 	defTimeout, maxTimeout, idle, retention      time.Duration
 	pausedRetention, scanTimeout, uploadTimeout  time.Duration
 	maxSandboxes, eventRate, perPrefix, maxConns int
-	perTenantConns                               int
+	perTenantConns, tenantRequests               int
 	headTimeout                                  time.Duration
 	maxMemory, maxUpload, procBuffer, logLevel   string
 	maxDisk                                      string
@@ -81,6 +81,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.perPrefix, "max-conns-per-prefix", server.DefaultTCPLimits.PerPrefix, "TCP connections one client network (its /24 for IPv4, /64 for IPv6) may hold (0: none, e.g. behind a reverse proxy)")
 	fs.IntVar(&f.perPrefix, "max-conns-per-client", server.DefaultTCPLimits.PerPrefix, "old name of --max-conns-per-prefix")
 	fs.IntVar(&f.perTenantConns, "max-conns-per-tenant", server.DefaultTCPLimits.PerTenant, "TCP connections one tenant's requests may hold (0: none)")
+	fs.IntVar(&f.tenantRequests, "max-requests-per-tenant", server.DefaultTenantRequests, "requests one keyed tenant may have running at once, HTTP/2 streams included; beyond, 429 (-1: none)")
 	fs.IntVar(&f.maxConns, "max-conns", server.DefaultTCPLimits.Total, "TCP connections the server holds at most; at the limit a new one replaces the oldest not yet authenticated")
 	fs.DurationVar(&f.headTimeout, "head-timeout", server.DefaultHeadTimeout, "longest a client may take to send a request's head (request line and headers)")
 	fs.StringVar(&f.ceilFile, "ceilings", "", "server policy file: per-tenant ceilings on network rules, limits, backends, images, profiles and host paths (see docs/serve.md)")
@@ -137,9 +138,10 @@ func (f *serveFlags) config(log *slog.Logger) (server.Config, error) {
 		DefaultTimeout: f.defTimeout, MaxTimeout: f.maxTimeout, IdleTimeout: f.idle,
 		EventRate: f.eventRate, PublicMetrics: f.publicMetrics, Retention: f.retention, PausedRetention: f.pausedRetention,
 		ScanTimeout: f.scanTimeout, UploadTimeout: f.uploadTimeout,
-		TCPLimits:     server.ConnLimits{PerPrefix: f.perPrefix, PerTenant: f.perTenantConns, Total: f.maxConns},
-		HeadTimeout:   f.headTimeout,
-		PreviewDomain: f.previewDomain, PreviewScheme: previewScheme(f.tlsCert),
+		TCPLimits:      server.ConnLimits{PerPrefix: f.perPrefix, PerTenant: f.perTenantConns, Total: f.maxConns},
+		TenantRequests: f.tenantRequests,
+		HeadTimeout:    f.headTimeout,
+		PreviewDomain:  f.previewDomain, PreviewScheme: previewScheme(f.tlsCert),
 	}
 	if err := f.sizes(&cfg); err != nil {
 		return cfg, err
