@@ -1,0 +1,95 @@
+package native
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
+	"github.com/airlock-dev/airlock/sandbox"
+)
+
+// A normal user's sandbox with a host id range (Config.HostIDs without
+// root: the caller's /etc/subuid and /etc/subgid entries, `airlock run
+// --image`) cannot have its maps written by us: the kernel lets an
+// unprivileged process map only its own id. The setuid newuidmap and
+// newgidmap of shadow-utils write them, after checking the ranges are the
+// caller's. The sandbox's user inside (p.uid, root for most images) is
+// the caller itself, so what it writes in the workspace and other binds
+// lands as the caller without an idmapped mount (which an unprivileged
+// user cannot make on a host filesystem); every other id inside is one
+// of the leased subordinate slot's. No other host id is in the maps, so
+// no capability inside reaches anything else.
+
+// envIDMap tells the init its maps are written by the host after it
+// starts: it stays dumpable until the host's go-ahead (newuidmap checks
+// the target process is the caller's, which a non-dumpable one is not).
+const envIDMap = "AIRLOCK_INIT_IDMAP=1"
+
+// idMapDirs are where newuidmap and newgidmap are looked for (not the
+// caller's PATH: these run setuid root on the sandbox's behalf).
+var idMapDirs = []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin"}
+
+// idMapTools finds newuidmap and newgidmap, or says how to get them.
+func idMapTools() (newuid, newgid string, err error) {
+	find := func(name string) string {
+		for _, d := range idMapDirs {
+			p := d + "/" + name
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+				return p
+			}
+		}
+		return ""
+	}
+	newuid, newgid = find("newuidmap"), find("newgidmap")
+	if newuid == "" || newgid == "" {
+		return "", "", fmt.Errorf("a normal user's host id range needs the setuid newuidmap and newgidmap (not found in %s): install them (Debian and Ubuntu: apt-get install uidmap; Fedora: shadow-utils): %w",
+			strings.Join(idMapDirs, ", "), sandbox.ErrUnavailable)
+	}
+	return newuid, newgid, nil
+}
+
+// subMap is the map of one id kind: inside 0..idmap.Size-1, the id
+// inside standing for the caller (host id self), every other onto the
+// range from base. As newuidmap's arguments (inside, host, count
+// triples).
+func subMap(inside, self, base int) []string {
+	var args []string
+	add := func(in, host, n int) {
+		if n > 0 {
+			args = append(args, strconv.Itoa(in), strconv.Itoa(host), strconv.Itoa(n))
+		}
+	}
+	add(0, base, inside)
+	add(inside, self, 1)
+	add(inside+1, base+inside+1, idmap.Size-inside-1)
+	return args
+}
+
+// writeSubIDMaps maps the init pid's user namespace through newuidmap
+// and newgidmap (see subMap): the sandbox's uid/gid inside is the
+// caller's, the rest the lease's.
+func writeSubIDMaps(pid, uid, gid int, lease *idmap.Lease) error {
+	newuid, newgid, err := idMapTools()
+	if err != nil {
+		return err
+	}
+	for _, m := range []struct {
+		tool        string
+		args        []string
+		file, owner string
+	}{
+		{newuid, subMap(uid, os.Getuid(), lease.UID), "/etc/subuid", "uid"},
+		{newgid, subMap(gid, os.Getgid(), lease.GID), "/etc/subgid", "primary group (from /etc/passwd)"},
+	} {
+		cmd := exec.Command(m.tool, append([]string{strconv.Itoa(pid)}, m.args...)...)
+		cmd.Env = []string{}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s %s: %v: %s (it maps only the caller's own %s and its %s ranges): %w",
+				m.tool, strings.Join(m.args, " "), err, strings.TrimSpace(string(out)), m.owner, m.file, sandbox.ErrUnavailable)
+		}
+	}
+	return nil
+}
