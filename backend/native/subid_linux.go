@@ -77,18 +77,17 @@ func writeSubIDMaps(pid, uid, gid int, lease *idmap.Lease) error {
 		return err
 	}
 	for _, m := range []struct {
-		tool        string
-		args        []string
-		file, owner string
+		tool string
+		args []string
 	}{
-		{newuid, subMap(uid, os.Getuid(), lease.UID), "/etc/subuid", "uid"},
-		{newgid, subMap(gid, os.Getgid(), lease.GID), "/etc/subgid", "primary group (from /etc/passwd)"},
+		{newuid, subMap(uid, os.Getuid(), lease.UID)},
+		{newgid, subMap(gid, os.Getgid(), lease.GID)},
 	} {
 		cmd := exec.Command(m.tool, append([]string{strconv.Itoa(pid)}, m.args...)...)
 		cmd.Env = []string{}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%s %s: %v: %s (it maps only the caller's own %s and its %s ranges): %w",
-				m.tool, strings.Join(m.args, " "), err, strings.TrimSpace(string(out)), m.owner, m.file, sandbox.ErrUnavailable)
+			return fmt.Errorf("%s %s: %v: %s (it maps only for a caller running with its own uid and primary group from /etc/passwd, onto those and its /etc/subuid and /etc/subgid ranges): %w",
+				m.tool, strings.Join(m.args, " "), err, strings.TrimSpace(string(out)), sandbox.ErrUnavailable)
 		}
 	}
 	return nil

@@ -230,3 +230,35 @@ func TestRunImageSubordinateIDsRefused(t *testing.T) {
 		})
 	}
 }
+
+// A map newuidmap refuses (the caller runs with a gid not its primary group,
+// which it checks the target process against) fails the run after the init has
+// started: 125 naming the tool, and nothing left behind: no process of
+// the binary, no writable layer, nothing in the workspace.
+func TestRunImageSubordinateIDsMapRefused(t *testing.T) {
+	_, uid, gid, _ := subidUser(t, 65536)
+	testutil.RequireBinary(t, "newuidmap")
+	bin, ws, env := subidSetup(t, uid, gid)
+	home := strings.TrimPrefix(env[1], "HOME=")
+	const notPrimary = 4 // adm
+	out, errs, code := runAs(t, uid, notPrimary, nil, bin, ws, env, "run", "--backend", "native", "--memory", "0", "--pids", "0", "--cpus", "0", "--image", "bb:1", "--", "id", "-u")
+	if code != 125 || out != "" || !strings.Contains(errs, "newuidmap") || !strings.Contains(errs, "primary group from /etc/passwd") {
+		t.Fatalf("run with a gid not its own: %d %q %q", code, out, errs)
+	}
+	if ents, _ := os.ReadDir(ws); len(ents) != 0 {
+		t.Errorf("left in the workspace: %v", ents)
+	}
+	filepath.WalkDir(home, func(p string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), "run-") {
+			t.Errorf("left behind: %s", p)
+		}
+		return nil
+	})
+	ps, _ := filepath.Glob("/proc/[0-9]*/exe")
+	for _, p := range ps {
+		if exe, _ := os.Readlink(p); exe == bin {
+			t.Errorf("a process of the run left: %s", filepath.Dir(p))
+		}
+	}
+	noMountOf(t, ws)
+}
