@@ -40,7 +40,9 @@ type Options struct {
 	// no sandbox process is ever a host user; docker's container runs as
 	// the range's ids, without a user namespace): "" keeps the caller's ids
 	// (airlock run), "auto" uses airlock's reserved range, "user:NAME"
-	// NAME's /etc/subuid and /etc/subgid entries. Only as root.
+	// NAME's /etc/subuid and /etc/subgid entries. As root; without root
+	// only native uses it, with the caller's own user:NAME (its maps
+	// written by newuidmap and newgidmap, `airlock run --image`).
 	HostIDs string
 	// Images is airlock's image store: the docker backend loads an image
 	// from it into the daemon when a sandbox names one (nil: the
