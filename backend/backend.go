@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -253,11 +254,18 @@ func HostIDs(spec string) (*idmap.Source, error) {
 	return nil, fmt.Errorf("host ids %q: want auto or user:NAME: %w", spec, sandbox.ErrInvalid)
 }
 
-// DescribeHostIDs says which ranges spec leases from, for doctor.
+// DescribeHostIDs says which ranges spec leases from, for doctor; as a
+// normal user, whose maps newuidmap and newgidmap write, also whether
+// they are there.
 func DescribeHostIDs(spec string) (string, error) {
 	s, err := HostIDs(spec)
 	if err != nil || s == nil {
 		return "", err
+	}
+	if os.Geteuid() != 0 {
+		if _, _, err := idmap.Tools(); err != nil {
+			return "", err
+		}
 	}
 	return s.What, nil
 }

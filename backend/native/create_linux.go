@@ -79,7 +79,7 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 	}
 	if b.cfg.HostIDs != nil && p.feats.Rootless {
 		// A normal user's subordinate ids (subid_linux.go).
-		if _, _, err := idMapTools(); err != nil {
+		if _, _, err := idmap.Tools(); err != nil {
 			return nil, p.wrap("%w", err)
 		}
 		if p.lease, err = b.cfg.HostIDs.Lease(); err != nil {

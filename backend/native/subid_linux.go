@@ -28,29 +28,6 @@ import (
 // the target process is the caller's, which a non-dumpable one is not).
 const envIDMap = "AIRLOCK_INIT_IDMAP=1"
 
-// idMapDirs are where newuidmap and newgidmap are looked for (not the
-// caller's PATH: these run setuid root on the sandbox's behalf).
-var idMapDirs = []string{"/usr/bin", "/bin", "/usr/sbin", "/sbin"}
-
-// idMapTools finds newuidmap and newgidmap, or says how to get them.
-func idMapTools() (newuid, newgid string, err error) {
-	find := func(name string) string {
-		for _, d := range idMapDirs {
-			p := d + "/" + name
-			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-				return p
-			}
-		}
-		return ""
-	}
-	newuid, newgid = find("newuidmap"), find("newgidmap")
-	if newuid == "" || newgid == "" {
-		return "", "", fmt.Errorf("a normal user's host id range needs the setuid newuidmap and newgidmap (not found in %s): install them (Debian and Ubuntu: apt-get install uidmap; Fedora: shadow-utils): %w",
-			strings.Join(idMapDirs, ", "), sandbox.ErrUnavailable)
-	}
-	return newuid, newgid, nil
-}
-
 // subMap is the map of one id kind: inside 0..idmap.Size-1, the id
 // inside standing for the caller (host id self), every other onto the
 // range from base. As newuidmap's arguments (inside, host, count
@@ -72,7 +49,7 @@ func subMap(inside, self, base int) []string {
 // and newgidmap (see subMap): the sandbox's uid/gid inside is the
 // caller's, the rest the lease's.
 func writeSubIDMaps(pid, uid, gid int, lease *idmap.Lease) error {
-	newuid, newgid, err := idMapTools()
+	newuid, newgid, err := idmap.Tools()
 	if err != nil {
 		return err
 	}

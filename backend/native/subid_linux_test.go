@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlock-dev/airlock/backend/internal/idmap"
 	"github.com/airlock-dev/airlock/sandbox"
 )
 
@@ -28,10 +29,10 @@ func TestSubMap(t *testing.T) {
 
 // Without newuidmap the error names the package to install.
 func TestIDMapToolsMissing(t *testing.T) {
-	saved := idMapDirs
-	t.Cleanup(func() { idMapDirs = saved })
-	idMapDirs = []string{t.TempDir()}
-	_, _, err := idMapTools()
+	saved := idmap.ToolDirs
+	t.Cleanup(func() { idmap.ToolDirs = saved })
+	idmap.ToolDirs = []string{t.TempDir()}
+	_, _, err := idmap.Tools()
 	if !errors.Is(err, sandbox.ErrUnavailable) || !strings.Contains(err.Error(), "apt-get install uidmap") {
 		t.Fatalf("err = %v", err)
 	}

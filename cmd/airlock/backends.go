@@ -46,19 +46,29 @@ func withImageIDs(b sandbox.Backend, imgs *images.Store, log *slog.Logger) (sand
 	if b.Name() != "native" {
 		return b, nil
 	}
-	spec := "auto"
-	if os.Getuid() != 0 {
-		u, err := user.Current()
-		if err != nil {
-			return nil, fmt.Errorf("run --image as a normal user: who is uid %d: %v: %w", os.Getuid(), err, sandbox.ErrUnavailable)
-		}
-		spec = "user:" + u.Username
+	spec, err := imageIDSpec()
+	if err != nil {
+		return nil, err
 	}
 	nb, err := backend.Open("native", backend.Options{Log: log, Images: imgs, HostIDs: spec})
 	if err != nil && os.Getuid() != 0 {
 		return nil, fmt.Errorf("%s: %w", errImageIDs, err)
 	}
 	return nb, err
+}
+
+// imageIDSpec is the host id source (backend.Options.HostIDs) of a `run
+// --image` on native: airlock's reserved range as root, else the caller's
+// own subordinate ranges.
+func imageIDSpec() (string, error) {
+	if os.Getuid() == 0 {
+		return "auto", nil
+	}
+	u, err := user.Current()
+	if err != nil {
+		return "", fmt.Errorf("run --image as a normal user: who is uid %d: %v: %w", os.Getuid(), err, sandbox.ErrUnavailable)
+	}
+	return "user:" + u.Username, nil
 }
 
 // errImageIDs prefixes why a normal user's `run --image` on the native

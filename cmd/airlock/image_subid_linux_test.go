@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/airlock-dev/airlock/images/imagestest"
 	"github.com/airlock-dev/airlock/internal/testutil"
@@ -136,7 +138,7 @@ func subidSetup(t *testing.T, uid, gid int) (bin, ws string, env []string) {
 // inside reaches a host file of another user, which that user's id
 // reaches unconfined.
 func TestRunImageSubordinateIDs(t *testing.T) {
-	_, uid, gid, first := subidUser(t, 65536)
+	name, uid, gid, first := subidUser(t, 65536)
 	testutil.RequireBinary(t, "newuidmap")
 	if first < 0 {
 		t.Fatal("useradd gave the user no subordinate range")
@@ -203,6 +205,56 @@ true`
 		t.Errorf("the other user's file changed: %q uid %d", b, st.Uid)
 	}
 	noMountOf(t, ws)
+	if got := doctorRunImageIDs(t, uid, gid, bin, ws, env); !strings.Contains(got, fmt.Sprintf("entries of user %q (1 slots of 65536)", name)) {
+		t.Errorf("doctor's run_image_host_ids: %q", got)
+	}
+}
+
+// doctorRunImageIDs is what `airlock doctor --json`, run as uid:gid, says
+// a run --image takes its host ids from.
+func doctorRunImageIDs(t *testing.T, uid, gid int, bin, ws string, env []string) string {
+	t.Helper()
+	out, errs, code := runAs(t, uid, gid, nil, bin, ws, env, "doctor", "--json")
+	var rep doctorReport
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("doctor: %d %q %q", code, out, errs)
+	}
+	return rep.Host["run_image_host_ids"]
+}
+
+// A range of one slot serves one run at a time: a second run while the
+// first holds the slot is refused (125, saying the range is in use), not
+// given the same ids.
+func TestRunImageSubordinateIDsOneSlot(t *testing.T) {
+	_, uid, gid, _ := subidUser(t, 65536)
+	testutil.RequireBinary(t, "newuidmap")
+	bin, ws, env := subidSetup(t, uid, gid)
+	args := []string{"run", "--backend", "native", "--memory", "0", "--pids", "0", "--cpus", "0", "--image", "bb:1", "--"}
+	first := exec.Command(bin, append(args, "sh", "-c", "echo up > /workspace/up; read x")...)
+	first.Dir, first.Env = ws, env
+	first.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}}
+	hold, err := first.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { hold.Close(); first.Wait() }()
+	up := filepath.Join(ws, "up")
+	for i := 0; ; i++ {
+		if _, err := os.Stat(up); err == nil {
+			break
+		}
+		if i == 3000 {
+			t.Fatal("the first run never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out, errs, code := runAs(t, uid, gid, nil, bin, ws, env, append(args, "id", "-u")...)
+	if code != 125 || out != "" || !strings.Contains(errs, "are in use") {
+		t.Fatalf("second run while the first holds the slot: %d %q %q", code, out, errs)
+	}
 }
 
 // Without a usable range the run is refused before anything starts
@@ -228,6 +280,9 @@ func TestRunImageSubordinateIDsRefused(t *testing.T) {
 				t.Errorf("left in the workspace: %v", ents)
 			}
 			noMountOf(t, ws)
+			if got := doctorRunImageIDs(t, uid, gid, bin, ws, env); !strings.HasPrefix(got, "UNAVAILABLE: ") || !strings.Contains(got, tc.want) {
+				t.Errorf("doctor's run_image_host_ids: %q", got)
+			}
 		})
 	}
 }
