@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -40,7 +41,9 @@ type Options struct {
 	// no sandbox process is ever a host user; docker's container runs as
 	// the range's ids, without a user namespace): "" keeps the caller's ids
 	// (airlock run), "auto" uses airlock's reserved range, "user:NAME"
-	// NAME's /etc/subuid and /etc/subgid entries. Only as root.
+	// NAME's /etc/subuid and /etc/subgid entries. As root; without root
+	// only native uses it, with the caller's own user:NAME (its maps
+	// written by newuidmap and newgidmap, `airlock run --image`).
 	HostIDs string
 	// Images is airlock's image store: the docker backend loads an image
 	// from it into the daemon when a sandbox names one (nil: the
@@ -251,11 +254,18 @@ func HostIDs(spec string) (*idmap.Source, error) {
 	return nil, fmt.Errorf("host ids %q: want auto or user:NAME: %w", spec, sandbox.ErrInvalid)
 }
 
-// DescribeHostIDs says which ranges spec leases from, for doctor.
+// DescribeHostIDs says which ranges spec leases from, for doctor; as a
+// normal user, whose maps newuidmap and newgidmap write, also whether
+// they are there.
 func DescribeHostIDs(spec string) (string, error) {
 	s, err := HostIDs(spec)
 	if err != nil || s == nil {
 		return "", err
+	}
+	if os.Geteuid() != 0 {
+		if _, _, err := idmap.Tools(); err != nil {
+			return "", err
+		}
 	}
 	return s.What, nil
 }

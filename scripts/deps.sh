@@ -30,6 +30,9 @@ runsc_pid=$!
 # runsc is built from the Go module proxy below (scripts/runsc.sh); Debian's
 # (0.0~20221219) is installed only when that build fails.
 pkgs=(bubblewrap git qemu-system-x86 xz-utils python3 python3-matplotlib python3-pip curl iproute2 hyperfine gcc libc6-dev e2fsprogs)
+# uidmap: the setuid newuidmap and newgidmap, which map a normal user's
+# /etc/subuid and /etc/subgid range into `airlock run --image` sandboxes.
+pkgs+=(uidmap)
 # docker.io: the docker backend's daemon (scripts/dockerd.sh starts it);
 # busybox-static and mmdebstrap: the test images (scripts/docker-images.sh).
 # The OCI runtime's tests: containerd (and its runc shim) and a dockerd of

@@ -77,6 +77,17 @@ func (b *Backend) create(ctx context.Context, spec sandbox.Spec, direct *directI
 			return nil, p.wrap("%w", err)
 		}
 	}
+	if b.cfg.HostIDs != nil && p.feats.Rootless {
+		// A normal user's subordinate ids (subid_linux.go).
+		if _, _, err := idmap.Tools(); err != nil {
+			return nil, p.wrap("%w", err)
+		}
+		if p.lease, err = b.cfg.HostIDs.Lease(); err != nil {
+			return nil, p.wrap("%w", err)
+		}
+		undo.Push(p.lease.Release)
+		p.rootCaps = keepsRootCaps(p, p.spec.Root != nil)
+	}
 	st, err := b.spawn(p, direct, &undo)
 	if err != nil {
 		return nil, p.wrap("%w", err)
@@ -145,7 +156,7 @@ func (b *Backend) prepare(spec sandbox.Spec) (*prepared, error) {
 	if p.uid, p.gid, err = p.pol.Process.Credentials(os.Getuid(), os.Getgid()); err != nil {
 		return nil, p.wrap("%w", err)
 	}
-	if b.cfg.HostIDs != nil && !p.feats.Rootless && (p.uid >= idmap.Size || p.gid >= idmap.Size) {
+	if b.cfg.HostIDs != nil && (p.uid >= idmap.Size || p.gid >= idmap.Size) {
 		return nil, p.wrap("uid/gid %d/%d: a sandbox with a host id range has ids 0..%d: %w", p.uid, p.gid, idmap.Size-1, sandbox.ErrInvalid)
 	}
 	if err := p.makeGuard(); err != nil {
@@ -311,6 +322,9 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 	// One P: the init is I/O bound, starts faster, and has fewer threads
 	// for the all-threads capability drop to stop.
 	cmd.Env = []string{"GOMAXPROCS=1"}
+	if p.feats.Rootless && p.lease != nil {
+		cmd.Env = append(cmd.Env, envIDMap)
+	}
 	cmd.ExtraFiles = []*os.File{st.memfd, st.ctlInit, st.chInit}
 	if st.overlay != nil {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, st.overlay) // fdOverlay
@@ -337,6 +351,11 @@ func (b *Backend) spawn(p *prepared, direct *directIO, undo *undo.Stack) (*start
 		st.cg.kill()
 		<-st.waited
 	})
+	if p.feats.Rootless && p.lease != nil {
+		if err := writeSubIDMaps(cmd.Process.Pid, p.uid, p.gid, p.lease); err != nil {
+			return nil, err
+		}
+	}
 	return st, nil
 }
 
@@ -405,7 +424,7 @@ func (st *started) channels(undo *undo.Stack) error {
 // seccomp, limits) while its runtime starts, and puts it in the v1
 // cgroups with the limits written.
 func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *undo.Stack) (*fsPlan, error) {
-	if p.lease != nil {
+	if p.lease != nil && !p.feats.Rootless {
 		// Its init is a range uid: it cannot write the sysctl itself. The
 		// host's child runs while the rest is configured (handshake waits).
 		st.sealed = make(chan error, 1)
@@ -454,6 +473,10 @@ func (b *Backend) configure(p *prepared, st *started, direct *directIO, undo *un
 	if p.rootCaps {
 		cfg.KeepCaps = rootCapabilities
 	}
+	// A normal user's sandbox with subordinate ids drops the caller's
+	// supplementary groups (newgidmap allowed setgroups): none is mapped,
+	// and none should open a host file for it.
+	cfg.DropGroups = p.feats.Rootless && p.lease != nil
 	if direct != nil {
 		cfg.Exec = direct.Args
 		cfg.Env = direct.Env
@@ -723,7 +746,10 @@ func sysProcAttr(uid, gid int, rootless bool, lease *idmap.Lease, cg *sandboxCgr
 	}
 	uidMap := []syscall.SysProcIDMap{{ContainerID: uid, HostID: hostUID, Size: 1}}
 	gidMap := []syscall.SysProcIDMap{{ContainerID: gid, HostID: hostGID, Size: 1}}
-	if lease != nil {
+	if rootless && lease != nil {
+		// newuidmap and newgidmap write them once it runs (subid_linux.go).
+		uidMap, gidMap = nil, nil
+	} else if lease != nil {
 		// Every id inside is an unprivileged host id of the range.
 		uidMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: lease.UID, Size: lease.Count}}
 		gidMap = []syscall.SysProcIDMap{{ContainerID: 0, HostID: lease.GID, Size: lease.Count}}
@@ -744,6 +770,16 @@ func sysProcAttr(uid, gid int, rootless bool, lease *idmap.Lease, cg *sandboxCgr
 		},
 		Pdeathsig: syscall.SIGKILL,
 		Setsid:    true,
+	}
+	if rootless && lease != nil {
+		// Its maps come after its exec, which made it no root inside: it
+		// keeps only what it takes along, so also what root inside may
+		// keep (keepCapabilities) beyond the setup's.
+		for _, c := range rootCapabilities {
+			if !slices.Contains(attr.AmbientCaps, uintptr(c)) {
+				attr.AmbientCaps = append(attr.AmbientCaps, uintptr(c))
+			}
+		}
 	}
 	if !rootless {
 		attr.GidMappingsEnableSetgroups = true

@@ -50,6 +50,9 @@ func InitMain(serve ServeFunc) int {
 	if err == nil {
 		cfg, err = readInitConfig()
 	}
+	if err == nil && cfg.DropGroups {
+		err = stage("drop supplementary groups", syscall.Setgroups([]int{}))
+	}
 	if err == nil {
 		err = setupSandbox(cfg, ctl)
 	}
@@ -112,11 +115,21 @@ func readInitConfig() (*initConfig, error) {
 // waitForHost waits for the host's go-ahead: our configuration is written,
 // the placeholders we mount exist and we are in the v1 cgroups by now.
 func waitForHost(ctl *os.File) error {
-	// Nothing inside may read our memory or ptrace us (same uid).
-	_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// Nothing inside may read our memory or ptrace us (same uid). When
+	// the host's newuidmap maps us (subid_linux.go), only after: it maps
+	// only a process of the caller's, which a non-dumpable one is not.
+	// Until then nothing runs inside, and the caller's own processes own
+	// our user namespace anyway.
+	idmapPending := os.Getenv("AIRLOCK_INIT_IDMAP") == "1"
+	if !idmapPending {
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	}
 	buf := make([]byte, 16)
 	oob := make([]byte, unix.CmsgSpace(4*maxMapped))
 	_, oobn, _, _, err := unix.Recvmsg(int(ctl.Fd()), buf, oob, unix.MSG_CMSG_CLOEXEC)
+	if idmapPending {
+		_ = unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	}
 	if err != nil {
 		return stage("wait for host", err)
 	}

@@ -16,6 +16,9 @@ type initConfig struct {
 	// KeepCaps, when set, are the capabilities root inside keeps
 	// (rootCapabilities; keepCapabilities); else it holds none.
 	KeepCaps []int `json:"keep_caps,omitempty"`
+	// DropGroups: leave no supplementary group (a normal user's sandbox
+	// with subordinate ids keeps the caller's otherwise).
+	DropGroups bool `json:"drop_groups,omitempty"`
 	// Overlay, when set, makes the root an overlay of image layers with
 	// the sandbox's writable layer (instead of a tmpfs of binds); it
 	// stays writable.

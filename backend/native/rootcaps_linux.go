@@ -19,9 +19,9 @@ import (
 var rootCapabilities = rootcaps.Set
 
 // keepsRootCaps reports whether the sandbox's root keeps rootCapabilities
-// (rootcaps.Keep; never rootless).
+// (rootcaps.Keep: only with a host id range).
 func keepsRootCaps(p *prepared, image bool) bool {
-	return !p.feats.Rootless && rootcaps.Keep(image, p.lease != nil, p.uid, p.pol)
+	return rootcaps.Keep(image, p.lease != nil, p.uid, p.pol)
 }
 
 // keepCapabilities leaves every thread of the init with exactly keep in

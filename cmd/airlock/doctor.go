@@ -62,6 +62,7 @@ func runDoctor(args []string) int {
 	} else {
 		rep.Host["serve_host_ids"] = "none: an unprivileged server's sandboxes run as its own user"
 	}
+	rep.Host["run_image_host_ids"] = runImageHostIDs()
 	if why := volume.Available(); why != "" {
 		rep.Host["serve_disk_quota"] = "none: " + why
 	} else {
@@ -109,4 +110,17 @@ func runDoctor(args []string) int {
 	}
 	printRuntimeChecks(rep.OCIRuntimes)
 	return 0
+}
+
+// runImageHostIDs says where `airlock run --image` on native takes its
+// sandbox's host id range from (withImageIDs), or why it would refuse.
+func runImageHostIDs() string {
+	spec, err := imageIDSpec()
+	if err == nil {
+		var what string
+		if what, err = backend.DescribeHostIDs(spec); err == nil {
+			return what
+		}
+	}
+	return "UNAVAILABLE: " + err.Error()
 }

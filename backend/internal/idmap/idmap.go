@@ -114,7 +114,7 @@ func forUser(user, lockDir, subuid, subgid string) (*Source, error) {
 	}
 	n := min(len(s.uids), len(s.gids))
 	if n == 0 {
-		return nil, fmt.Errorf("host ids of user %q: no %d-wide range in both %s and %s: %w", user, Size, subuid, subgid, errUnavailable)
+		return nil, fmt.Errorf("host ids of user %q: %s: %w", user, missingRange(user, subuid, us, subgid, gs), errUnavailable)
 	}
 	s.uids, s.gids = s.uids[:n], s.gids[:n]
 	s.What = fmt.Sprintf("%s/%s entries of user %q (%d slots of %d)", subuid, subgid, user, n, Size)
@@ -257,4 +257,26 @@ func subordinate(file, user string) ([][2]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// missingRange says which of the subordinate files lacks a Size-wide
+// range for user (none at all, or only narrower ones) and how to add one.
+func missingRange(user, subuid string, us [][2]int, subgid string, gs [][2]int) string {
+	var why []string
+	for _, f := range []struct {
+		file string
+		rs   [][2]int
+	}{{subuid, us}, {subgid, gs}} {
+		widest := 0
+		for _, r := range f.rs {
+			widest = max(widest, r[1])
+		}
+		switch {
+		case len(f.rs) == 0:
+			why = append(why, fmt.Sprintf("%s has no entry for %s", f.file, user))
+		case widest < Size:
+			why = append(why, fmt.Sprintf("%s gives %s at most %d ids in one range, %d are needed", f.file, user, widest, Size))
+		}
+	}
+	return strings.Join(why, "; ") + fmt.Sprintf(" (as root: usermod --add-subuids FIRST-LAST --add-subgids FIRST-LAST %s, with a free range of %d ids such as 100000-165535 when no one has it)", user, Size)
 }
