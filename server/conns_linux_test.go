@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/airlock-dev/airlock/api"
-	"github.com/airlock-dev/airlock/server/store"
 )
 
 // rawConn is one real TCP connection to the test server from src.
@@ -65,14 +63,6 @@ func (rc *rawConn) closed() bool {
 	rc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, err := rc.br.ReadByte()
 	return err != nil
-}
-
-func (ts *testServer) key(t *testing.T, tenant string) string {
-	key := store.KeyPrefix + tenant + "-" + newID("")
-	if _, err := ts.store.AddKey(context.Background(), tenant, "test", key); err != nil {
-		t.Fatal(err)
-	}
-	return key
 }
 
 // TestConnLimitsByPrefixTenantAndTotal: connections are counted per /24

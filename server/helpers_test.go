@@ -143,3 +143,12 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// key adds an API key of tenant to the store and returns it.
+func (ts *testServer) key(t *testing.T, tenant string) string {
+	key := store.KeyPrefix + tenant + "-" + newID("")
+	if _, err := ts.store.AddKey(context.Background(), tenant, "test", key); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
