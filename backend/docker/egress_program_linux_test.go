@@ -2,42 +2,15 @@ package docker
 
 import (
 	"fmt"
-	"github.com/airlock-dev/airlock/backend/internal/backendtest"
-	"net"
-	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
 )
-
-// events records the proxy's audit events.
-type events struct {
-	mu  sync.Mutex
-	all []audit.Event
-}
-
-func (e *events) Emit(ev audit.Event) { e.mu.Lock(); e.all = append(e.all, ev); e.mu.Unlock() }
-
-// lastProgram is the program named on the last request event, or why none.
-func (e *events) lastProgram() string {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for i := len(e.all) - 1; i >= 0; i-- {
-		if f := e.all[i].Fields; f["request"] == true {
-			if p, ok := f["program"].(string); ok {
-				return p
-			}
-			return fmt.Sprint("unverified: ", f["program_unverified"])
-		}
-	}
-	return ""
-}
 
 // TestEgressProgramRules: on docker, as on native, a request rule that
 // names curl lets curl through (the in-container agent names the program
@@ -46,21 +19,12 @@ func (e *events) lastProgram() string {
 // the copy reach the server.
 func TestEgressProgramRules(t *testing.T) {
 	b := testBackend(t)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "HELLO-FROM-HOST")
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := backendtest.HelloServer(t)
 	network := func(programs ...string) policy.Network {
 		return policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{fmt.Sprintf("127.0.0.1/32:%d", port)},
 			Requests: []policy.RequestRule{{Host: "web.test", Methods: []string{"GET"}, Programs: programs}}}
 	}
-	rec := &events{}
+	rec := &backendtest.Events{}
 	pol := testPolicy(t, workspace(t), func(p *policy.Policy) { direct(p); p.Network = network() })
 	id := newID(t)
 	px, err := egress.New(egress.Config{SandboxID: id, Network: pol.Network, Audit: rec,
@@ -91,7 +55,7 @@ func TestEgressProgramRules(t *testing.T) {
 	}
 	for _, tc := range []struct{ client, code string }{{"curl", "200"}, {"copy of curl", "403"}, {"python3", "403"}} {
 		_, code := sh(t, sb, clients[tc.client])
-		prog := rec.lastProgram()
+		prog := rec.LastProgram()
 		if code != tc.code {
 			t.Errorf("programs [curl], %s: %q (program %q), want %s", tc.client, code, prog, tc.code)
 		}

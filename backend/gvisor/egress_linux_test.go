@@ -2,17 +2,14 @@ package gvisor
 
 import (
 	"fmt"
-	"github.com/airlock-dev/airlock/backend/internal/backendtest"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/airlock-dev/airlock/audit"
+	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -23,16 +20,7 @@ import (
 // backend; allowed names are reached, others refused.
 func TestEgressThroughProxy(t *testing.T) {
 	b := testBackend(t)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "HELLO-FROM-HOST")
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := backendtest.HelloServer(t)
 	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("unconfined request failed: %v", err)
 	}
@@ -40,7 +28,7 @@ func TestEgressThroughProxy(t *testing.T) {
 	ws := workspace(t)
 	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Network = network })
 	loop := netip.MustParseAddr("127.0.0.1")
-	rec := &auditLog{}
+	rec := &backendtest.Events{}
 	id := newID(t)
 	px, err := egress.New(egress.Config{SandboxID: id, Network: pol.Network, Audit: rec,
 		Resolver: egress.StaticResolver{"web.test": {loop}, "other.test": {loop}}})
@@ -54,7 +42,7 @@ func TestEgressThroughProxy(t *testing.T) {
 	sb := create(t, b, sandbox.Spec{ID: id, Policy: pol, Egress: px, Env: px.SandboxEnv(), Files: px.SandboxFiles(bundle)})
 	st, out := sh(t, sb, fmt.Sprintf("curl -sS --max-time 20 http://web.test:%d/", port))
 	if st.Code != 0 || out != "HELLO-FROM-HOST" {
-		t.Fatalf("allowed request through the proxy: %+v %q; audit %+v", st, out, rec.all())
+		t.Fatalf("allowed request through the proxy: %+v %q; audit %+v", st, out, rec.All())
 	}
 	st, out = sh(t, sb, fmt.Sprintf("curl -sS --max-time 20 -o /dev/null -w '%%{http_code}' http://other.test:%d/", port))
 	if st.Code == 0 && strings.HasPrefix(out, "2") {
@@ -67,43 +55,17 @@ func TestEgressThroughProxy(t *testing.T) {
 	}
 }
 
-type auditLog struct {
-	mu     sync.Mutex
-	events []audit.Event
-}
-
-func (a *auditLog) Emit(e audit.Event) {
-	a.mu.Lock()
-	a.events = append(a.events, e)
-	a.mu.Unlock()
-}
-
-func (a *auditLog) all() []audit.Event {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]audit.Event(nil), a.events...)
-}
-
 // TestEgressRequestRules: request rules hold inside gVisor too (the same
 // agent tunnel; plain proxy requests here): a matching GET passes, a POST
 // and another path are refused with the proxy's 403.
 func TestEgressRequestRules(t *testing.T) {
 	b := testBackend(t)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "HELLO-FROM-HOST")
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := backendtest.HelloServer(t)
 	network := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{fmt.Sprintf("127.0.0.1/32:%d", port)},
 		Requests: []policy.RequestRule{{Host: "web.test", Methods: []string{"GET"}, Path: "/ok/*"}}}
 	ws := workspace(t)
 	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Network = network })
-	rec := &auditLog{}
+	rec := &backendtest.Events{}
 	id := newID(t)
 	px, err := egress.New(egress.Config{SandboxID: id, Network: pol.Network, Audit: rec,
 		Resolver: egress.StaticResolver{"web.test": {netip.MustParseAddr("127.0.0.1")}}})
@@ -134,22 +96,13 @@ func TestEgressRequestRules(t *testing.T) {
 // to another program.
 func TestEgressProgramRules(t *testing.T) {
 	b := testBackend(t)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "HELLO-FROM-HOST")
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := backendtest.HelloServer(t)
 	network := policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{fmt.Sprintf("127.0.0.1/32:%d", port)},
 		Requests: []policy.RequestRule{{Host: "web.test", Methods: []string{"GET"}, Programs: []string{"curl"}}}}
 	ws := workspace(t)
 	pol := testPolicy(t, ws, func(p *policy.Policy) { p.Network = network })
 	id := newID(t)
-	px, err := egress.New(egress.Config{SandboxID: id, Network: pol.Network, Audit: &auditLog{},
+	px, err := egress.New(egress.Config{SandboxID: id, Network: pol.Network, Audit: &backendtest.Events{},
 		Resolver: egress.StaticResolver{"web.test": {netip.MustParseAddr("127.0.0.1")}}})
 	if err != nil {
 		t.Fatal(err)

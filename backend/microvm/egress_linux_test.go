@@ -2,12 +2,12 @@ package microvm
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -20,16 +20,7 @@ import (
 // has no other way out (no NIC).
 func TestEgressThroughProxy(t *testing.T) {
 	b := testBackend(t, false)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "HELLO-FROM-HOST")
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := backendtest.HelloServer(t)
 	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port)); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("unconfined request failed: %v", err)
 	}
@@ -38,7 +29,7 @@ func TestEgressThroughProxy(t *testing.T) {
 	pol := testPolicy(t, ws, false)
 	pol.Network = network
 	loop := netip.MustParseAddr("127.0.0.1")
-	rec := &auditLog{}
+	rec := &backendtest.Events{}
 	id := "eg-" + randID()
 	px, err := egress.New(egress.Config{SandboxID: id, Network: pol.Network, Audit: rec,
 		Resolver: egress.StaticResolver{"web.test": {loop}, "other.test": {loop}}})
@@ -52,7 +43,7 @@ func TestEgressThroughProxy(t *testing.T) {
 	sb := create(t, b, sandbox.Spec{ID: id, Policy: pol, Egress: px, Env: px.SandboxEnv(), Files: px.SandboxFiles(bundle)})
 	st, out := sh(t, sb, fmt.Sprintf("curl -sS --max-time 20 http://web.test:%d/", port))
 	if st.Code != 0 || out != "HELLO-FROM-HOST" {
-		t.Fatalf("allowed request through the proxy: %+v %q; audit %+v", st, out, rec.all())
+		t.Fatalf("allowed request through the proxy: %+v %q; audit %+v", st, out, rec.All())
 	}
 	st, out = sh(t, sb, fmt.Sprintf("curl -sS --max-time 20 -o /dev/null -w '%%{http_code}' http://other.test:%d/", port))
 	if st.Code == 0 && strings.HasPrefix(out, "2") {

@@ -2,13 +2,11 @@ package microvm
 
 import (
 	"fmt"
-	"github.com/airlock-dev/airlock/backend/internal/backendtest"
-	"net"
-	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"github.com/airlock-dev/airlock/egress"
 	"github.com/airlock-dev/airlock/policy"
 	"github.com/airlock-dev/airlock/sandbox"
@@ -20,23 +18,14 @@ import (
 // the workspace. Without the rule (the proof), both reach the server.
 func TestEgressProgramRules(t *testing.T) {
 	b := testBackend(t, false)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "HELLO-FROM-HOST")
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	defer srv.Close()
-	port := ln.Addr().(*net.TCPAddr).Port
+	port := backendtest.HelloServer(t)
 	network := func(programs ...string) policy.Network {
 		return policy.Network{Mode: policy.NetworkAllowlist, Allow: []string{fmt.Sprintf("127.0.0.1/32:%d", port)},
 			Requests: []policy.RequestRule{{Host: "web.test", Methods: []string{"GET"}, Programs: programs}}}
 	}
 	pol := testPolicy(t, workspace(t), false)
 	pol.Network = network()
-	rec := &auditLog{}
+	rec := &backendtest.Events{}
 	id := "egp-" + randID()
 	px, err := egress.New(egress.Config{SandboxID: id, Network: pol.Network, Audit: rec,
 		Resolver: egress.StaticResolver{"web.test": {netip.MustParseAddr("127.0.0.1")}}})
@@ -64,7 +53,7 @@ func TestEgressProgramRules(t *testing.T) {
 	}
 	for _, tc := range []struct{ client, code string }{{"curl", "200"}, {"copy of curl", "403"}, {"python3", "403"}} {
 		_, code := sh(t, sb, clients[tc.client])
-		prog := lastProgram(rec)
+		prog := rec.LastProgram()
 		if code != tc.code {
 			t.Errorf("programs [curl], %s: %q (program %q), want %s", tc.client, code, prog, tc.code)
 		}
@@ -72,20 +61,6 @@ func TestEgressProgramRules(t *testing.T) {
 			t.Errorf("programs [curl], curl passed as %q, want curl's path", prog)
 		}
 	}
-}
-
-// lastProgram is the program named on the last request event, or why none.
-func lastProgram(rec *auditLog) string {
-	all := rec.all()
-	for i := len(all) - 1; i >= 0; i-- {
-		if f := all[i].Fields; f["request"] == true {
-			if p, ok := f["program"].(string); ok {
-				return p
-			}
-			return fmt.Sprint("unverified: ", f["program_unverified"])
-		}
-	}
-	return ""
 }
 
 // TestEgressGitPreset: real git in the guest clones through the git preset

@@ -8,12 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/airlock-dev/airlock/audit"
 	"github.com/airlock-dev/airlock/backend/internal/backendtest"
 	"github.com/airlock-dev/airlock/internal/testutil"
 	"github.com/airlock-dev/airlock/policy"
@@ -124,21 +122,3 @@ func specFor(t testing.TB) sandbox.Spec {
 }
 
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
-
-// auditLog collects audit events.
-type auditLog struct {
-	mu     sync.Mutex
-	events []audit.Event
-}
-
-func (a *auditLog) Emit(e audit.Event) {
-	a.mu.Lock()
-	a.events = append(a.events, e)
-	a.mu.Unlock()
-}
-
-func (a *auditLog) all() []audit.Event {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]audit.Event(nil), a.events...)
-}

@@ -23,19 +23,7 @@ import (
 )
 
 // programServer is a host HTTP server a sandbox reaches as web.test.
-func programServer(t testing.TB) int {
-	t.Helper()
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprint(w, "HELLO-FROM-HOST")
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func programServer(t testing.TB) int { return backendtest.HelloServer(t) }
 
 // programSandbox makes a native sandbox whose proxy has rules (after the
 // allowlist entry for the server on port) and returns it with its proxy.
