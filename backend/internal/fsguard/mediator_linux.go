@@ -456,6 +456,7 @@ func (c *call) openIn(root int, dirfd int32, pathArg, flags int, mode uint32, ex
 	if err != nil {
 		return errResult(err)
 	}
+	defer unix.Close(fd)
 	return c.m.inject(c.n.ID, fd, cloexec)
 }
 
@@ -490,26 +491,18 @@ func (c *call) decideOpen(e entry, flags int, exists bool, st *unix.Stat_t) (res
 	return result{}, false
 }
 
-// inject installs fd in the caller as its call's result, and closes it
-// here (it takes fd) before the answer lets the caller go on: a copy of a
-// writable descriptor still open in the mediator when the caller resumes
-// would make the next exec of that file fail with ETXTBSY (cp x ./y && ./y
-// "Text file busy"), so the install and the answer are two steps around
-// our close rather than one ADDFD_FLAG_SEND.
+// inject installs fd in the caller as its call's result.
 func (m *Mediator) inject(id uint64, fd int, cloexec bool) result {
-	a := addFD{ID: id, SrcFD: uint32(fd)}
+	a := addFD{ID: id, Flags: unix.SECCOMP_ADDFD_FLAG_SEND, SrcFD: uint32(fd)}
 	if cloexec {
 		a.NewFDFlags = unix.O_CLOEXEC
 	}
-	remote, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(m.cfg.Listener), unix.SECCOMP_IOCTL_NOTIF_ADDFD, uintptr(unsafe.Pointer(&a)))
-	unix.Close(fd)
-	if e != 0 {
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(m.cfg.Listener), unix.SECCOMP_IOCTL_NOTIF_ADDFD, uintptr(unsafe.Pointer(&a))); e != 0 {
 		if e == unix.ENOENT {
 			return answered // the caller is gone
 		}
 		return result{errno: e}
 	}
-	m.send(Response{ID: id, Val: int64(remote)})
 	return answered
 }
 
@@ -526,6 +519,7 @@ func (m *Mediator) openFIFO(n Notif, dir int, name string, flags int, cloexec bo
 				r = errResult(err)
 			} else {
 				r = m.inject(n.ID, fd, cloexec)
+				unix.Close(fd)
 			}
 		}
 	}
