@@ -60,7 +60,13 @@ func TestEgressProgramRulesReliable(t *testing.T) {
 	}
 	for _, tc := range []struct{ name, script string }{
 		{"python3", "python3 -c \"import urllib.request as u\ntry: u.urlopen('" + u + "')\nexcept Exception as e: print(e.code, end='')\""},
-		{"copy of curl", "cp $(command -v curl) ./curl && ./curl -sS --max-time 20 -o /dev/null -w '%{http_code}' " + u},
+		// The pause: the write mediator closes its copy of the new file's
+		// descriptor just after answering the open, and an exec in that
+		// moment fails with ETXTBSY (a known defect of the mediator, in
+		// the closing note of 2026-12-05; a fix that installs, closes and
+		// then answers was tried and withdrawn). This test is about the
+		// rule, not that race.
+		{"copy of curl", "cp $(command -v curl) ./curl && sleep 0.2 && ./curl -sS --max-time 20 -o /dev/null -w '%{http_code}' " + u},
 	} {
 		if _, out := sh(t, sb, tc.script); out != "403" {
 			t.Errorf("%s: %q, want 403", tc.name, out)
